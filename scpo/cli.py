@@ -111,7 +111,7 @@ def credit_map(rollouts: Path = typer.Argument(..., help="saved rollouts (.parqu
 
 
 @app.command()
-def parity(split: str = typer.Option("valid_seen", help="ALFWorld split"),
+def parity(split: str = typer.Option("valid_seen", help="ALFWorld split, or several comma-separated: valid_seen,valid_unseen"),
            games: Optional[int] = typer.Option(None, help="first N games (default: all)"),
            random_walks: int = typer.Option(2, help="seeded random walks per game"),
            walk_steps: int = typer.Option(40, help="steps per random walk"),

@@ -43,3 +43,11 @@ def test_projection_never_raises(text, admissible):
     action, valid = project_action(text, admissible)
     assert isinstance(action, str) and len(action) <= MAX_ACTION_CHARS and isinstance(valid, bool)
     assert not valid or action in admissible
+
+
+def test_template_phrases_are_the_fixed_text_between_fields():
+    from scpo.envs.prompting import template_phrases
+
+    got = template_phrases("You are an agent. Your task is to: {goal}\nSee {obs} and act. <action> </action> ok then go",
+                           keep_apart=("<action>", "</action>"))
+    assert got == (" ok then go", "You are an agent. Your task is to: ")

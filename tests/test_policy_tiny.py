@@ -138,3 +138,20 @@ def test_admissible_choice_generates_freely_when_a_command_is_a_template(policy)
     free = TransformersEngine(policy, max_prompt_tokens=64, max_new_tokens=4).generate([CORPUS[0]], temperature=0.0)
     assert out[0].response_ids == free[0].response_ids
     assert out[1].text in ("<action>look</action>", "<action>go east</action>")
+
+
+def test_object_names_are_one_shared_token_and_template_phrases_are_single_tokens():
+    from scpo.envs.alfworld.prompts import PROMPT_PHRASES, build_prompt
+
+    prompt = build_prompt("cool some apple and put it in countertop.", "On the countertop 1, you see a apple 1.",
+                          ["take apple 1 from countertop 1", "go to fridge 1"], [], step=0)
+    tok = train_tokenizer([prompt] * 3, vocab_size=400, fixed_phrases=PROMPT_PHRASES)
+    ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    assert tok.decode(ids) == prompt
+    apple = tok(" apple", add_special_tokens=False)["input_ids"]
+    answer = tok("<action>take apple 1 from countertop 1</action>", add_special_tokens=False)["input_ids"]
+    assert len(apple) == 1 and apple[0] in answer and ids.count(apple[0]) == 3  # goal, observation, command
+    shown = [p for p in PROMPT_PHRASES if p in prompt]
+    assert len(shown) >= 3
+    for phrase in shown:
+        assert tok.convert_tokens_to_ids(phrase) in ids

@@ -2,7 +2,7 @@
 (tokenizers library) on environment text. Nothing is downloaded; the CPU profile trains it in minutes.
 
 The answer tags (`<think>`, `</think>`, `<action>`, `</action>`) are single added tokens, so a short answer such as
-`<action>go to desk 1</action>` is a handful of tokens.
+`<action>go to desk 1</action>` is six tokens.
 """
 
 from __future__ import annotations
@@ -12,17 +12,20 @@ from typing import Iterable
 __all__ = ["TAG_TOKENS", "SPECIAL_TOKENS", "train_tokenizer", "build_tiny_model"]
 
 TAG_TOKENS = ("<think>", "</think>", "<action>", "</action>")
-# Pre-tokenisation splits only at quotes, brackets and punctuation, so BPE merges may span words inside a phrase:
-# an admissible command ('go to desk 1') is the same segment in the action list, in the history and in the answer
-# (<action>go to desk 1</action>), hence the same one or few tokens, which the model can copy; and ALFWorld prompts
-# shrink about 4x against word-level pre-tokenisation (440 -> ~100 tokens), and with them the cost of every forward pass.
-PHRASE_BOUNDARY = r"""', '|\['|'\]|[\[\]'",.:;!?()\n]"""
+# Pre-tokenisation at word boundaries: a word, a number, a run of punctuation (each with its leading space). An object or
+# receptacle name is then the same token in the task, the observation, the admissible commands and the answer
+# ("apple" in "cool some apple" and in "take apple 1 from countertop 1"), which a small model can learn to copy. The
+# prompt template's fixed sentences (`fixed_phrases`, from the env's `PROMPT_PHRASES`) are single added tokens, so the
+# boilerplate costs a handful of positions: ALFWorld prompts are ~300 tokens (median), the longest ~700.
+WORD_BOUNDARY = r"""'s|\s?[A-Za-z]+|\s?\d+|\s?[^\sA-Za-z\d]+|\s+"""
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048, max_texts: int = 3000):
-    """Byte-level BPE trained on (the first `max_texts` of) `texts`; any text decodes back exactly. Wrapped as a
-    transformers fast tokenizer with left padding."""
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048, max_texts: int = 3000,
+                    fixed_phrases: Iterable[str] = ()):
+    """Byte-level BPE over word-level pre-tokens, trained on (the first `max_texts` of) `texts`; any text decodes back
+    exactly. The answer tags and each of `fixed_phrases` are added tokens. Wrapped as a transformers fast tokenizer
+    with left padding."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -31,7 +34,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048, max_texts: int
         raise ValueError("train_tokenizer needs at least one text (got an empty corpus)")
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PHRASE_BOUNDARY), behavior="isolated"),
+        pre_tokenizers.Split(Regex(WORD_BOUNDARY), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
     tok.decoder = decoders.ByteLevel()
@@ -40,7 +43,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048, max_texts: int
     tok.train_from_iterator(texts, trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
                                    unk_token="<unk>")
-    fast.add_tokens(list(TAG_TOKENS))
+    fast.add_tokens(list(TAG_TOKENS) + sorted(set(fixed_phrases) - set(TAG_TOKENS)))
     fast.padding_side = "left"
     return fast
 

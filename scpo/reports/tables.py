@@ -132,12 +132,13 @@ def task_type_table(evals: pd.DataFrame, env: str, methods: Sequence[str], hard_
 def our_scale_label(cfg: Config) -> str:
     """How our numbers were produced: model, scale, evaluation, profile (printed above every table of ours)."""
     p = cfg.policy
-    model = (f"tiny Llama ({p.tiny_layers} layers x {p.tiny_hidden_size} hidden, vocab {p.tiny_vocab_size})"
+    model = (f"tiny Llama ({p.tiny_layers} layers x {p.tiny_hidden_size} hidden, vocab <= {p.tiny_vocab_size})"
              if p.profile == "tiny" else p.profile)
     episodes = "all" if cfg.eval.n_episodes is None else cfg.eval.n_episodes
     return (f"{model}, behaviour-cloning warm start on {cfg.train.sft.n_demos} demos, "
             f"{cfg.rollout.n_tasks} tasks x {cfg.rollout.group_size} rollouts, {cfg.train.iterations} iterations, "
-            f"eval {episodes} episodes per split ({', '.join(cfg.eval.splits)}) at temperature {cfg.eval.temperature}, "
+            f"eval {episodes} episodes per split (ALFWorld {', '.join(cfg.eval.splits)}; WebShop test) "
+            f"at temperature {cfg.eval.temperature}, "
             f"profile '{cfg.profile}'")
 
 

@@ -94,7 +94,7 @@ def run_sft(cfg: Config, out_dir: Path | None = None) -> dict:
         policy = load_policy(cfg.train.init_from, dtype=cfg.policy.dtype)
     else:
         policy = create_policy(cfg.policy, corpus=corpus, models_dir=Path(cfg.data.root) / "models",
-                               seed=cfg.train.seed)
+                               seed=cfg.train.seed, fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ()))
     bc = behaviour_cloning(policy, demos, epochs=cfg.train.sft.epochs, lr=cfg.train.sft.lr,
                            batch_size=cfg.train.sft.batch_size, max_prompt_tokens=cfg.policy.max_prompt_tokens,
                            seed=cfg.train.seed)
@@ -126,8 +126,8 @@ def _initial_policy_dir(cfg: Config, env, run_dir: Path) -> Path:
                                              max_steps=env.max_steps, history_length=cfg.env.history_length,
                                              progress=False)
             corpus = [d.prompt for d in demos] + [d.response for d in demos]
-        create_policy(cfg.policy, corpus=corpus, models_dir=Path(cfg.data.root) / "models",
-                      seed=cfg.train.seed).save(init_dir)
+        create_policy(cfg.policy, corpus=corpus, models_dir=Path(cfg.data.root) / "models", seed=cfg.train.seed,
+                      fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ())).save(init_dir)
     return init_dir
 
 

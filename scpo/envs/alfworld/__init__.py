@@ -7,9 +7,10 @@ from pathlib import Path
 
 from scpo.envs.alfworld.env import DEFAULT_MAX_STEPS, ENGINES, SUCCESS_REWARD, AlfworldEnv, make_alfworld
 from scpo.envs.alfworld.games import SPLITS, TASK_TYPES, DataError, expert_actions, game_file, list_tasks, task_type
-from scpo.envs.alfworld.prompts import build_prompt, project_action
+from scpo.envs.alfworld.prompts import PROMPT_PHRASES, build_prompt, project_action
 
 __all__ = ["list_tasks", "make_env", "task_type", "expert_actions", "expert_demo", "build_prompt", "project_action",
+           "PROMPT_PHRASES",
            "AlfworldEnv",
            "make_alfworld", "game_file", "TASK_TYPES", "SPLITS", "ENGINES", "SUCCESS_REWARD", "DEFAULT_MAX_STEPS",
            "DataError"]

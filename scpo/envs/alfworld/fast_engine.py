@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from scpo.envs.alfworld import render
-from scpo.envs.alfworld.games import DataError, goal_of, load_game
+from scpo.envs.alfworld.games import DataError, cache_key, goal_of, load_game
 from scpo.envs.alfworld.pddl import Facts, PddlError, goal_satisfied, parse_problem
 
 __all__ = ["FastEngine", "CompiledGame", "compile_game", "demangle_names", "NOTHING_HAPPENS"]
@@ -136,12 +136,7 @@ def _compile_cached(path: str, mtime_ns: int) -> CompiledGame:
 
 def compile_game(path: str | Path) -> CompiledGame:
     """The static part of a game (cached by path and modification time)."""
-    path = Path(path)
-    try:
-        mtime = path.stat().st_mtime_ns
-    except OSError:
-        raise DataError(f"ALFWorld game file not found: {path}") from None
-    return _compile_cached(str(path), mtime)
+    return _compile_cached(*cache_key(path))
 
 
 class FastEngine:

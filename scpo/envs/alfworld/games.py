@@ -67,6 +67,15 @@ def task_type(task_id: str | Path) -> str:
                      f"<type>-<object>-... with <type> in {', '.join(TASK_TYPES)}")
 
 
+def cache_key(path: str | Path) -> tuple[str, int]:
+    """(path, modification time in ns): the key under which a game file's parsed forms are cached, so an edited file is
+    read again. A missing file raises DataError."""
+    try:
+        return str(path), Path(path).stat().st_mtime_ns
+    except OSError:
+        raise DataError(f"ALFWorld game file not found: {path}") from None
+
+
 @lru_cache(maxsize=8192)
 def _load_cached(path: str, mtime_ns: int) -> dict:
     return read_game(path)
@@ -74,12 +83,7 @@ def _load_cached(path: str, mtime_ns: int) -> dict:
 
 def load_game(path: str | Path) -> dict:
     """The parsed game file (cached by path and modification time); a missing or corrupt file raises DataError."""
-    path = Path(path)
-    try:
-        mtime = path.stat().st_mtime_ns
-    except OSError:
-        raise DataError(f"ALFWorld game file not found: {path}") from None
-    return _load_cached(str(path), mtime)
+    return _load_cached(*cache_key(path))
 
 
 def goal_of(game: dict) -> str:

@@ -7,10 +7,10 @@ admissible actions (without "help", as verl-agent does) and the `<think>...</thi
 
 from __future__ import annotations
 
-import re
+from scpo.envs.prompting import extract_action, template_phrases
 
-__all__ = ["PROMPT_NO_HISTORY", "PROMPT_WITH_HISTORY", "HISTORY_ITEM", "ANSWER_FORMAT", "build_prompt", "project_action",
-           "MAX_ACTION_CHARS"]
+__all__ = ["PROMPT_NO_HISTORY", "PROMPT_WITH_HISTORY", "HISTORY_ITEM", "ANSWER_FORMAT", "PROMPT_PHRASES", "build_prompt",
+           "project_action", "MAX_ACTION_CHARS"]
 
 ANSWER_FORMAT = (
     "Now it's your turn to take an action.\n"
@@ -37,9 +37,10 @@ PROMPT_WITH_HISTORY = (
 
 HISTORY_ITEM = "\n[Observation {index}: '{observation}', Action {index}: '{action}']"
 
+# the templates' fixed text (the tiny policy's tokenizer keeps each piece as one token)
+PROMPT_PHRASES = template_phrases(PROMPT_NO_HISTORY, PROMPT_WITH_HISTORY, HISTORY_ITEM,
+                                  keep_apart=("<think>", "</think>", "<action>", "</action>"))
 MAX_ACTION_CHARS = 200  # a projected action is never longer than this (keeps garbage text from flooding the env)
-_ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
-_SPACES = re.compile(r"\s+")
 
 
 def _quote(command: str) -> str:
@@ -71,11 +72,9 @@ def project_action(text: object, admissible: list[str]) -> tuple[str, bool]:
     still a plain string (at most MAX_ACTION_CHARS) that the env treats as a no-op ("Nothing happens.").
     """
     try:
-        text = text if isinstance(text, str) else ("" if text is None else str(text))
-        matches = _ACTION_TAG.findall(text)
-        if not matches:
+        action = extract_action(text, MAX_ACTION_CHARS)
+        if action is None:
             return "", False
-        action = _SPACES.sub(" ", matches[-1][:10 * MAX_ACTION_CHARS]).strip().lower()[:MAX_ACTION_CHARS]
         return action, action in set(admissible or ())
     except Exception:  # noqa: BLE001 - the contract is "never raises", whatever the input
         return "", False

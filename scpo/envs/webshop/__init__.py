@@ -13,9 +13,10 @@ from scpo.envs.webshop.catalogue import SPLITS, Catalogue, build_catalogue, load
 from scpo.envs.webshop.env import (DEFAULT_MAX_STEPS, SEARCH_TEMPLATE, SUCCESS_REWARD, WebShopEnv, format_task_id,
                                    make_webshop, parse_task_id)
 from scpo.envs.webshop.policies import RandomPolicy, expert_actions, run_episode
-from scpo.envs.webshop.prompts import build_prompt, project_action
+from scpo.envs.webshop.prompts import PROMPT_PHRASES, build_prompt, project_action
 
-__all__ = ["list_tasks", "make_env", "task_type", "expert_actions", "build_prompt", "project_action", "WebShopEnv",
+__all__ = ["list_tasks", "make_env", "task_type", "expert_actions", "build_prompt", "project_action", "PROMPT_PHRASES",
+           "WebShopEnv",
            "make_webshop", "RandomPolicy", "run_episode", "build_catalogue", "load_catalogue", "split_ranges", "Catalogue",
            "SPLITS", "SEARCH_TEMPLATE", "SUCCESS_REWARD", "DEFAULT_MAX_STEPS", "TASK_TYPES"]
 

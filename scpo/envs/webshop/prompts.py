@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 
+from scpo.envs.prompting import extract_action, template_phrases
 from scpo.envs.webshop.env import SEARCH_TEMPLATE
 
-__all__ = ["PROMPT_NO_HISTORY", "PROMPT_WITH_HISTORY", "HISTORY_ITEM", "ANSWER_FORMAT", "build_prompt", "project_action",
-           "strip_header", "MAX_ACTION_CHARS"]
+__all__ = ["PROMPT_NO_HISTORY", "PROMPT_WITH_HISTORY", "HISTORY_ITEM", "ANSWER_FORMAT", "PROMPT_PHRASES", "build_prompt",
+           "project_action", "strip_header", "MAX_ACTION_CHARS"]
 
 ANSWER_FORMAT = (
     "Now it's your turn to take one action for the current step.\n"
@@ -41,9 +42,10 @@ PROMPT_WITH_HISTORY = (
 
 HISTORY_ITEM = "\n[Observation {index}: '{observation}', Action {index}: '{action}']"
 
+# the templates' fixed text (the tiny policy's tokenizer keeps each piece as one token)
+PROMPT_PHRASES = template_phrases(PROMPT_NO_HISTORY, PROMPT_WITH_HISTORY, HISTORY_ITEM,
+                                  keep_apart=("<think>", "</think>", "<action>", "</action>"))
 MAX_ACTION_CHARS = 300  # a projected action is never longer than this (a search query is free text)
-_ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
-_SPACES = re.compile(r"\s+")
 _HEADER = re.compile(r"^WebShop \[SEP\] Instruction: \[SEP\] .*? \[SEP\] ", re.DOTALL)
 _SEARCH = re.compile(r"^search\[(.+)\]$", re.DOTALL)
 
@@ -89,11 +91,9 @@ def project_action(text: object, admissible: list[str]) -> tuple[str, bool]:
     the action (possibly "") is a string the env treats as an inadmissible no-op.
     """
     try:
-        text = text if isinstance(text, str) else ("" if text is None else str(text))
-        matches = _ACTION_TAG.findall(text)
-        if not matches:
+        action = extract_action(text, MAX_ACTION_CHARS)
+        if action is None:
             return "", False
-        action = _SPACES.sub(" ", matches[-1][:10 * MAX_ACTION_CHARS]).strip().lower()[:MAX_ACTION_CHARS]
         return action, _admissible(action, list(admissible or ()))
     except Exception:  # noqa: BLE001 - the contract is "never raises", whatever the input
         return "", False

@@ -1,0 +1,33 @@
+"""Helpers shared by the environments' prompt modules: reading the `<action>` tag of a model answer, and the fixed
+phrases of a prompt template (the tiny policy's tokenizer keeps each one as a single token).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["extract_action", "template_phrases"]
+
+_ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
+_SPACES = re.compile(r"\s+")
+_FIELD = re.compile(r"\{[a-z_]+\}")
+
+
+def extract_action(text: object, max_chars: int) -> str | None:
+    """The content of the last `<action>...</action>` tag of `text`, lower-cased, whitespace collapsed, at most
+    `max_chars` characters; None when there is no tag. Never raises (non-strings count as text)."""
+    text = text if isinstance(text, str) else ("" if text is None else str(text))
+    matches = _ACTION_TAG.findall(text)
+    if not matches:
+        return None
+    return _SPACES.sub(" ", matches[-1][:10 * max_chars]).strip().lower()[:max_chars]
+
+
+def template_phrases(*templates: str, min_words: int = 3, keep_apart: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The literal text between the `{field}` placeholders of `templates`, cut also at each string of `keep_apart`
+    (tokens with a meaning of their own, such as `<action>`), keeping pieces of at least `min_words` words; sorted,
+    unique. Example: "You are an agent. Your task is to: {goal}\n" -> ("You are an agent. Your task is to: ",)."""
+    pieces = [p for t in templates for p in _FIELD.split(t)]
+    for sep in keep_apart:
+        pieces = [q for p in pieces for q in p.split(sep)]
+    return tuple(sorted({p for p in pieces if len(p.split()) >= min_words}))
