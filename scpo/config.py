@@ -103,6 +103,8 @@ class TrainConfig(StrictModel):
     ppo_epochs: int = Field(1, ge=1)
     minibatch_size: int = Field(64, ge=1)
     max_grad_norm: float = Field(1.0, gt=0)
+    skip_zero_advantage: bool = Field(True, description="leave steps with advantage exactly 0 (e.g. every step of a group "
+                                      "whose rollouts all got the same reward) out of the update")
     checkpoint_every: int = Field(5, ge=1)
     out_dir: str = "runs"
     init_from: str | None = Field(None, description="RL start: an SFT run dir or model dir (None: fresh profile model)")

@@ -17,7 +17,8 @@ from scpo.rollout_types import RolloutBatch
 SMOKE = {"policy.tiny_hidden_size": 32, "policy.tiny_layers": 1, "policy.tiny_heads": 2, "policy.tiny_vocab_size": 300,
          "policy.max_new_tokens": 10, "env.alfworld.max_steps": 5, "rollout.n_tasks": 2, "rollout.group_size": 3,
          "train.iterations": 2, "train.checkpoint_every": 1, "train.sft.n_demos": 12, "train.sft.epochs": 8,
-         "train.sft.lr": 3e-3, "train.lr": 1e-3, "eval.n_episodes": 3}
+         "train.sft.lr": 3e-3, "train.lr": 1e-3, "eval.n_episodes": 3,
+         "train.skip_zero_advantage": False}  # every iteration takes optimizer steps, whatever the groups' rewards
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +66,31 @@ def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path, monkeypa
     assert (run / "model" / "model.safetensors").exists() and (run / "dvclive" / "metrics.json").exists()
     if method == "scpo":
         assert "credit/scpo_bonus_mean" in hist
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_steps_without_signal_move_the_policy_only_when_not_skipped(skip, sft_run, tmp_path, monkeypatch):
+    """One step cannot finish a corridor, so every rollout fails and every GiGPO advantage is 0. With
+    `train.skip_zero_advantage` no step enters the update and the weights stay the warm start's; without it the KL and
+    entropy terms alone move them."""
+    import torch
+    from safetensors.torch import load_file
+
+    from scpo.train.runner import run_training
+
+    monkeypatch.setitem(env_api.ENV_PACKAGES, "alfworld", toy_env)
+    _, sft = sft_run
+    cfg = load_config("params.yaml", profile="smoke", overrides={
+        **SMOKE, "env.alfworld.max_steps": 1, "train.iterations": 1, "credit.method": "gigpo",
+        "train.skip_zero_advantage": skip, "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path)})
+    run_training(cfg, stage="rl")
+    run = tmp_path / "alfworld" / "gigpo" / "seed0"
+    hist = pd.read_csv(run / "history.csv")
+    assert hist["credit/frac_all_failed_groups"].iloc[0] == 1.0
+    assert hist["losses/frac_steps_updated"].iloc[0] == (0.0 if skip else 1.0)
+    before = load_file(f"{sft['run_dir']}/model/model.safetensors")
+    after = load_file(run / "model" / "model.safetensors")
+    assert all(torch.equal(before[k], after[k]) for k in before) == skip
 
 
 def test_evaluation_writes_success_per_split_and_task_type(sft_run, tmp_path, monkeypatch):

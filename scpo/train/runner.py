@@ -2,8 +2,8 @@
 
 The RL loop reads top to bottom, one iteration =
     sample tasks -> collect N rollouts per task -> RolloutBatch -> compute_advantages (HCAPO: + hindsight log-probs)
-    -> clipped-ratio update with KL to the reference and an entropy bonus -> sync engine weights -> metrics, rollouts,
-    checkpoint.
+    -> clipped-ratio update with KL to the reference and an entropy bonus (steps with advantage 0 left out:
+    `train.skip_zero_advantage`) -> sync engine weights -> metrics, rollouts, checkpoint.
 Every iteration is seeded from (train.seed, iteration), so a run resumed from a checkpoint continues exactly as the
 uninterrupted run would have (tested by killing a run with SIGKILL).
 """
@@ -197,6 +197,9 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
         # 3. policy update, then push the new weights to the generation engine
         t0 = time.perf_counter()
         samples = samples_from_trajectories(trajectories, credit.advantages)
+        n_steps = len(samples)
+        if cfg.train.skip_zero_advantage:  # no signal in them; their KL / entropy terms alone would still move the policy
+            samples = [s for s in samples if s.advantage != 0.0]
         gen = torch.Generator().manual_seed(iteration_seed(cfg.train.seed, it))
         update = ppo_update(policy.model, reference, optimizer, samples, pad_id=pad_id, train_cfg=cfg.train,
                             temperature=cfg.rollout.temperature or 1.0, generator=gen)
@@ -206,6 +209,7 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
         # 4. metrics, saved rollouts, checkpoint
         row = {"iteration": it, **rollout_metrics(trajectories, batch), **credit_metrics(batch, credit),
                **{f"losses/{k}": v for k, v in update.items()},
+               "losses/frac_steps_updated": len(samples) / max(n_steps, 1),
                "perf/env_s": timing.env_s, "perf/gen_s": timing.gen_s, "perf/credit_s": credit_s,
                "perf/update_s": update_s, "perf/iter_s": time.perf_counter() - t_iter,
                "perf/steps": float(batch.n_rows),
