@@ -101,14 +101,14 @@ def plot(out: Path, seeds: list[dict], methods: list[str], split: str) -> Path:
     values = np.array([[s["warm"]["success"]] + [s[m]["eval"]["success"] for m in methods] for s in seeds]) * 100
     rows = [f"seed {s['seed']}" for s in seeds] + ["mean"]
     values = np.vstack([values, values.mean(0)])
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig, ax = plt.subplots(figsize=(8, 3.5))
     width = 0.8 / len(columns)
     for j, col in enumerate(columns):
         ax.bar(np.arange(len(rows)) + j * width, values[:, j], width, label=col)
     ax.set_xticks(np.arange(len(rows)) + width * (len(columns) - 1) / 2, rows)
     ax.set_ylabel(f"{split} success (%)")
     ax.set_title(f"ALFWorld {split} ({seeds[0]['warm']['n']} episodes per bar), tiny policy", fontsize=10)
-    ax.legend(frameon=False, fontsize=8, loc="lower right")
+    ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     path = out / "rl_vs_warm_start.png"
     fig.savefig(path, dpi=120)
