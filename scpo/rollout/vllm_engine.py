@@ -46,14 +46,16 @@ class VLLMEngine:
     def sync_weights(self, policy) -> None:
         """Copy the trainer's weights into vLLM's model (LoRA merged first), then drop stale prefix caches."""
         model = policy.model
-        if hasattr(model, "merge_adapter"):  # peft: merge, read, unmerge
-            model.merge_adapter()
-            state = {k.replace("base_model.model.", "").replace(".base_layer", ""): v
-                     for k, v in model.state_dict().items() if "lora_" not in k}
-            model.unmerge_adapter()
+        if hasattr(model, "merge_adapter"):  # peft: merge, load, unmerge (state_dict tensors are views: load them
+            model.merge_adapter()            # before unmerging, which restores the base weights in place)
+            try:
+                state = {k.replace("base_model.model.", "").replace(".base_layer", ""): v
+                         for k, v in model.state_dict().items() if "lora_" not in k}
+                self._engine_model().load_weights(state.items())
+            finally:
+                model.unmerge_adapter()
         else:
-            state = model.state_dict()
-        self._engine_model().load_weights(state.items())
+            self._engine_model().load_weights(model.state_dict().items())
         if hasattr(self.llm, "reset_prefix_cache"):
             self.llm.reset_prefix_cache()
 

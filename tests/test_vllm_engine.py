@@ -1,0 +1,120 @@
+"""The vLLM engine's glue, against a stand-in `vllm` module (no GPU here): token-id prompts truncated like the CPU
+engine's, sampling parameters passed through, outputs mapped to `Generation`s, and weight sync handing vLLM's model every
+trainer parameter under the names vLLM expects (LoRA merged, adapter tensors left out)."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+
+from scpo.policy import Policy
+from scpo.policy.tiny import build_tiny_model, train_tokenizer
+from scpo.rollout.engine import encode_prompts
+
+CORPUS = ["You are in room 1 of 3. Admissible actions: look, go east, go west",
+          "You see a key here. Your task is to: open the door at the end with the key"] * 5
+
+
+class _FakeModel:
+    def __init__(self):
+        self.loaded: dict[str, torch.Tensor] = {}
+
+    def load_weights(self, weights):
+        self.loaded.update({name: t.detach().clone() for name, t in weights})
+
+
+class _FakeLLM:
+    instances: list["_FakeLLM"] = []
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.calls: list[tuple[list, object]] = []
+        self.prefix_resets = 0
+        self.model = _FakeModel()
+        runner = types.SimpleNamespace(model=self.model)
+        worker = types.SimpleNamespace(worker=types.SimpleNamespace(model_runner=runner))  # V1: worker wrapped once
+        self.llm_engine = types.SimpleNamespace(model_executor=types.SimpleNamespace(driver_worker=worker))
+        _FakeLLM.instances.append(self)
+
+    def generate(self, prompts, sampling_params, use_tqdm=True):
+        self.calls.append((prompts, sampling_params))
+        return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"<action>look {i}</action>",
+                                                                     token_ids=(7, i, 2))])
+                for i, _ in enumerate(prompts)]
+
+    def reset_prefix_cache(self):
+        self.prefix_resets += 1
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    module = types.ModuleType("vllm")
+    module.LLM = _FakeLLM
+    module.SamplingParams = lambda **kw: types.SimpleNamespace(**kw)
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    _FakeLLM.instances.clear()
+    return module
+
+
+@pytest.fixture
+def policy():
+    tok = train_tokenizer(CORPUS, vocab_size=300)
+    return Policy(model=build_tiny_model(tok, hidden_size=16, layers=1, heads=2), tokenizer=tok, profile="tiny")
+
+
+def test_generate_sends_truncated_token_ids_and_maps_outputs(fake_vllm, policy, tmp_path):
+    from scpo.rollout.vllm_engine import VLLMEngine
+
+    engine = VLLMEngine(policy, model_dir=tmp_path, max_prompt_tokens=8, max_new_tokens=5, dtype="float32",
+                        gpu_memory_utilization=0.3, seed=4)
+    llm = _FakeLLM.instances[-1]
+    assert llm.kwargs["model"] == str(tmp_path) and llm.kwargs["max_model_len"] == 13 and llm.kwargs["seed"] == 4
+    gens = engine.generate(CORPUS[:2], temperature=0.7, top_p=0.9)
+    prompts, params = llm.calls[-1]
+    assert [p["prompt_token_ids"] for p in prompts] == encode_prompts(policy, CORPUS[:2], 8)
+    assert all(len(p["prompt_token_ids"]) == 8 for p in prompts)
+    assert (params.temperature, params.top_p, params.max_tokens) == (0.7, 0.9, 5)
+    assert [g.text for g in gens] == ["<action>look 0</action>", "<action>look 1</action>"]
+    assert gens[1].response_ids == [7, 1, 2] and gens[1].prompt_ids == prompts[1]["prompt_token_ids"]
+    assert engine.generate([], temperature=1.0) == []
+
+
+def test_sync_weights_pushes_every_parameter(fake_vllm, policy, tmp_path):
+    from scpo.rollout.vllm_engine import VLLMEngine
+
+    engine = VLLMEngine(policy, model_dir=tmp_path, max_prompt_tokens=8, max_new_tokens=4)
+    with torch.no_grad():
+        for p in policy.model.parameters():
+            p.add_(0.5)  # "after an update"
+    engine.sync_weights(policy)
+    llm = _FakeLLM.instances[-1]
+    state = policy.model.state_dict()
+    assert set(llm.model.loaded) == set(state)
+    assert all(torch.equal(llm.model.loaded[k], v) for k, v in state.items())
+    assert llm.prefix_resets == 1
+
+
+def test_sync_weights_merges_lora_under_the_base_names(fake_vllm, policy, tmp_path):
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    from scpo.rollout.vllm_engine import VLLMEngine
+
+    base_state = copy.deepcopy(policy.model).state_dict()
+    policy.model = get_peft_model(policy.model, LoraConfig(r=2, lora_alpha=4, target_modules="all-linear",
+                                                           task_type="CAUSAL_LM"))
+    with torch.no_grad():
+        for name, p in policy.model.named_parameters():
+            if "lora_B" in name:
+                p.fill_(0.1)  # a non-zero adapter, so merging changes the weights
+    merged = copy.deepcopy(policy.model).merge_and_unload().state_dict()
+    engine = VLLMEngine(policy, model_dir=tmp_path, max_prompt_tokens=8, max_new_tokens=4)
+    engine.sync_weights(policy)
+    loaded = _FakeLLM.instances[-1].model.loaded
+    assert set(loaded) == set(base_state) and not any("lora_" in k for k in loaded)
+    assert all(torch.allclose(loaded[k], merged[k], atol=1e-6) for k in merged)
+    assert any(not torch.equal(loaded[k], base_state[k]) for k in base_state)
