@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["extract_action", "template_phrases"]
+__all__ = ["ANSWER_TAGS", "extract_action", "template_phrases"]
+
+ANSWER_TAGS = ("<think>", "</think>", "<action>", "</action>")  # the answer format every env's prompt asks for
 
 _ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
 _SPACES = re.compile(r"\s+")
@@ -23,9 +25,10 @@ def extract_action(text: object, max_chars: int) -> str | None:
     return _SPACES.sub(" ", matches[-1][:10 * max_chars]).strip().lower()[:max_chars]
 
 
-def template_phrases(*templates: str, min_words: int = 3, keep_apart: tuple[str, ...] = ()) -> tuple[str, ...]:
+def template_phrases(*templates: str, min_words: int = 3,
+                     keep_apart: tuple[str, ...] = ANSWER_TAGS) -> tuple[str, ...]:
     """The literal text between the `{field}` placeholders of `templates`, cut also at each string of `keep_apart`
-    (tokens with a meaning of their own, such as `<action>`), keeping pieces of at least `min_words` words; sorted,
+    (tokens with a meaning of their own: by default the answer tags), keeping pieces of at least `min_words` words; sorted,
     unique. Example: "You are an agent. Your task is to: {goal}\n" -> ("You are an agent. Your task is to: ",)."""
     pieces = [p for t in templates for p in _FIELD.split(t)]
     for sep in keep_apart:

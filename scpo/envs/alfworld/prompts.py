@@ -38,8 +38,7 @@ PROMPT_WITH_HISTORY = (
 HISTORY_ITEM = "\n[Observation {index}: '{observation}', Action {index}: '{action}']"
 
 # the templates' fixed text (the tiny policy's tokenizer keeps each piece as one token)
-PROMPT_PHRASES = template_phrases(PROMPT_NO_HISTORY, PROMPT_WITH_HISTORY, HISTORY_ITEM,
-                                  keep_apart=("<think>", "</think>", "<action>", "</action>"))
+PROMPT_PHRASES = template_phrases(PROMPT_NO_HISTORY, PROMPT_WITH_HISTORY, HISTORY_ITEM)
 MAX_ACTION_CHARS = 200  # a projected action is never longer than this (keeps garbage text from flooding the env)
 
 

@@ -43,8 +43,7 @@ PROMPT_WITH_HISTORY = (
 HISTORY_ITEM = "\n[Observation {index}: '{observation}', Action {index}: '{action}']"
 
 # the templates' fixed text (the tiny policy's tokenizer keeps each piece as one token)
-PROMPT_PHRASES = template_phrases(PROMPT_NO_HISTORY, PROMPT_WITH_HISTORY, HISTORY_ITEM,
-                                  keep_apart=("<think>", "</think>", "<action>", "</action>"))
+PROMPT_PHRASES = template_phrases(PROMPT_NO_HISTORY, PROMPT_WITH_HISTORY, HISTORY_ITEM)
 MAX_ACTION_CHARS = 300  # a projected action is never longer than this (a search query is free text)
 _HEADER = re.compile(r"^WebShop \[SEP\] Instruction: \[SEP\] .*? \[SEP\] ", re.DOTALL)
 _SEARCH = re.compile(r"^search\[(.+)\]$", re.DOTALL)
