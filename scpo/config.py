@@ -105,6 +105,9 @@ class TrainConfig(StrictModel):
     max_grad_norm: float = Field(1.0, gt=0)
     skip_zero_advantage: bool = Field(True, description="leave steps with advantage exactly 0 (e.g. every step of a group "
                                       "whose rollouts all got the same reward) out of the update")
+    ratio_over: Literal["admissible", "tokens"] = Field(
+        "admissible", description="steps whose answer was chosen among admissible commands: ratio, KL and entropy over "
+        "that choice (the sampling distribution) or over the answer's tokens")
     checkpoint_every: int = Field(5, ge=1)
     out_dir: str = "runs"
     init_from: str | None = Field(None, description="RL start: an SFT run dir or model dir (None: fresh profile model)")

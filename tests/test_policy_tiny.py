@@ -125,6 +125,7 @@ def test_admissible_choice_draws_among_commands_by_sequence_likelihood(policy):
                                                         tok.pad_token_id, 8)]
     best = max(range(4), key=lambda i: full[i])
     assert greedy.text == f"<action>{commands[best]}</action>" and greedy.response_ids == answers[best]
+    assert greedy.candidate_ids == answers  # what the trainer needs to compute the choice's probability
     sampled = engine.generate([CORPUS[0]] * 20, temperature=1.0, admissible=[commands] * 20)
     assert {g.text for g in sampled} <= {f"<action>{c}</action>" for c in commands}
     with pytest.raises(ValueError, match="action_choice='pick'"):

@@ -85,3 +85,17 @@ def test_finished_episodes_leave_the_batch():
                      max_steps=10, progress=False)
     # walk-2 needs 2 steps, walk-4 needs 4: two turns with both envs, then two with one
     assert engine.calls == [2, 2, 1, 1]
+
+
+def test_steps_keep_the_token_ids_the_trainer_needs():
+    class ChoosingEngine(ScriptedEngine):
+        def generate(self, prompts, temperature, top_p=1.0, admissible=None):
+            return [Generation(text="<action>go east</action>", prompt_ids=[1, 2], response_ids=[4],
+                               candidate_ids=[[3], [4]]) for _ in prompts]
+
+    choice, _ = collect_rollouts(toy_env, ["corridor-walk-3-0-4"], 1, ChoosingEngine(None), env_name="corridor",
+                                 max_steps=2, progress=False)
+    free, _ = collect_rollouts(toy_env, ["corridor-walk-3-0-4"], 1, _expert_engine(), env_name="corridor",
+                               max_steps=2, progress=False)
+    assert choice[0].steps[0].extras == {"prompt_ids": [1, 2], "response_ids": [4], "candidate_ids": [[3], [4]]}
+    assert free[0].steps[0].extras == {"prompt_ids": [1, 2], "response_ids": [3]}

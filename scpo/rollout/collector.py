@@ -91,7 +91,7 @@ def collect_rollouts(env_pkg: ModuleType, task_ids: Sequence[str], group_size: i
             ep.steps.append(Step(observation=ep.obs, action=actions[k], reward=float(reward), next_observation=obs,
                                  valid=bool(valid[k]), done=done, response=gen.text, prompt=prompt,
                                  admissible=tuple(ep.info.get("admissible_commands", [])),
-                                 extras={"prompt_ids": gen.prompt_ids, "response_ids": gen.response_ids}))
+                                 extras=_token_extras(gen)))
             ep.history.append((ep.obs, actions[k]))
             ep.obs, ep.info, ep.done = obs, info, done
             if done:
@@ -107,3 +107,11 @@ def collect_rollouts(env_pkg: ModuleType, task_ids: Sequence[str], group_size: i
                                        task_type=str(info.get("task_type", env_pkg.task_type(ep.task_id))),
                                        env_name=env_name))
     return trajectories, timing
+
+
+def _token_extras(gen) -> dict[str, Any]:
+    """What the trainer needs of a generation: prompt and answer ids, and the candidates' ids when it was a choice."""
+    extras: dict[str, Any] = {"prompt_ids": gen.prompt_ids, "response_ids": gen.response_ids}
+    if getattr(gen, "candidate_ids", None) is not None:
+        extras["candidate_ids"] = gen.candidate_ids
+    return extras

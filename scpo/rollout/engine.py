@@ -16,11 +16,16 @@ __all__ = ["Generation", "GenerationEngine", "TransformersEngine", "encode_promp
 
 @dataclass
 class Generation:
-    """One sampled answer: decoded `text`, the (truncated) prompt token ids it was conditioned on and the answer's ids."""
+    """One sampled answer: decoded `text`, the (truncated) prompt token ids it was conditioned on and the answer's ids.
+
+    `candidate_ids` are the token ids of every answer the sampler chose among (admissible choice only; `response_ids` is
+    one of them), so the trainer can compute the probability of the choice that was actually sampled.
+    """
 
     text: str
     prompt_ids: list[int] = field(default_factory=list)
     response_ids: list[int] = field(default_factory=list)
+    candidate_ids: list[list[int]] | None = None
 
 
 class GenerationEngine(Protocol):
@@ -44,8 +49,9 @@ class TransformersEngine:
     `action_choice="admissible"` (an option for tiny CPU policies) samples the answer among the admissible commands
     instead: each candidate answer y_k = `<action>a_k</action>` + EOS is scored by the model's sequence log-likelihood
     log p(y_k | x) (one prompt pass, its KV cache shared by all candidates) and drawn with probability proportional to
-    p(y_k | x)^(1/T). The answer's tokens are trained on as usual; the distribution is the model's, renormalised over the
-    admissible set, so answers are always well formed. A command list with a placeholder (WebShop's
+    p(y_k | x)^(1/T) (`scpo.policy.scoring`). The distribution is the model's, renormalised over the admissible set, so
+    answers are always well formed; the generations carry every candidate's ids, and the trainer computes its ratio, KL
+    and entropy over this choice (`train.ratio_over`). A command list with a placeholder (WebShop's
     `search[<your query>]`) cannot be enumerated: those prompts are answered by free generation.
     """
 
@@ -68,11 +74,14 @@ class TransformersEngine:
             return []
         if self.action_choice == "admissible" and admissible is not None:
             free = [i for i, a in enumerate(admissible) if any(_PLACEHOLDER.search(c) for c in a)]
-            out = [None if i in free else self._choose(p, list(a), temperature)
-                   for i, (p, a) in enumerate(zip(prompts, admissible))]
+            chosen = sorted(set(range(len(prompts))) - set(free))
+            out: list[Generation] = [None] * len(prompts)  # type: ignore[list-item]
+            for i, gen in zip(chosen, self._choose_all([prompts[i] for i in chosen], [list(admissible[i]) for i in chosen],
+                                                       temperature)):
+                out[i] = gen
             for i, gen in zip(free, self._sample([prompts[i] for i in free], temperature, top_p)):
                 out[i] = gen
-            return out  # type: ignore[return-value]
+            return out
         return self._sample(prompts, temperature, top_p)
 
     def _sample(self, prompts: Sequence[str], temperature: float, top_p: float) -> list[Generation]:
@@ -112,57 +121,49 @@ class TransformersEngine:
         return out  # type: ignore[return-value]
 
 
-    def _choose(self, prompt: str, commands: list[str], temperature: float) -> Generation:
-        """One answer drawn among `commands` by sequence likelihood (see the class docstring)."""
+    def _choose_all(self, prompts: Sequence[str], commands: Sequence[Sequence[str]],
+                    temperature: float) -> list[Generation]:
+        """One answer per prompt drawn among its commands by sequence likelihood (see the class docstring); prompts are
+        scored `CHOICE_CHUNK` at a time by `scpo.policy.scoring.candidate_scores`."""
         import torch
 
+        from scpo.policy.scoring import candidate_scores, choice_log_distribution
+
+        if not prompts:
+            return []
         tok, model = self.policy.tokenizer, self.policy.model
-        prompt_ids = encode_prompts(self.policy, [prompt], self.max_prompt_tokens)[0]
-        if not commands:
-            return Generation(text="", prompt_ids=prompt_ids, response_ids=[tok.eos_token_id])
-        answers = [ACTION_ANSWER.format(action=c) for c in commands]
-        cands = [ids + [tok.eos_token_id] for ids in tok(answers, add_special_tokens=False)["input_ids"]]
-        k, width, n_prompt = len(cands), max(len(c) for c in cands), len(prompt_ids)
-        cand = torch.full((k, width), tok.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((k, width), dtype=torch.long)
-        for i, c in enumerate(cands):
-            cand[i, :len(c)] = torch.tensor(c)
-            mask[i, :len(c)] = 1
+        prompt_ids = encode_prompts(self.policy, prompts, self.max_prompt_tokens)
+        out: list[Generation | None] = [None] * len(prompts)
+        answers = [[ACTION_ANSWER.format(action=c) for c in cmds] for cmds in commands]
+        cands = [[ids + [tok.eos_token_id] for ids in tok(a, add_special_tokens=False)["input_ids"]] if a else []
+                 for a in answers]
+        for i in (i for i, c in enumerate(cands) if not c):  # nothing to choose from: an empty (invalid) answer
+            out[i] = Generation(text="", prompt_ids=prompt_ids[i], response_ids=[tok.eos_token_id])
+        todo = [i for i, c in enumerate(cands) if c]
         was_training = model.training
         model.eval()
-        with torch.no_grad():
-            out = model(input_ids=torch.tensor([prompt_ids], device=model.device), use_cache=True)
-            first = torch.log_softmax(out.logits[0, -1].float(), -1)[cand[:, 0]]
-            scores = first.cpu()
-            if width > 1:
-                cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-                cache.batch_repeat_interleave(k)
-                attention = torch.cat([torch.ones((k, n_prompt), dtype=torch.long), mask[:, :-1]], dim=1)
-                positions = (n_prompt + torch.arange(width - 1)).unsqueeze(0).expand(k, -1)
-                rest = model(input_ids=cand[:, :-1].to(model.device), attention_mask=attention.to(model.device),
-                             position_ids=positions.to(model.device), use_cache=False, **_cache_kwarg(cache))
-                logp = torch.log_softmax(rest.logits.float(), -1).gather(-1, cand[:, 1:, None].to(model.device))
-                scores = scores + (logp.squeeze(-1).cpu() * mask[:, 1:]).sum(-1)
-        model.train(was_training)
-        if temperature > 0:
-            pick = int(torch.multinomial(torch.softmax(scores / temperature, -1), 1))
-        else:
-            pick = int(scores.argmax())
-        return Generation(text=answers[pick], prompt_ids=prompt_ids, response_ids=cands[pick])
+        try:
+            for start in range(0, len(todo), CHOICE_CHUNK):
+                chunk = todo[start:start + CHOICE_CHUNK]
+                with torch.no_grad():
+                    scores = candidate_scores(model, [prompt_ids[i] for i in chunk], [cands[i] for i in chunk],
+                                              tok.pad_token_id).cpu()
+                for row, i in enumerate(chunk):
+                    s = scores[row, :len(cands[i])]
+                    if temperature > 0:
+                        pick = int(torch.multinomial(choice_log_distribution(s, temperature).exp(), 1))
+                    else:
+                        pick = int(s.argmax())
+                    out[i] = Generation(text=answers[i][pick], prompt_ids=prompt_ids[i], response_ids=cands[i][pick],
+                                        candidate_ids=cands[i])
+        finally:
+            model.train(was_training)
+        return out  # type: ignore[return-value]
 
 
 ACTION_ANSWER = "<action>{action}</action>"
+CHOICE_CHUNK = 8  # prompts scored together by the admissible-choice sampler (their KV cache is repeated K times)
 _PLACEHOLDER = re.compile(r"<[^<>]+>")
-
-
-def _cache_kwarg(cache) -> dict:
-    """transformers >= 5.2x names the KV-cache argument `cache` (`past_key_values` is deprecated); older: the latter."""
-    import inspect
-
-    from transformers import LlamaForCausalLM
-
-    name = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
-    return {name: cache}
 
 
 def _cut_after_eos(tokens: list[int], eos: int | None, pad: int | None) -> list[int]:

@@ -1,28 +1,46 @@
 """One policy update from a collected batch: old / reference log-probs (no grad), then `ppo_epochs` passes over shuffled
-minibatches of steps, each an optimizer step on `scpo.train.loss.policy_loss`. A step's advantage covers all of its tokens.
+minibatches of steps, each an optimizer step on `scpo.train.loss.policy_loss`.
+
+What the ratio, KL and entropy are computed over follows how the answer was sampled:
+- free generation: every answer token, log pi(y_k | x, y_<k); a step's advantage covers all of its tokens;
+- admissible choice (`rollout.action_choice: admissible`, with `train.ratio_over: admissible`): the choice itself,
+  log pi(k | x) = log softmax_k(s / T)[k] over the step's candidate answers (`scpo.policy.scoring`), one unit per step.
+  This is the distribution the sampler drew from, so the importance ratio and its clipping bound the change in behaviour;
+  token log-probs would also move mass among tokens no candidate differs in (`<action>`, EOS), which costs KL without
+  changing any choice. `train.ratio_over: tokens` keeps the token-level objective for such steps.
+Token-mean over the minibatch: a choice counts as one unit, a generated answer as its number of tokens.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 import torch
 
+from scpo.policy.scoring import candidate_scores, choice_log_distribution
 from scpo.train.logprobs import bucketed_batches, response_logprobs
 from scpo.train.loss import policy_loss
 
-__all__ = ["StepSample", "samples_from_trajectories", "batched_logprobs", "ppo_update"]
+__all__ = ["StepSample", "samples_from_trajectories", "step_logprobs", "batched_logprobs", "ppo_update"]
 
 
 @dataclass
 class StepSample:
-    """One step as the trainer sees it: token ids of the prompt it saw and of its answer, and its advantage."""
+    """One step as the trainer sees it: token ids of the prompt it saw and of its answer, and its advantage.
+
+    `candidates` (admissible choice only) are the ids of every answer the sampler chose among; `response_ids` is one.
+    """
 
     prompt_ids: list[int]
     response_ids: list[int]
     advantage: float
+    candidates: list[list[int]] | None = None
+
+    @property
+    def choice(self) -> int:
+        return self.candidates.index(self.response_ids) if self.candidates is not None else -1
 
 
 def samples_from_trajectories(trajectories, advantages: np.ndarray) -> list[StepSample]:
@@ -30,14 +48,56 @@ def samples_from_trajectories(trajectories, advantages: np.ndarray) -> list[Step
     steps = [s for traj in trajectories for s in traj.steps]
     if len(steps) != len(advantages):
         raise ValueError(f"{len(steps)} steps but {len(advantages)} advantages")
-    return [StepSample(list(s.extras["prompt_ids"]), list(s.extras["response_ids"]), float(a))
-            for s, a in zip(steps, advantages) if s.extras.get("response_ids")]
+    out = []
+    for s, a in zip(steps, advantages):
+        if not s.extras.get("response_ids"):
+            continue
+        cands = s.extras.get("candidate_ids")
+        out.append(StepSample(list(s.extras["prompt_ids"]), list(s.extras["response_ids"]), float(a),
+                              [list(c) for c in cands] if cands is not None else None))
+    return out
+
+
+def step_logprobs(model, samples: Sequence[StepSample], pad_id: int, temperature: float = 1.0,
+                  with_entropy: bool = False):
+    """-> (logp [B, W], mask [B, W], entropy [B, W] or None): a choice step fills column 0 with log pi(k | x) (and the
+    entropy of the choice distribution), a generated step its answer tokens. Gradients flow unless under no_grad."""
+    device = next(model.parameters()).device
+    chosen = [i for i, s in enumerate(samples) if s.candidates is not None]
+    generated = [i for i, s in enumerate(samples) if s.candidates is None]
+    parts = []
+    if generated:
+        parts.append((generated, *response_logprobs(model, [samples[i].prompt_ids for i in generated],
+                                                    [samples[i].response_ids for i in generated], pad_id, temperature,
+                                                    with_entropy=with_entropy)))
+    if chosen:
+        log_pi = choice_log_distribution(
+            candidate_scores(model, [samples[i].prompt_ids for i in chosen], [samples[i].candidates for i in chosen],
+                             pad_id), temperature)
+        picks = torch.tensor([samples[i].choice for i in chosen], device=device)
+        logp = log_pi.gather(1, picks[:, None])
+        entropy = None
+        if with_entropy:
+            probs = log_pi.exp()
+            entropy = -(probs * log_pi.masked_fill(probs == 0, 0.0)).sum(-1, keepdim=True)
+        parts.append((chosen, logp, torch.ones_like(logp), entropy))
+    width = max(p[1].shape[1] for p in parts)
+    logp = torch.zeros((len(samples), width), device=device)
+    mask = torch.zeros((len(samples), width), device=device)
+    entropy = torch.zeros((len(samples), width), device=device) if with_entropy else None
+    for rows, lp, m, ent in parts:
+        idx = torch.tensor(rows, device=device)
+        logp = logp.index_copy(0, idx, torch.nn.functional.pad(lp, (0, width - lp.shape[1])))
+        mask = mask.index_copy(0, idx, torch.nn.functional.pad(m, (0, width - m.shape[1])))
+        if with_entropy:
+            entropy = entropy.index_copy(0, idx, torch.nn.functional.pad(ent, (0, width - ent.shape[1])))
+    return logp, mask, entropy
 
 
 def batched_logprobs(model, samples: Sequence[StepSample], pad_id: int, batch_size: int,
                      temperature: float = 1.0) -> list[torch.Tensor]:
-    """Per-sample 1-D tensors of answer-token log-probs under `model` (no grad), in length-sorted minibatches of
-    `batch_size` (less padding; results are returned in the order of `samples`)."""
+    """Per-sample 1-D tensors of `step_logprobs` under `model` (no grad: a choice step gives one value, a generated one a
+    value per answer token), in length-sorted minibatches of `batch_size`, returned in the order of `samples`."""
     out: list[torch.Tensor | None] = [None] * len(samples)
     order = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + len(samples[i].response_ids))
     was_training = model.training
@@ -45,11 +105,9 @@ def batched_logprobs(model, samples: Sequence[StepSample], pad_id: int, batch_si
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
             idx = order[start:start + batch_size]
-            chunk = [samples[i] for i in idx]
-            logp, _, _ = response_logprobs(model, [s.prompt_ids for s in chunk], [s.response_ids for s in chunk],
-                                           pad_id, temperature)
+            logp, mask, _ = step_logprobs(model, [samples[i] for i in idx], pad_id, temperature)
             for row, i in enumerate(idx):
-                out[i] = logp[row, :len(samples[i].response_ids)].cpu()
+                out[i] = logp[row, :int(mask[row].sum())].cpu()
     model.train(was_training)
     return out  # type: ignore[return-value]
 
@@ -70,6 +128,8 @@ def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pa
     """
     if not samples:
         return {"n_updates": 0.0}
+    if train_cfg.ratio_over == "tokens":
+        samples = [replace(s, candidates=None) for s in samples]
     bs = train_cfg.minibatch_size
     old = batched_logprobs(model, samples, pad_id, bs, temperature)
     use_ref = ref_model is not None and train_cfg.kl_coef > 0
@@ -84,9 +144,8 @@ def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pa
         lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
         for idx in bucketed_batches(lengths, bs, generator):
             chunk = [samples[i] for i in idx]
-            logp, mask, entropy = response_logprobs(model, [s.prompt_ids for s in chunk],
-                                                    [s.response_ids for s in chunk], pad_id, temperature,
-                                                    with_entropy=train_cfg.entropy_coef > 0)
+            logp, mask, entropy = step_logprobs(model, chunk, pad_id, temperature,
+                                                with_entropy=train_cfg.entropy_coef > 0)
             width = logp.shape[1]
             old_b = _pad([old[i] for i in idx], width).to(device)
             ref_b = _pad([ref[i] for i in idx], width).to(device) if ref is not None else None
