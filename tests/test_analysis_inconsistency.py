@@ -84,3 +84,27 @@ def test_trajectory_level_credit_is_inconsistent_where_step_credit_is_not():
 def test_bad_threshold_is_named():
     with pytest.raises(ValueError, match="1.5"):
         near_identical_pairs(np.zeros(2, int), np.array(["a", "b"], dtype=object), 1.5)
+
+
+def test_rates_split_by_the_outcomes_of_the_pair():
+    from scpo.analysis.inconsistency import pair_kinds
+    from scpo.analysis.inconsistency_report import summarise_inconsistency
+
+    # rows 0, 1 from won trajectories, rows 2, 3 from failed ones; pairs of every kind
+    won = np.array([True, True, False, False])
+    pairs = pd.DataFrame({"row_a": [0, 0, 2, 1], "row_b": [1, 2, 3, 3]})
+    kinds = pair_kinds(won, pairs)
+    assert kinds.tolist() == ["won_won", "won_failed", "failed_failed", "won_failed"]
+    adv = np.array([1.0, 2.0, -1.0, 0.5])  # (0,2) opposite, (2,3) opposite, (1,3) same sign, (0,1) same sign
+    row = inconsistency_by_method({"m": adv}, pairs, kinds=kinds).iloc[0]
+    assert (row["n_pairs_won_won"], row["n_opposite_won_won"]) == (1, 0)
+    assert (row["n_pairs_won_failed"], row["n_opposite_won_failed"]) == (2, 1)
+    assert (row["n_pairs_failed_failed"], row["n_opposite_failed_failed"]) == (1, 1)
+    # pooled over two files: rates per kind are pooled counts, not means of rates
+    per_file = pd.concat([inconsistency_by_method({"m": adv}, pairs, kinds=kinds),
+                          inconsistency_by_method({"m": -np.abs(adv)}, pairs, kinds=kinds)]).rename(
+        columns={"method": "estimator"}).assign(env="e")
+    pooled = summarise_inconsistency(per_file).iloc[0]
+    assert pooled["n_pairs"] == 8 and pooled["rate"] == pytest.approx(2 / 8)  # the second file has no opposite pair
+    assert pooled["rate_won_failed"] == pytest.approx(1 / 4) and pooled["rate_failed_failed"] == pytest.approx(1 / 2)
+    assert pooled["rate_won_won"] == 0.0 and pooled["n_pairs_won_failed"] == 4

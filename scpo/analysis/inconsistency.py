@@ -8,6 +8,8 @@ advantages A, the inconsistency rate is
 
 (a zero advantage is neither sign, so it never counts as opposite). Trajectory-level credit (GRPO) gives the same
 state-action opposite signs whenever it occurs in a won and a lost sibling; step-level estimators should lower the rate.
+The rate is also split by the outcomes of the pair's two trajectories (`PAIR_KINDS`: both won, both failed, one of each),
+which tells an estimator that reconciles won and failed siblings from one that splits failed siblings apart.
 This is the quantity SCPO's name refers to (algorithms.md, SCPO); the precise definition here is ours.
 """
 
@@ -20,11 +22,12 @@ import pandas as pd
 
 from scpo.rollout_types import RolloutBatch
 
-__all__ = ["StepText", "step_texts", "lexical_similarity", "near_identical_pairs", "opposite_sign_rate",
-           "inconsistency_by_method"]
+__all__ = ["StepText", "PAIR_KINDS", "step_texts", "lexical_similarity", "near_identical_pairs", "pair_kinds",
+           "opposite_sign_rate", "inconsistency_by_method"]
 
 StepText = Literal["obs_action", "action", "action_next_obs"]
 SimilarityFn = Callable[[list[str]], np.ndarray]
+PAIR_KINDS = ("won_won", "failed_failed", "won_failed")
 
 
 def step_texts(batch: RolloutBatch, kind: StepText = "obs_action") -> np.ndarray:
@@ -85,6 +88,13 @@ def near_identical_pairs(group_id: np.ndarray, texts: np.ndarray, threshold: flo
                          "similarity": np.concatenate(found_s)}).sort_values(["row_a", "row_b"], ignore_index=True)
 
 
+def pair_kinds(won: np.ndarray, pairs: pd.DataFrame) -> np.ndarray:
+    """Per pair, the outcomes of its two steps' trajectories: 'won_won', 'failed_failed' or 'won_failed'."""
+    won = np.asarray(won, dtype=bool)
+    a, b = won[pairs["row_a"].to_numpy()], won[pairs["row_b"].to_numpy()]
+    return np.where(a & b, "won_won", np.where(~a & ~b, "failed_failed", "won_failed")).astype(object)
+
+
 def opposite_sign_rate(advantages: np.ndarray, pairs: pd.DataFrame) -> dict[str, float]:
     """{'n_pairs', 'n_opposite', 'rate'} for per-row `advantages` over `pairs` (rate NaN when there are no pairs)."""
     adv = np.asarray(advantages, dtype=np.float64)
@@ -94,6 +104,16 @@ def opposite_sign_rate(advantages: np.ndarray, pairs: pd.DataFrame) -> dict[str,
     return {"n_pairs": n_pairs, "n_opposite": n_opposite, "rate": n_opposite / n_pairs if n_pairs else float("nan")}
 
 
-def inconsistency_by_method(advantages: Mapping[str, np.ndarray], pairs: pd.DataFrame) -> pd.DataFrame:
-    """One row per estimator: method, n_pairs, n_opposite, rate (same pairs for every estimator)."""
-    return pd.DataFrame([{"method": m, **opposite_sign_rate(a, pairs)} for m, a in advantages.items()])
+def inconsistency_by_method(advantages: Mapping[str, np.ndarray], pairs: pd.DataFrame,
+                            kinds: np.ndarray | None = None) -> pd.DataFrame:
+    """One row per estimator: method, n_pairs, n_opposite, rate (same pairs for every estimator); with `kinds` (see
+    `pair_kinds`) also n_pairs_<kind> and n_opposite_<kind> for every kind of `PAIR_KINDS`."""
+    rows = []
+    for m, a in advantages.items():
+        row = {"method": m, **opposite_sign_rate(a, pairs)}
+        if kinds is not None:
+            for kind in PAIR_KINDS:
+                part = opposite_sign_rate(a, pairs[kinds == kind])
+                row[f"n_pairs_{kind}"], row[f"n_opposite_{kind}"] = part["n_pairs"], part["n_opposite"]
+        rows.append(row)
+    return pd.DataFrame(rows)

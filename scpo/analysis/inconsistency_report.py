@@ -10,7 +10,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from scpo.analysis.estimators import compute_all
-from scpo.analysis.inconsistency import inconsistency_by_method, near_identical_pairs, step_texts
+from scpo.analysis.inconsistency import (PAIR_KINDS, inconsistency_by_method, near_identical_pairs, pair_kinds,
+                                         step_texts)
 from scpo.analysis.rollout_files import iteration_files, iteration_of
 from scpo.config import Config
 from scpo.reports.layout import run_dir
@@ -20,11 +21,12 @@ __all__ = ["inconsistency_of_batch", "inconsistency_over_runs", "summarise_incon
 
 
 def inconsistency_of_batch(batch: RolloutBatch, cfg: Config, similarity) -> pd.DataFrame:
-    """Rows (estimator, n_pairs, n_opposite, rate) for every rollout-only estimator of report.methods on `batch`."""
+    """Rows (estimator, n_pairs, n_opposite, rate, and the counts per pair kind) for every rollout-only estimator of
+    report.methods on `batch`."""
     pairs = near_identical_pairs(batch.group_id, step_texts(batch), cfg.report.similarity_thresh, similarity)
     results = compute_all(batch, cfg, cfg.report.methods)
-    return inconsistency_by_method({m: r.advantages for m, r in results.items()}, pairs).rename(
-        columns={"method": "estimator"})
+    return inconsistency_by_method({m: r.advantages for m, r in results.items()}, pairs,
+                                   kinds=pair_kinds(batch.won, pairs)).rename(columns={"method": "estimator"})
 
 
 def inconsistency_over_runs(cfg: Config, every_k: int = 1) -> pd.DataFrame:
@@ -43,14 +45,25 @@ def inconsistency_over_runs(cfg: Config, every_k: int = 1) -> pd.DataFrame:
             rows = inconsistency_of_batch(RolloutBatch.read(file), cfg, similarity)
             frames.append(rows.assign(env=env, run_method=method, seed=seed, iteration=iteration_of(file),
                                       own=rows["estimator"] == method))
-    cols = ["env", "run_method", "seed", "iteration", "estimator", "own", "n_pairs", "n_opposite", "rate"]
+    cols = ["env", "run_method", "seed", "iteration", "estimator", "own", "n_pairs", "n_opposite", "rate",
+            *(f"{n}_{k}" for k in PAIR_KINDS for n in ("n_pairs", "n_opposite"))]
     return pd.concat(frames, ignore_index=True)[cols]
 
 
 def summarise_inconsistency(per_file: pd.DataFrame) -> pd.DataFrame:
-    """Per env and estimator, pooled over every file: n_pairs, n_opposite, rate = n_opposite / n_pairs (in order)."""
-    out = per_file.groupby(["env", "estimator"], sort=False, as_index=False)[["n_pairs", "n_opposite"]].sum()
-    out["rate"] = np.where(out["n_pairs"] > 0, out["n_opposite"] / out["n_pairs"].clip(lower=1), np.nan)
+    """Per env and estimator, pooled over every file: n_pairs, n_opposite, rate = n_opposite / n_pairs (in order), and
+    where the per-file rows carry pair-kind counts, rate_<kind> and n_pairs_<kind> for each of `PAIR_KINDS`."""
+    kinds = [k for k in PAIR_KINDS if f"n_pairs_{k}" in per_file.columns]
+    counts = ["n_pairs", "n_opposite", *(f"{n}_{k}" for k in kinds for n in ("n_pairs", "n_opposite"))]
+    pooled = per_file.groupby(["env", "estimator"], sort=False, as_index=False)[counts].sum()
+
+    def rate(n_opposite, n_pairs):
+        return np.where(pooled[n_pairs] > 0, pooled[n_opposite] / pooled[n_pairs].clip(lower=1), np.nan)
+
+    out = pooled[["env", "estimator", "n_pairs", "n_opposite"]].assign(rate=rate("n_opposite", "n_pairs"))
+    for k in kinds:
+        out[f"rate_{k}"] = rate(f"n_opposite_{k}", f"n_pairs_{k}")
+        out[f"n_pairs_{k}"] = pooled[f"n_pairs_{k}"]
     return out
 
 
@@ -67,8 +80,13 @@ def plot_inconsistency(per_file: pd.DataFrame, out: Path) -> Path:
     estimators = list(dict.fromkeys(per_file["estimator"]))
     palette = dict(zip(estimators, sns.color_palette("tab10", len(estimators))))
     pooled = summarise_inconsistency(per_file)
-    fig, axes = plt.subplots(len(envs), 2, figsize=(13, 3.8 * len(envs)), squeeze=False)
-    for (ax_bar, ax_line), env in zip(axes, envs):
+    kinds = [k for k in PAIR_KINDS if f"rate_{k}" in pooled.columns]
+    fig, axes = plt.subplots(len(envs), 3 if kinds else 2, figsize=(19 if kinds else 13, 3.8 * len(envs)),
+                             squeeze=False)
+    for panels, env in zip(axes, envs):
+        ax_bar, ax_line = panels[0], panels[-1]
+        if kinds:
+            _plot_by_pair_kind(panels[1], pooled[pooled["env"] == env], kinds, estimators, env)
         p = pooled[pooled["env"] == env]
         sns.barplot(data=p, x="estimator", y="rate", hue="estimator", order=estimators, hue_order=estimators,
                     palette=palette, legend=False, ax=ax_bar)
@@ -104,3 +122,24 @@ def plot_inconsistency(per_file: pd.DataFrame, out: Path) -> Path:
     fig.savefig(out, dpi=130, bbox_inches="tight")
     plt.close(fig)
     return out
+
+
+KIND_LABELS = {"won_won": "both won", "failed_failed": "both failed", "won_failed": "one won, one failed"}
+
+
+def _plot_by_pair_kind(ax, pooled_env: pd.DataFrame, kinds: list[str], estimators: list[str], env: str) -> None:
+    """Grouped bars: each estimator's rate on pairs whose trajectories both won, both failed, or split."""
+    import seaborn as sns
+
+    long = pooled_env[["estimator", *(f"rate_{k}" for k in kinds)]].melt(id_vars="estimator", var_name="kind",
+                                                                          value_name="rate")
+    long["kind"] = long["kind"].str.removeprefix("rate_").map(
+        lambda k: f"{KIND_LABELS[k]} ({int(pooled_env[f'n_pairs_{k}'].max())} pairs)")
+    sns.barplot(data=long, x="estimator", y="rate", hue="kind", order=estimators, ax=ax)
+    ax.set_title(f"{env}: by the outcomes of the pair's two trajectories", fontsize=10)
+    ax.set_xlabel("estimator")
+    ax.set_ylabel("opposite-sign rate")
+    ax.set_ylim(0, 1.3)
+    ax.set_yticks(np.linspace(0, 1, 6))
+    ax.tick_params(axis="x", rotation=30)
+    ax.legend(title=None, fontsize=8, loc="upper center", ncol=3, frameon=False)
