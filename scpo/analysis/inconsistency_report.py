@@ -51,17 +51,16 @@ def inconsistency_over_runs(cfg: Config, every_k: int = 1) -> pd.DataFrame:
 
 
 def summarise_inconsistency(per_file: pd.DataFrame) -> pd.DataFrame:
-    """Per env and estimator, pooled over every file: n_pairs, n_opposite, rate = n_opposite / n_pairs (in order), and
-    where the per-file rows carry pair-kind counts, rate_<kind> and n_pairs_<kind> for each of `PAIR_KINDS`."""
-    kinds = [k for k in PAIR_KINDS if f"n_pairs_{k}" in per_file.columns]
-    counts = ["n_pairs", "n_opposite", *(f"{n}_{k}" for k in kinds for n in ("n_pairs", "n_opposite"))]
+    """Per env and estimator, pooled over every file: n_pairs, n_opposite, rate = n_opposite / n_pairs (in order), then
+    rate_<kind> and n_pairs_<kind> for each of `PAIR_KINDS`."""
+    counts = ["n_pairs", "n_opposite", *(f"{n}_{k}" for k in PAIR_KINDS for n in ("n_pairs", "n_opposite"))]
     pooled = per_file.groupby(["env", "estimator"], sort=False, as_index=False)[counts].sum()
 
     def rate(n_opposite, n_pairs):
         return np.where(pooled[n_pairs] > 0, pooled[n_opposite] / pooled[n_pairs].clip(lower=1), np.nan)
 
     out = pooled[["env", "estimator", "n_pairs", "n_opposite"]].assign(rate=rate("n_opposite", "n_pairs"))
-    for k in kinds:
+    for k in PAIR_KINDS:
         out[f"rate_{k}"] = rate(f"n_opposite_{k}", f"n_pairs_{k}")
         out[f"n_pairs_{k}"] = pooled[f"n_pairs_{k}"]
     return out
@@ -80,13 +79,9 @@ def plot_inconsistency(per_file: pd.DataFrame, out: Path) -> Path:
     estimators = list(dict.fromkeys(per_file["estimator"]))
     palette = dict(zip(estimators, sns.color_palette("tab10", len(estimators))))
     pooled = summarise_inconsistency(per_file)
-    kinds = [k for k in PAIR_KINDS if f"rate_{k}" in pooled.columns]
-    fig, axes = plt.subplots(len(envs), 3 if kinds else 2, figsize=(19 if kinds else 13, 3.8 * len(envs)),
-                             squeeze=False)
-    for panels, env in zip(axes, envs):
-        ax_bar, ax_line = panels[0], panels[-1]
-        if kinds:
-            _plot_by_pair_kind(panels[1], pooled[pooled["env"] == env], kinds, estimators, env)
+    fig, axes = plt.subplots(len(envs), 3, figsize=(19, 3.8 * len(envs)), squeeze=False)
+    for (ax_bar, ax_kinds, ax_line), env in zip(axes, envs):
+        _plot_by_pair_kind(ax_kinds, pooled[pooled["env"] == env], estimators, env)
         p = pooled[pooled["env"] == env]
         sns.barplot(data=p, x="estimator", y="rate", hue="estimator", order=estimators, hue_order=estimators,
                     palette=palette, legend=False, ax=ax_bar)
@@ -127,11 +122,11 @@ def plot_inconsistency(per_file: pd.DataFrame, out: Path) -> Path:
 KIND_LABELS = {"won_won": "both won", "failed_failed": "both failed", "won_failed": "one won, one failed"}
 
 
-def _plot_by_pair_kind(ax, pooled_env: pd.DataFrame, kinds: list[str], estimators: list[str], env: str) -> None:
+def _plot_by_pair_kind(ax, pooled_env: pd.DataFrame, estimators: list[str], env: str) -> None:
     """Grouped bars: each estimator's rate on pairs whose trajectories both won, both failed, or split."""
     import seaborn as sns
 
-    long = pooled_env[["estimator", *(f"rate_{k}" for k in kinds)]].melt(id_vars="estimator", var_name="kind",
+    long = pooled_env[["estimator", *(f"rate_{k}" for k in PAIR_KINDS)]].melt(id_vars="estimator", var_name="kind",
                                                                           value_name="rate")
     long["kind"] = long["kind"].str.removeprefix("rate_").map(
         lambda k: f"{KIND_LABELS[k]} ({int(pooled_env[f'n_pairs_{k}'].max())} pairs)")

@@ -82,16 +82,12 @@ def step_logprobs(model, samples: Sequence[StepSample], pad_id: int, temperature
             entropy = -(probs * log_pi.masked_fill(probs == 0, 0.0)).sum(-1, keepdim=True)
         parts.append((chosen, logp, torch.ones_like(logp), entropy))
     width = max(p[1].shape[1] for p in parts)
-    logp = torch.zeros((len(samples), width), device=device)
-    mask = torch.zeros((len(samples), width), device=device)
-    entropy = torch.zeros((len(samples), width), device=device) if with_entropy else None
-    for rows, lp, m, ent in parts:
-        idx = torch.tensor(rows, device=device)
-        logp = logp.index_copy(0, idx, torch.nn.functional.pad(lp, (0, width - lp.shape[1])))
-        mask = mask.index_copy(0, idx, torch.nn.functional.pad(m, (0, width - m.shape[1])))
-        if with_entropy:
-            entropy = entropy.index_copy(0, idx, torch.nn.functional.pad(ent, (0, width - ent.shape[1])))
-    return logp, mask, entropy
+    inverse = torch.argsort(torch.tensor([r for p in parts for r in p[0]], device=device))  # back to sample order
+
+    def rows_in_order(col: int) -> torch.Tensor:  # the parts' column `col`, right-padded to `width`, rows reordered
+        return torch.cat([torch.nn.functional.pad(p[col], (0, width - p[col].shape[1])) for p in parts])[inverse]
+
+    return rows_in_order(1), rows_in_order(2), rows_in_order(3) if with_entropy else None
 
 
 def batched_logprobs(model, samples: Sequence[StepSample], pad_id: int, batch_size: int,
