@@ -40,6 +40,10 @@ def main() -> None:
     ap.add_argument("--set", dest="sets", action="append", default=[])
     ap.add_argument("--report-only", action="store_true", help="only aggregate the results_seed*.json under --out")
     ap.add_argument("--reuse-sft", action="store_true", help="keep an existing SFT run of a seed instead of retraining")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue each RL run from its last checkpoint (a finished run with a larger "
+                         "train.iterations trains on, exactly as an uninterrupted longer run; with the same "
+                         "iterations it is only re-evaluated)")
     args = ap.parse_args()
     if args.report_only:
         return report(Path(args.out), args.methods, args.split)
@@ -57,11 +61,11 @@ def main() -> None:
         for method in args.methods:
             cfg_rl = load_config("params.yaml", profile="cpu", overrides={
                 **base, "train.seed": seed, "credit.method": method, "train.init_from": sft["run_dir"]})
-            rl = run_training(cfg_rl, stage="rl")
+            rl = run_training(cfg_rl, stage="rl", resume=args.resume)
             ev = run_evaluation(cfg_rl, rl["run_dir"], Path(rl["run_dir"]) / "eval")
             row[method] = {"eval": ev["splits"][args.split], "seconds_per_iteration": rl["seconds_per_iteration"],
                            "train_success_mean": rl["success_rate_mean"], "rl_wall_s": rl["wall_s"],
-                           "eval_wall_s": ev["wall_s"]}
+                           "rl_resumed": args.resume, "eval_wall_s": ev["wall_s"]}
         (out / f"results_seed{seed}.json").write_text(json.dumps({"config": base, "seed": seed, **row}, indent=2))
     report(out, args.methods, args.split)
 
@@ -78,7 +82,8 @@ def report(out: Path, methods: list[str], split: str) -> None:
     def ms(xs):
         return f"{100 * np.mean(xs):.1f} +- {100 * sd(xs):.1f} %"
 
-    print(f"{split} success over seeds {seed_ids} (episodes per seed: {seeds[0]['warm']['n']})")
+    print(f"{split} success over seeds {seed_ids} (episodes per seed: {seeds[0]['warm']['n']}, "
+          f"{seeds[0]['config'].get('eval.episodes_per_task', 1)} per game)")
     print(f"  warm start (SFT): {ms([s['warm']['success'] for s in seeds])}")
     for method in methods:
         print(f"  after RL {method:6s}: {ms([s[method]['eval']['success'] for s in seeds])}"

@@ -121,6 +121,8 @@ class EvalConfig(StrictModel):
     temperature: float = Field(0.4, ge=0)
     splits: tuple[Split, ...] = ("valid_seen", "valid_unseen")
     n_episodes: int | None = Field(None, ge=1, description="games per split (None: all)")
+    episodes_per_task: int = Field(1, ge=1, description="independent episodes per game at `temperature` (repeats shrink "
+                                   "the sampling noise of the success rate; 1 = one episode per game)")
 
 
 MethodName = CreditConfig.model_fields["method"].annotation   # the registered credit methods (one list, in options.py)

@@ -110,3 +110,25 @@ def test_evaluation_writes_success_per_split_and_task_type(sft_run, tmp_path, mo
         assert overall["n"] == 4 == per_type["n"].sum() == result["splits"][split]["n"]
         assert overall["success"] == pytest.approx((per_type["n"] * per_type["success"]).sum() / 4)
     assert evaluation_tasks(list("abcdefghij"), 4) == ["a", "d", "g", "j"]
+
+
+def test_evaluation_repeats_each_game_with_independent_episodes(sft_run, tmp_path, monkeypatch):
+    """episodes_per_task = k plays every game k times; the success is the mean over all k x games episodes."""
+    from scpo.train.evaluate import run_evaluation
+
+    played: list[str] = []
+    real_make_env = toy_env.make_env
+
+    def counting_make_env(task_id, *args, **kwargs):
+        played.append(task_id)
+        return real_make_env(task_id, *args, **kwargs)
+
+    monkeypatch.setitem(env_api.ENV_PACKAGES, "alfworld", toy_env)
+    monkeypatch.setattr(toy_env, "make_env", counting_make_env)
+    _, sft = sft_run
+    cfg = load_config("params.yaml", profile="smoke", overrides={
+        **SMOKE, "eval.n_episodes": 4, "eval.episodes_per_task": 3, "eval.splits": ["valid_unseen"]})
+    result = run_evaluation(cfg, checkpoint=sft["run_dir"], out_dir=tmp_path)
+    split = result["splits"]["valid_unseen"]
+    assert split["n"] == 12 == sum(t["n"] for t in split["per_task_type"].values())
+    assert len(played) == 12 and all(played.count(g) == 3 for g in set(played)) and len(set(played)) == 4

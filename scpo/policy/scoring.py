@@ -18,6 +18,8 @@ from typing import Sequence
 
 import torch
 
+from scpo.policy.padding import left_pad, right_pad
+
 __all__ = ["candidate_scores", "choice_log_distribution"]
 
 
@@ -32,20 +34,12 @@ def candidate_scores(model, prompt_ids: Sequence[Sequence[int]], candidates: Seq
     if any(not c for c in candidates) or any(not y for c in candidates for y in c):
         raise ValueError("every prompt needs at least one candidate, and every candidate at least one token")
     device = next(model.parameters()).device
-    b, width_p = len(prompt_ids), max(len(p) for p in prompt_ids)
+    b = len(prompt_ids)
     k = max(len(c) for c in candidates)
     width = max(len(y) for c in candidates for y in c)
-    prompt = torch.full((b, width_p), pad_id, dtype=torch.long)
-    attention = torch.zeros((b, width_p), dtype=torch.long)
-    for i, p in enumerate(prompt_ids):
-        prompt[i, width_p - len(p):] = torch.tensor(list(p), dtype=torch.long)
-        attention[i, width_p - len(p):] = 1
-    cand = torch.full((b, k, width), pad_id, dtype=torch.long)
-    cand_mask = torch.zeros((b, k, width), dtype=torch.long)
-    for i, c in enumerate(candidates):
-        for j, y in enumerate(c):
-            cand[i, j, :len(y)] = torch.tensor(list(y), dtype=torch.long)
-            cand_mask[i, j, :len(y)] = 1
+    prompt, attention = left_pad(prompt_ids, pad_id)
+    cand, cand_mask = right_pad([c[j] if j < len(c) else () for c in candidates for j in range(k)], pad_id, width)
+    cand, cand_mask = cand.view(b, k, width), cand_mask.view(b, k, width)
     present = cand_mask[:, :, 0].bool().to(device)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
 

@@ -135,6 +135,8 @@ def our_scale_label(cfg: Config) -> str:
     model = (f"tiny Llama ({p.tiny_layers} layers x {p.tiny_hidden_size} hidden, vocab <= {p.tiny_vocab_size})"
              if p.profile == "tiny" else p.profile)
     episodes = "all" if cfg.eval.n_episodes is None else cfg.eval.n_episodes
+    if cfg.eval.episodes_per_task > 1:
+        episodes = f"{episodes} games x {cfg.eval.episodes_per_task}"
     return (f"{model}, behaviour-cloning warm start on {cfg.train.sft.n_demos} demos, "
             f"{cfg.rollout.n_tasks} tasks x {cfg.rollout.group_size} rollouts, {cfg.train.iterations} iterations, "
             f"eval {episodes} episodes per split (ALFWorld {', '.join(cfg.eval.splits)}; WebShop test) "

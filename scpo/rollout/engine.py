@@ -87,6 +87,8 @@ class TransformersEngine:
     def _sample(self, prompts: Sequence[str], temperature: float, top_p: float) -> list[Generation]:
         import torch
 
+        from scpo.policy.padding import left_pad
+
         if not prompts:
             return []
         tok = self.policy.tokenizer
@@ -102,12 +104,8 @@ class TransformersEngine:
         try:
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start:start + self.batch_size]
-                width = max(len(ids[i]) for i in chunk)
-                input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-                attention = torch.zeros((len(chunk), width), dtype=torch.long)
-                for row, i in enumerate(chunk):
-                    input_ids[row, width - len(ids[i]):] = torch.tensor(ids[i])
-                    attention[row, width - len(ids[i]):] = 1
+                input_ids, attention = left_pad([ids[i] for i in chunk], pad)
+                width = input_ids.shape[1]
                 with torch.no_grad():
                     seqs = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention.to(model.device),
                                           max_new_tokens=self.max_new_tokens, pad_token_id=pad, eos_token_id=eos,

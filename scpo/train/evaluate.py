@@ -1,6 +1,7 @@
-"""`run_evaluation(cfg, checkpoint, out_dir)`: one episode per task on each evaluation split (ALFWorld: `cfg.eval.splits`;
-WebShop: `test`) at `cfg.eval.temperature`; success overall and per task type, written as `eval.json` and `eval.csv`
-(split, task_type, n, success; task_type "all" is the split's overall row).
+"""`run_evaluation(cfg, checkpoint, out_dir)`: `cfg.eval.episodes_per_task` episodes (default one) per task on each
+evaluation split (ALFWorld: `cfg.eval.splits`; WebShop: `test`) at `cfg.eval.temperature`; success overall and per task
+type, written as `eval.json` and `eval.csv` (split, task_type, n, success; task_type "all" is the split's overall row;
+`n` counts episodes, so games x episodes_per_task).
 
 `eval.n_episodes` tasks are taken evenly spaced over the split's sorted task list (ALFWorld's ids sort by task type, so
 the first n would cover only one or two types).
@@ -47,7 +48,7 @@ def run_evaluation(cfg: Config, checkpoint: Path, out_dir: Path) -> dict:
         seed_everything(iteration_seed(cfg.train.seed, -1))
         tasks = evaluation_tasks(env.package.list_tasks(split, data_root=env.data_root), cfg.eval.n_episodes)
         trajectories, timing = collect_rollouts(
-            env.package, tasks, 1, engine, env_name=env.name, seed=cfg.train.seed, data_root=env.data_root,
+            env.package, tasks, cfg.eval.episodes_per_task, engine, env_name=env.name, seed=cfg.train.seed, data_root=env.data_root,
             max_steps=env.max_steps, history_length=cfg.env.history_length, temperature=cfg.eval.temperature,
             top_p=1.0, env_options=env.options, desc=f"eval {split}")
         won = np.array([t.won for t in trajectories], dtype=float)

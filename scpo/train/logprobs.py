@@ -11,6 +11,8 @@ from typing import Sequence
 
 import torch
 
+from scpo.policy.padding import left_pad, right_pad
+
 __all__ = ["pack", "response_logprobs", "bucketed_batches"]
 
 
@@ -18,21 +20,11 @@ def pack(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[in
     """-> input_ids [B, P+R], attention_mask [B, P+R], response_ids [B, R], response_mask [B, R] (float)."""
     if len(prompt_ids) != len(response_ids):
         raise ValueError(f"{len(prompt_ids)} prompts but {len(response_ids)} responses")
-    width_p = max(len(p) for p in prompt_ids)
-    width_r = max(max(len(r) for r in response_ids), 1)
-    b = len(prompt_ids)
-    input_ids = torch.full((b, width_p + width_r), pad_id, dtype=torch.long)
-    attention = torch.zeros((b, width_p + width_r), dtype=torch.long)
-    resp = torch.full((b, width_r), pad_id, dtype=torch.long)
-    resp_mask = torch.zeros((b, width_r), dtype=torch.float32)
-    for i, (p, r) in enumerate(zip(prompt_ids, response_ids)):
-        input_ids[i, width_p - len(p):width_p] = torch.tensor(list(p), dtype=torch.long)
-        attention[i, width_p - len(p):width_p] = 1
-        if len(r):
-            input_ids[i, width_p:width_p + len(r)] = torch.tensor(list(r), dtype=torch.long)
-            attention[i, width_p:width_p + len(r)] = 1
-            resp[i, :len(r)] = torch.tensor(list(r), dtype=torch.long)
-            resp_mask[i, :len(r)] = 1.0
+    prompt, prompt_attention = left_pad(prompt_ids, pad_id)
+    resp, resp_attention = right_pad(response_ids, pad_id, width=max(max(len(r) for r in response_ids), 1))
+    input_ids = torch.cat([prompt, resp], dim=1)
+    attention = torch.cat([prompt_attention, resp_attention], dim=1)
+    resp_mask = resp_attention.float()
     return input_ids, attention, resp, resp_mask
 
 
