@@ -99,7 +99,22 @@ def report(out: Path, methods: list[str], split: str) -> None:
             print(f"  {method} training success (rollouts at the sampling temperature), first -> last third of the "
                   f"iterations: {ms([a for a, _ in trend])} -> {ms([b for _, b in trend])}")
     print(f"  warm-start per seed: {[round(s['warm']['success'], 3) for s in seeds]}")
+    print(per_task_type(seeds, methods).to_string(float_format=lambda v: f"{v:+.1f}" if v < 0 else f"{v:.1f}"))
     plot(out, seeds, methods, split)
+
+
+def per_task_type(seeds: list[dict], methods: list[str]):
+    """Success (%) per task type, mean over seeds, of the warm start and after each method; `<method> up` counts the
+    seeds where the method beat the warm start on that type."""
+    import pandas as pd
+
+    types = sorted(seeds[0]["warm"]["per_task_type"])
+    table = {"warm": [np.mean([100 * s["warm"]["per_task_type"][t]["success"] for s in seeds]) for t in types]}
+    for m in methods:
+        table[m] = [np.mean([100 * s[m]["eval"]["per_task_type"][t]["success"] for s in seeds]) for t in types]
+        table[f"{m} up"] = [sum(s[m]["eval"]["per_task_type"][t]["success"] > s["warm"]["per_task_type"][t]["success"]
+                                for s in seeds) for t in types]
+    return pd.DataFrame(table, index=pd.Index(types, name="task type (success %, mean over seeds)"))
 
 
 def training_trend(out: Path, method: str, seeds: list[int]) -> list[tuple[float, float]]:
