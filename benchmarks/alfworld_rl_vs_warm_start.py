@@ -10,6 +10,11 @@ valid_unseen split (134 games), one process per seed (run side by side, reusing 
         --set train.lr=5e-4 --set eval.n_episodes=134 & done; wait
     .venv/bin/python benchmarks/alfworld_rl_vs_warm_start.py --report-only --out runs/bench/alfworld_rl_choice_24x8
 
+Re-evaluation with 4 episodes per game (536 per seed; `choice_24x8_k4`): a copy of that --out, run again with
+`--resume` (nothing left to train) and `--set eval.episodes_per_task=4`. Twice the training (`choice_48x8_k4`): another
+copy, `--resume --set train.iterations=48`, which continues each run from its iteration-24 checkpoint exactly as an
+uninterrupted 48-iteration run would.
+
 Their outputs (and those of the earlier settings the README lists) are kept under benchmarks/results/.
 
 Per seed: SFT warm start -> eval (valid_unseen) -> RL per method from that warm start -> eval. Prints success on
@@ -97,7 +102,8 @@ def report(out: Path, methods: list[str], split: str) -> None:
         trend = training_trend(out, method, seed_ids)
         if trend:
             print(f"  {method} training success (rollouts at the sampling temperature), first -> last third of the "
-                  f"iterations: {ms([a for a, _ in trend])} -> {ms([b for _, b in trend])}")
+                  f"iterations: {ms([a for a, _ in trend])} -> {ms([b for _, b in trend])} (every method draws the "
+                  f"same tasks; benchmarks/alfworld_training_trend_control.py replays them with the frozen warm start)")
     print(f"  warm-start per seed: {[round(s['warm']['success'], 3) for s in seeds]}")
     print(per_task_type(seeds, methods).to_string(float_format=lambda v: f"{v:+.1f}" if v < 0 else f"{v:.1f}"))
     plot(out, seeds, methods, split)

@@ -1,0 +1,91 @@
+"""Control for the training-success trend of `alfworld_rl_vs_warm_start.py`: is the rise of success on the training
+rollouts from the first to the last third of the RL iterations learning, or just easier tasks drawn late?
+
+Every RL run of a seed draws the same tasks at iteration t (`sample_tasks(pool, n_tasks, seed, t)`), whatever the
+method. This script replays those draws with the frozen warm-start policy at the rollout temperature and prints, per
+seed, the warm start's success on the first-third and last-third tasks next to each RL run's (its history.csv). If the
+warm start rises as much as RL does, the trend is task drift, not learning.
+
+    .venv/bin/python benchmarks/alfworld_training_trend_control.py --out runs/bench/alfworld_rl_choice_24x8_k4 \
+        --seeds 0 1 2 --set train.iterations=24 --set rollout.n_tasks=8 [--rollouts-per-task 4]
+
+Use the --out and --set of the benchmark run being checked; writes <out>/trend_control.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from scpo.config import load_config, parse_overrides
+from scpo.policy import load_policy, resolve_model_dir
+from scpo.rollout import collect_rollouts, env_settings, make_engine
+from scpo.train.runner import iteration_seed, sample_tasks, seed_everything, set_threads
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True, help="the benchmark's --out (holds alfworld/<sft|method>/seed<k>)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--methods", nargs="+", default=["gigpo", "scpo"])
+    ap.add_argument("--rollouts-per-task", type=int, default=None, help="default: rollout.group_size")
+    ap.add_argument("--set", dest="sets", action="append", default=[])
+    args = ap.parse_args()
+    out = Path(args.out)
+    rows = []
+    for seed in args.seeds:
+        cfg = load_config("params.yaml", profile="cpu", overrides={
+            "env.name": "alfworld", "train.seed": seed, **parse_overrides(args.sets)})
+        n_iter = cfg.train.iterations
+        thirds = {"first": range(0, max(n_iter // 3, 1)), "last": range(n_iter - max(n_iter // 3, 1), n_iter)}
+        row = {"seed": seed}
+        for third, its in thirds.items():
+            row[f"warm_{third}"] = warm_success(cfg, out / "alfworld" / "sft" / f"seed{seed}", its,
+                                                args.rollouts_per_task or cfg.rollout.group_size)
+            for m in args.methods:
+                hist = pd.read_csv(out / "alfworld" / m / f"seed{seed}" / "history.csv")
+                row[f"{m}_{third}"] = float(hist["charts/success_rate"].iloc[list(its)].mean())
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    (out / "trend_control.json").write_text(json.dumps(rows, indent=2))
+    report(rows, args.methods)
+
+
+def warm_success(cfg, sft_dir: Path, iterations: range, group_size: int) -> float:
+    """Success of the frozen warm start on the tasks the RL runs drew at `iterations`, at the rollout temperature."""
+    set_threads(cfg)
+    env = env_settings(cfg)
+    model_dir = resolve_model_dir(sft_dir)
+    engine = make_engine(cfg, load_policy(model_dir, dtype=cfg.policy.dtype), model_dir=model_dir)
+    pool = env.package.list_tasks(env.train_split, data_root=env.data_root)
+    won = []
+    for it in iterations:
+        seed_everything(iteration_seed(cfg.train.seed, it))
+        trajectories, _ = collect_rollouts(
+            env.package, sample_tasks(pool, cfg.rollout.n_tasks, cfg.train.seed, it), group_size, engine,
+            env_name=env.name, seed=cfg.train.seed + it, data_root=env.data_root, max_steps=env.max_steps,
+            history_length=cfg.env.history_length, temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+            env_options=env.options, desc=f"warm start, iteration {it}'s tasks")
+        won += [t.won for t in trajectories]
+    return float(np.mean(won))
+
+
+def report(rows: list[dict], methods: list[str]) -> None:
+    """Mean +- sample std over seeds of first-third and last-third success, and of the change, per policy."""
+    def ms(xs):
+        return f"{100 * np.mean(xs):.1f} +- {100 * (np.std(xs, ddof=1) if len(xs) > 1 else 0.0):.1f}"
+
+    print("training-task success (%), first third -> last third of the iterations, mean +- std over seeds")
+    for name in ["warm"] + methods:
+        first, last = [r[f"{name}_first"] for r in rows], [r[f"{name}_last"] for r in rows]
+        change = [b - a for a, b in zip(first, last)]
+        label = "warm start (frozen)" if name == "warm" else f"RL {name}"
+        print(f"  {label:20s} {ms(first)} -> {ms(last)}   change {ms(change)} points")
+
+
+if __name__ == "__main__":
+    main()
