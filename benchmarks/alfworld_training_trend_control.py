@@ -9,7 +9,9 @@ warm start rises as much as RL does, the trend is task drift, not learning.
     .venv/bin/python benchmarks/alfworld_training_trend_control.py --out runs/bench/alfworld_rl_choice_24x8_k4 \
         --seeds 0 1 2 --set train.iterations=24 --set rollout.n_tasks=8 [--rollouts-per-task 4]
 
-Use the --out and --set of the benchmark run being checked; writes <out>/trend_control.json.
+The README's figures: this command (24 iterations) and the same on runs/bench/alfworld_rl_choice_48x8_k4 with
+--set train.iterations=48, both with --rollouts-per-task 4. Use the --out and --set of the benchmark run being checked; writes <out>/trend_control.json (and keeps the warm
+start's replays in <out>/trend_control_warm.json, so a re-run, say once the RL runs have finished, reuses them).
 """
 
 from __future__ import annotations
@@ -36,21 +38,33 @@ def main() -> None:
     ap.add_argument("--set", dest="sets", action="append", default=[])
     args = ap.parse_args()
     out = Path(args.out)
+    cache_path = out / "trend_control_warm.json"  # the replays are the slow part: kept, and reused by a re-run
+    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     rows = []
-    for seed in args.seeds:
+    for seed in args.seeds:  # the warm start's replays first, so RL runs still training can finish meanwhile
         cfg = load_config("params.yaml", profile="cpu", overrides={
             "env.name": "alfworld", "train.seed": seed, **parse_overrides(args.sets)})
-        n_iter = cfg.train.iterations
-        thirds = {"first": range(0, max(n_iter // 3, 1)), "last": range(n_iter - max(n_iter // 3, 1), n_iter)}
+        n_iter, third = cfg.train.iterations, max(cfg.train.iterations // 3, 1)
+        thirds = {"first": range(0, third), "last": range(n_iter - third, n_iter)}
         row = {"seed": seed}
-        for third, its in thirds.items():
-            row[f"warm_{third}"] = warm_success(cfg, out / "alfworld" / "sft" / f"seed{seed}", its,
-                                                args.rollouts_per_task or cfg.rollout.group_size)
-            for m in args.methods:
-                hist = pd.read_csv(out / "alfworld" / m / f"seed{seed}" / "history.csv")
-                row[f"{m}_{third}"] = float(hist["charts/success_rate"].iloc[list(its)].mean())
-        rows.append(row)
+        group = args.rollouts_per_task or cfg.rollout.group_size
+        for name, its in thirds.items():
+            key = f"seed{seed}/iterations{its.start}-{its.stop - 1}/x{group}"
+            if key not in cache:
+                cache[key] = warm_success(cfg, out / "alfworld" / "sft" / f"seed{seed}", its, group)
+                cache_path.write_text(json.dumps(cache, indent=2))
+            row[f"warm_{name}"] = cache[key]
+        rows.append((row, thirds))
+    for row, thirds in rows:
+        for m in args.methods:
+            hist = pd.read_csv(out / "alfworld" / m / f"seed{row['seed']}" / "history.csv")
+            if len(hist) < max(thirds["last"]) + 1:
+                raise SystemExit(f"{m} seed {row['seed']}: history.csv has {len(hist)} iterations, "
+                                 f"fewer than train.iterations = {max(thirds['last']) + 1}")
+            for name, its in thirds.items():
+                row[f"{m}_{name}"] = float(hist["charts/success_rate"].iloc[list(its)].mean())
         print(json.dumps(row), flush=True)
+    rows = [row for row, _ in rows]
     (out / "trend_control.json").write_text(json.dumps(rows, indent=2))
     report(rows, args.methods)
 
