@@ -61,6 +61,7 @@ def main() -> None:
         sft_dir = Path(cfg.train.out_dir) / "alfworld" / "sft" / f"seed{seed}"
         if args.reuse_sft and (sft_dir / "summary.json").exists():
             sft = json.loads((sft_dir / "summary.json").read_text())
+            sft["run_dir"] = str(sft_dir)  # not the path recorded at training time: --out may be a copy
         else:
             sft = run_training(cfg, stage="sft")
         row = {"sft_wall_s": sft["wall_s"],
