@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from alfworld_training_trend_control import first_and_last_third  # this folder: the script's own sys.path[0]
 from scpo.config import load_config, parse_overrides
 from scpo.train.evaluate import run_evaluation
 from scpo.train.runner import run_training
@@ -135,8 +136,8 @@ def training_trend(out: Path, method: str, seeds: list[int]) -> list[tuple[float
         path = out / "alfworld" / method / f"seed{seed}" / "history.csv"
         if path.exists():
             success = pd.read_csv(path)["charts/success_rate"].to_numpy()
-            third = max(len(success) // 3, 1)
-            trend.append((float(success[:third].mean()), float(success[-third:].mean())))
+            first, last = first_and_last_third(len(success))
+            trend.append((float(success[first].mean()), float(success[last].mean())))
     return trend
 
 

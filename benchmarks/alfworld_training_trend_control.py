@@ -10,8 +10,9 @@ warm start rises as much as RL does, the trend is task drift, not learning.
         --seeds 0 1 2 --set train.iterations=24 --set rollout.n_tasks=8 [--rollouts-per-task 4]
 
 The README's figures: this command (24 iterations) and the same on runs/bench/alfworld_rl_choice_48x8_k4 with
---set train.iterations=48, both with --rollouts-per-task 4. Use the --out and --set of the benchmark run being checked; writes <out>/trend_control.json (and keeps the warm
-start's replays in <out>/trend_control_warm.json, so a re-run, say once the RL runs have finished, reuses them).
+--set train.iterations=48, both with --rollouts-per-task 4. Use the --out and --set of the benchmark run being checked;
+writes <out>/trend_control.json (and keeps the warm start's replays in <out>/trend_control_warm.json, so a re-run, say
+once the RL runs have finished, reuses them).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import pandas as pd
 
 from scpo.config import load_config, parse_overrides
 from scpo.policy import load_policy, resolve_model_dir
-from scpo.rollout import collect_rollouts, env_settings, make_engine
-from scpo.train.runner import iteration_seed, sample_tasks, seed_everything, set_threads
+from scpo.rollout import env_settings, make_engine
+from scpo.train.runner import iteration_rollouts, iteration_seed, seed_everything, set_threads
 
 
 def main() -> None:
@@ -44,23 +45,22 @@ def main() -> None:
     for seed in args.seeds:  # the warm start's replays first, so RL runs still training can finish meanwhile
         cfg = load_config("params.yaml", profile="cpu", overrides={
             "env.name": "alfworld", "train.seed": seed, **parse_overrides(args.sets)})
-        n_iter, third = cfg.train.iterations, max(cfg.train.iterations // 3, 1)
-        thirds = {"first": range(0, third), "last": range(n_iter - third, n_iter)}
-        row = {"seed": seed}
+        thirds = dict(zip(("first", "last"), first_and_last_third(cfg.train.iterations)))
         group = args.rollouts_per_task or cfg.rollout.group_size
-        for name, its in thirds.items():
-            key = f"seed{seed}/iterations{its.start}-{its.stop - 1}/x{group}"
-            if key not in cache:
-                cache[key] = warm_success(cfg, out / "alfworld" / "sft" / f"seed{seed}", its, group)
-                cache_path.write_text(json.dumps(cache, indent=2))
-            row[f"warm_{name}"] = cache[key]
-        rows.append((row, thirds))
+        keys = {name: f"seed{seed}/iterations{its.start}-{its.stop - 1}/x{group}" for name, its in thirds.items()}
+        if any(key not in cache for key in keys.values()):
+            replay = WarmReplay(cfg, out / "alfworld" / "sft" / f"seed{seed}")
+            for name, its in thirds.items():
+                if keys[name] not in cache:
+                    cache[keys[name]] = replay.success(its, group)
+                    cache_path.write_text(json.dumps(cache, indent=2))
+        rows.append(({"seed": seed, **{f"warm_{name}": cache[key] for name, key in keys.items()}}, thirds))
     for row, thirds in rows:
         for m in args.methods:
             hist = pd.read_csv(out / "alfworld" / m / f"seed{row['seed']}" / "history.csv")
-            if len(hist) < max(thirds["last"]) + 1:
+            if len(hist) < thirds["last"].stop:
                 raise SystemExit(f"{m} seed {row['seed']}: history.csv has {len(hist)} iterations, "
-                                 f"fewer than train.iterations = {max(thirds['last']) + 1}")
+                                 f"fewer than train.iterations = {thirds['last'].stop}")
             for name, its in thirds.items():
                 row[f"{m}_{name}"] = float(hist["charts/success_rate"].iloc[list(its)].mean())
         print(json.dumps(row), flush=True)
@@ -69,23 +69,31 @@ def main() -> None:
     report(rows, args.methods)
 
 
-def warm_success(cfg, sft_dir: Path, iterations: range, group_size: int) -> float:
-    """Success of the frozen warm start on the tasks the RL runs drew at `iterations`, at the rollout temperature."""
-    set_threads(cfg)
-    env = env_settings(cfg)
-    model_dir = resolve_model_dir(sft_dir)
-    engine = make_engine(cfg, load_policy(model_dir, dtype=cfg.policy.dtype), model_dir=model_dir)
-    pool = env.package.list_tasks(env.train_split, data_root=env.data_root)
-    won = []
-    for it in iterations:
-        seed_everything(iteration_seed(cfg.train.seed, it))
-        trajectories, _ = collect_rollouts(
-            env.package, sample_tasks(pool, cfg.rollout.n_tasks, cfg.train.seed, it), group_size, engine,
-            env_name=env.name, seed=cfg.train.seed + it, data_root=env.data_root, max_steps=env.max_steps,
-            history_length=cfg.env.history_length, temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-            env_options=env.options, desc=f"warm start, iteration {it}'s tasks")
-        won += [t.won for t in trajectories]
-    return float(np.mean(won))
+def first_and_last_third(n_iterations: int) -> tuple[range, range]:
+    """The first and the last third of the iterations (one iteration at least), as compared in the trend."""
+    third = max(n_iterations // 3, 1)
+    return range(0, third), range(n_iterations - third, n_iterations)
+
+
+class WarmReplay:
+    """The frozen warm start of a seed, replaying the tasks the RL runs drew (`iteration_rollouts`, as the trainer)."""
+
+    def __init__(self, cfg, sft_dir: Path):
+        set_threads(cfg)
+        self.cfg, self.env = cfg, env_settings(cfg)
+        model_dir = resolve_model_dir(sft_dir)
+        self.engine = make_engine(cfg, load_policy(model_dir, dtype=cfg.policy.dtype), model_dir=model_dir)
+        self.pool = self.env.package.list_tasks(self.env.train_split, data_root=self.env.data_root)
+
+    def success(self, iterations: range, group_size: int) -> float:
+        """Success on the tasks of `iterations`, `group_size` rollouts per task at the rollout temperature."""
+        won = []
+        for it in iterations:
+            seed_everything(iteration_seed(self.cfg.train.seed, it))
+            trajectories, _ = iteration_rollouts(self.cfg, self.env, self.engine, self.pool, it, group_size,
+                                                 desc=f"warm start, iteration {it}'s tasks")
+            won += [t.won for t in trajectories]
+        return float(np.mean(won))
 
 
 def report(rows: list[dict], methods: list[str]) -> None:

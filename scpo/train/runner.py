@@ -29,7 +29,8 @@ from scpo.train.metrics import HistoryLog, credit_metrics, rollout_metrics
 from scpo.train.sft import behaviour_cloning, expert_demonstrations
 from scpo.train.update import ppo_update, samples_from_trajectories
 
-__all__ = ["run_training", "run_sft", "run_rl", "default_run_dir", "seed_everything", "sample_tasks", "set_threads"]
+__all__ = ["run_training", "run_sft", "run_rl", "default_run_dir", "seed_everything", "sample_tasks", "iteration_rollouts",
+           "set_threads"]
 
 PERF_KEYS = ("perf/env_s", "perf/gen_s", "perf/credit_s", "perf/update_s", "perf/iter_s")
 
@@ -61,6 +62,18 @@ def sample_tasks(pool: list[str], n_tasks: int, seed: int, iteration: int) -> li
     rng = np.random.default_rng([seed, iteration])
     idx = rng.choice(len(pool), size=n_tasks, replace=len(pool) < n_tasks)
     return [pool[i] for i in idx]
+
+
+def iteration_rollouts(cfg: Config, env, engine, pool: list[str], it: int, group_size: int | None = None,
+                       desc: str | None = None):
+    """Iteration `it`'s rollouts: `sample_tasks` from `pool`, then `rollout.group_size` (or `group_size`) rollouts per
+    task at the rollout temperature -> (trajectories, timing). Whatever the policy, iteration `it` plays the same tasks."""
+    tasks = sample_tasks(pool, cfg.rollout.n_tasks, cfg.train.seed, it)
+    return collect_rollouts(
+        env.package, tasks, group_size or cfg.rollout.group_size, engine, env_name=env.name, seed=cfg.train.seed + it,
+        data_root=env.data_root, max_steps=env.max_steps, history_length=cfg.env.history_length,
+        temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, env_options=env.options,
+        desc=desc or f"iter {it} rollouts")
 
 
 def run_training(cfg: Config, stage: str = "rl", out_dir: Path | None = None, resume: bool = False) -> dict:
@@ -181,12 +194,7 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
         t_iter = time.perf_counter()
 
         # 1. rollouts: N per task, same seed, all envs batched through generation
-        tasks = sample_tasks(pool, cfg.rollout.n_tasks, cfg.train.seed, it)
-        trajectories, timing = collect_rollouts(
-            env.package, tasks, cfg.rollout.group_size, engine, env_name=env.name, seed=cfg.train.seed + it,
-            data_root=env.data_root, max_steps=env.max_steps, history_length=cfg.env.history_length,
-            temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, env_options=env.options,
-            desc=f"iter {it} rollouts")
+        trajectories, timing = iteration_rollouts(cfg, env, engine, pool, it)
         batch = RolloutBatch.from_trajectories(trajectories)
 
         # 2. credit assignment (pure estimators; HCAPO's hindsight log-probs come from the policy)
