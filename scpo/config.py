@@ -60,7 +60,9 @@ class EnvConfig(StrictModel):
 
 class PolicyConfig(StrictModel):
     profile: str = Field("tiny", description="'tiny', 'smollm2-135m', or any Hub name / local path")
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="compute dtype: generation, evaluation and the frozen reference run in it; the trained "
+        "weights stay float32 (optimizer updates of 1e-6 vanish in 16-bit weights) under autocast to this dtype")
     lora: bool = False
     lora_r: int = Field(16, ge=1)
     lora_alpha: int = Field(32, ge=1)
@@ -81,6 +83,8 @@ class RolloutConfig(StrictModel):
     top_p: float = Field(1.0, gt=0, le=1)
     batch_size: int = Field(64, ge=1, description="prompts per generate call")
     vllm_gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vLLM's share of GPU memory")
+    vllm_enforce_eager: bool = Field(False, description="vLLM without CUDA graphs / torch.compile: starts in seconds, "
+                                     "decodes slower (debugging, short runs)")
     action_choice: Literal["generate", "admissible"] = Field(
         "generate", description="generate: free-text answers (the papers' setting); admissible: transformers engine "
         "draws the answer among the admissible commands by the model's likelihood (for tiny CPU policies)")
@@ -101,7 +105,9 @@ class TrainConfig(StrictModel):
     kl_coef: float = Field(0.01, ge=0, description="low-variance KL to the reference policy")
     entropy_coef: float = Field(0.001, ge=0)
     ppo_epochs: int = Field(1, ge=1)
-    minibatch_size: int = Field(64, ge=1)
+    minibatch_size: int = Field(64, ge=1, description="steps per optimizer step")
+    micro_batch_size: int | None = Field(None, ge=1, description="steps per forward / backward pass; the minibatch's "
+                                         "gradient is accumulated over them (None: the whole minibatch at once)")
     max_grad_norm: float = Field(1.0, gt=0)
     skip_zero_advantage: bool = Field(True, description="leave steps with advantage exactly 0 (e.g. every step of a group "
                                       "whose rollouts all got the same reward) out of the update")
@@ -112,6 +118,8 @@ class TrainConfig(StrictModel):
     out_dir: str = "runs"
     init_from: str | None = Field(None, description="RL start: an SFT run dir or model dir (None: fresh profile model)")
     save_rollouts_every: int = Field(1, ge=0, description="write rollouts/iter_XXXX.parquet every k iterations (0: never)")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where the policy trains and generates: auto = "
+                                                   "cuda when torch sees a GPU, else cpu")
     torch_threads: int | None = Field(1, ge=1, description="torch CPU threads (None: torch's default); 1 is fastest for "
                                       "the tiny model on a shared machine")
     sft: SFTConfig = SFTConfig()

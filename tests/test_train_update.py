@@ -85,3 +85,30 @@ def test_a_minibatch_may_mix_choice_and_generated_steps():
     assert logp[0, 0] < 0 and entropy[0, 0] > 0
     with pytest.raises(ValueError, match="not one of|Input should be"):
         load_config(None, overrides={"train.ratio_over": "words"})
+
+
+def test_micro_batches_accumulate_the_minibatch_gradient():
+    """micro_batch_size splits a minibatch's forward / backward passes; the optimizer step is the same as in one pass,
+    with choice steps (one unit) and generated answers (a unit per token) weighted as in the whole minibatch."""
+    tok, _, _, prompt, cands = _choice_setup()
+    long_prompt = tok("room 1 of 3 go west open door", add_special_tokens=False)["input_ids"]
+    samples = [StepSample(prompt, cands[2], 1.0, candidates=cands), StepSample(prompt, cands[0], -0.5),
+               StepSample(long_prompt, cands[1], 2.0), StepSample(long_prompt, cands[0], -1.0, candidates=cands),
+               StepSample(prompt, cands[1] + cands[2], 0.7)]
+    params, stats = [], []
+    for micro in (None, 2, 1):
+        model = build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=0)
+        reference = build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=3).requires_grad_(False)
+        train_cfg = load_config(None, overrides={"train.lr": 1e-2, "train.minibatch_size": 5,
+                                                 "train.micro_batch_size": micro}).train
+        opt = torch.optim.SGD(model.parameters(), lr=train_cfg.lr)
+        stats.append(ppo_update(model, reference, opt, samples, pad_id=tok.pad_token_id, train_cfg=train_cfg,
+                                generator=torch.Generator().manual_seed(0)))
+        params.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    base = build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=0)
+    moved = (params[0] - torch.cat([p.detach().flatten() for p in base.parameters()])).abs().max()
+    assert moved > 1e-4  # the step did something
+    for p, s in zip(params[1:], stats[1:]):
+        assert torch.allclose(p, params[0], atol=1e-6)
+        assert s["n_updates"] == stats[0]["n_updates"] == 1.0
+        assert s["kl"] == pytest.approx(stats[0]["kl"], abs=1e-6) and s["pg"] == pytest.approx(stats[0]["pg"], abs=1e-6)

@@ -4,6 +4,7 @@ trainer parameter under the names vLLM expects (LoRA merged, adapter tensors lef
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 
@@ -19,27 +20,50 @@ CORPUS = ["You are in room 1 of 3. Admissible actions: look, go east, go west",
 
 
 class _FakeModel:
-    def __init__(self):
+    def __init__(self, twin=None):
         self.loaded: dict[str, torch.Tensor] = {}
+        self.twin = twin  # a torch model standing for vLLM's copy of the weights (None: no forward pass)
 
     def load_weights(self, weights):
-        self.loaded.update({name: t.detach().clone() for name, t in weights})
+        weights = {name: t.detach().clone() for name, t in weights}
+        self.loaded.update(weights)
+        if self.twin is not None and not _FakeLLM.drop_weights:
+            self.twin.load_state_dict(weights, strict=False)
 
 
 class _FakeLLM:
     instances: list["_FakeLLM"] = []
+    reloads = True  # whether the worker has reload_weights
+    twin = None  # a copy of the policy's model: vLLM's weights, used for max_tokens=1 greedy steps
+    drop_weights = False  # a broken sync: the twin keeps its weights
 
     def __init__(self, **kwargs):
         self.kwargs = kwargs
         self.calls: list[tuple[list, object]] = []
         self.prefix_resets = 0
-        self.model = _FakeModel()
+        self.reloaded = 0
+        self.model = _FakeModel(_FakeLLM.twin)
         runner = types.SimpleNamespace(model=self.model)
-        worker = types.SimpleNamespace(worker=types.SimpleNamespace(model_runner=runner))  # V1: worker wrapped once
-        self.llm_engine = types.SimpleNamespace(model_executor=types.SimpleNamespace(driver_worker=worker))
+        inner = types.SimpleNamespace(model_runner=runner)
+        if self.reloads:  # vLLM >= 0.11: the worker reloads checkpoint-format weights layer by layer
+            inner.reload_weights = self._reload
+        worker = types.SimpleNamespace(worker=inner)  # V1: worker wrapped once
+        if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0":  # like vLLM 0.24's V1 LLMEngine
+            self.llm_engine = types.SimpleNamespace(model_executor=types.SimpleNamespace(driver_worker=worker))
+        else:  # engine core in a child process: no model_executor here
+            self.llm_engine = types.SimpleNamespace()
         _FakeLLM.instances.append(self)
 
+    def _reload(self, weights_iterator, is_checkpoint_format):
+        assert is_checkpoint_format
+        self.reloaded += 1
+        self.model.load_weights(weights_iterator)
+
     def generate(self, prompts, sampling_params, use_tqdm=True):
+        if sampling_params.max_tokens == 1 and self.model.twin is not None:  # greedy next token from vLLM's weights
+            with torch.no_grad():
+                return [types.SimpleNamespace(outputs=[types.SimpleNamespace(token_ids=(int(self.model.twin(
+                    input_ids=torch.tensor([p["prompt_token_ids"]])).logits[0, -1].argmax()),))]) for p in prompts]
         self.calls.append((prompts, sampling_params))
         return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"<action>look {i}</action>",
                                                                      token_ids=(7, i, 2))])
@@ -55,6 +79,10 @@ def fake_vllm(monkeypatch):
     module.LLM = _FakeLLM
     module.SamplingParams = lambda **kw: types.SimpleNamespace(**kw)
     monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setattr(_FakeLLM, "reloads", True)
+    monkeypatch.setattr(_FakeLLM, "twin", None)
+    monkeypatch.setattr(_FakeLLM, "drop_weights", False)
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # vLLM's default; restored after the test
     _FakeLLM.instances.clear()
     return module
 
@@ -72,6 +100,7 @@ def test_generate_sends_truncated_token_ids_and_maps_outputs(fake_vllm, policy, 
                         gpu_memory_utilization=0.3, seed=4)
     llm = _FakeLLM.instances[-1]
     assert llm.kwargs["model"] == str(tmp_path) and llm.kwargs["max_model_len"] == 13 and llm.kwargs["seed"] == 4
+    assert llm.kwargs["enforce_eager"] is False
     gens = engine.generate(CORPUS[:2], temperature=0.7, top_p=0.9)
     prompts, params = llm.calls[-1]
     assert [p["prompt_token_ids"] for p in prompts] == encode_prompts(policy, CORPUS[:2], 8)
@@ -82,9 +111,12 @@ def test_generate_sends_truncated_token_ids_and_maps_outputs(fake_vllm, policy, 
     assert engine.generate([], temperature=1.0) == []
 
 
-def test_sync_weights_pushes_every_parameter(fake_vllm, policy, tmp_path):
+@pytest.mark.parametrize("reloads", [True, False], ids=["reload_weights", "load_weights"])
+def test_sync_weights_pushes_every_parameter(fake_vllm, policy, tmp_path, reloads):
+    """Through the worker's reload_weights where vLLM has it (0.11+), else the model's load_weights."""
     from scpo.rollout.vllm_engine import VLLMEngine
 
+    _FakeLLM.reloads = reloads
     engine = VLLMEngine(policy, model_dir=tmp_path, max_prompt_tokens=8, max_new_tokens=4)
     with torch.no_grad():
         for p in policy.model.parameters():
@@ -95,6 +127,7 @@ def test_sync_weights_pushes_every_parameter(fake_vllm, policy, tmp_path):
     assert set(llm.model.loaded) == set(state)
     assert all(torch.equal(llm.model.loaded[k], v) for k, v in state.items())
     assert llm.prefix_resets == 1
+    assert llm.reloaded == (1 if reloads else 0)
 
 
 def test_sync_weights_merges_lora_under_the_base_names(fake_vllm, policy, tmp_path):
@@ -118,3 +151,43 @@ def test_sync_weights_merges_lora_under_the_base_names(fake_vllm, policy, tmp_pa
     assert set(loaded) == set(base_state) and not any("lora_" in k for k in loaded)
     assert all(torch.allclose(loaded[k], merged[k], atol=1e-6) for k in merged)
     assert any(not torch.equal(loaded[k], base_state[k]) for k in base_state)
+
+
+def test_weight_sync_needs_the_engine_core_in_process(fake_vllm, policy, tmp_path, monkeypatch):
+    """vLLM's V1 engine runs its core in a child process by default; the engine switches that off before building LLM,
+    and says what is wrong if the model is out of reach anyway."""
+    from scpo.rollout.vllm_engine import VLLMEngine
+
+    engine = VLLMEngine(policy, model_dir=tmp_path, max_prompt_tokens=8, max_new_tokens=4, enforce_eager=True)
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert _FakeLLM.instances[-1].kwargs["enforce_eager"] is True
+    engine.llm.llm_engine = types.SimpleNamespace()  # as if built with multiprocessing on
+    with pytest.raises(RuntimeError, match="VLLM_ENABLE_V1_MULTIPROCESSING"):
+        engine.sync_weights(policy)
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["in_sync", "weights_not_taken"])
+def test_each_sync_is_checked_on_probe_prompts(fake_vllm, policy, tmp_path, broken):
+    """After a sync, vLLM's greedy next token on the first prompts it served must match the trainer's; a sync that
+    leaves vLLM on other weights stops training with an error instead of sampling from another policy."""
+    import copy
+
+    from scpo.rollout.vllm_engine import SYNC_PROBES, VLLMEngine
+
+    _FakeLLM.twin = copy.deepcopy(policy.model)  # vLLM loads the same checkpoint
+    _FakeLLM.drop_weights = broken
+    engine = VLLMEngine(policy, model_dir=tmp_path, max_prompt_tokens=16, max_new_tokens=4)
+    prompts = [f"{c} step {i}" for i, c in enumerate(CORPUS * 2)]
+    engine.generate(prompts, temperature=1.0)
+    assert len(engine.probe_ids) == SYNC_PROBES
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in policy.model.parameters():
+            p.copy_(torch.randn_like(p))  # "after an update": new weights, new greedy tokens
+    if broken:
+        with pytest.raises(RuntimeError, match=r"sync check failed.*agrees with the trainer's on \d+% of 8"):
+            engine.sync_weights(policy)
+        assert engine.last_sync_agreement < 0.5
+    else:
+        engine.sync_weights(policy)
+        assert engine.last_sync_agreement == 1.0

@@ -184,5 +184,6 @@ def make_engine(cfg, policy, model_dir=None) -> GenerationEngine:
 
         return VLLMEngine(policy, model_dir=model_dir, max_prompt_tokens=cfg.policy.max_prompt_tokens,
                           max_new_tokens=cfg.policy.max_new_tokens, dtype=cfg.policy.dtype,
-                          gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization, seed=cfg.train.seed)
+                          gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization, seed=cfg.train.seed,
+                          enforce_eager=cfg.rollout.vllm_enforce_eager)
     raise ValueError(f"rollout.engine={cfg.rollout.engine!r} is not one of 'transformers', 'vllm'")

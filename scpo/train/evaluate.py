@@ -17,6 +17,7 @@ import numpy as np
 
 from scpo.config import Config
 from scpo.policy import load_policy, resolve_model_dir
+from scpo.policy.placement import resolve_device
 from scpo.rollout import collect_rollouts, env_settings, make_engine
 from scpo.train.runner import iteration_seed, seed_everything, set_threads
 
@@ -37,7 +38,7 @@ def run_evaluation(cfg: Config, checkpoint: Path, out_dir: Path) -> dict:
     set_threads(cfg)
     env = env_settings(cfg)
     model_dir = resolve_model_dir(checkpoint)
-    policy = load_policy(model_dir, dtype=cfg.policy.dtype)
+    policy = load_policy(model_dir, dtype=cfg.policy.dtype, device=resolve_device(cfg.train.device))
     engine = make_engine(cfg, policy, model_dir=model_dir)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

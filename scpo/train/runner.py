@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from scpo.config import Config
 from scpo.policy import create_policy, load_policy, resolve_model_dir
+from scpo.policy.placement import compute_precision, resolve_device
 from scpo.rollout import collect_rollouts, env_settings, make_engine
 from scpo.rollout_types import RolloutBatch, stable_uid
 from scpo.train.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
@@ -103,14 +104,17 @@ def run_sft(cfg: Config, out_dir: Path | None = None) -> dict:
     demos, demo_stats = expert_demonstrations(env.package, _demo_tasks(env, cfg), data_root=env.data_root,
                                               max_steps=env.max_steps, history_length=cfg.env.history_length)
     corpus = [d.prompt for d in demos] + [d.response for d in demos]
-    if cfg.train.init_from:
-        policy = load_policy(cfg.train.init_from, dtype=cfg.policy.dtype)
+    device = resolve_device(cfg.train.device)
+    if cfg.train.init_from:  # trained weights in float32, forward passes in policy.dtype (scpo.policy.placement)
+        policy = load_policy(cfg.train.init_from, dtype="float32", device=device)
     else:
-        policy = create_policy(cfg.policy, corpus=corpus, models_dir=Path(cfg.data.root) / "models",
-                               seed=cfg.train.seed, fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ()))
-    bc = behaviour_cloning(policy, demos, epochs=cfg.train.sft.epochs, lr=cfg.train.sft.lr,
-                           batch_size=cfg.train.sft.batch_size, max_prompt_tokens=cfg.policy.max_prompt_tokens,
-                           seed=cfg.train.seed)
+        policy = create_policy(cfg.policy.model_copy(update={"dtype": "float32"}), corpus=corpus,
+                               models_dir=Path(cfg.data.root) / "models", seed=cfg.train.seed, device=device,
+                               fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ()))
+    with compute_precision(device, cfg.policy.dtype):
+        bc = behaviour_cloning(policy, demos, epochs=cfg.train.sft.epochs, lr=cfg.train.sft.lr,
+                               batch_size=cfg.train.sft.batch_size, max_prompt_tokens=cfg.policy.max_prompt_tokens,
+                               seed=cfg.train.seed)
     policy.save(run_dir / "model")
     summary = {"stage": "sft", "env": cfg.env.name, "seed": cfg.train.seed, "profile": cfg.policy.profile,
                "n_params": sum(p.numel() for p in policy.model.parameters()),
@@ -171,15 +175,17 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
 
     # ---- seeding, policy, reference policy, optimizer, engine
     seed_everything(cfg.train.seed)
+    device = resolve_device(cfg.train.device)
     init_dir = _initial_policy_dir(cfg, env, run_dir)
-    policy = load_policy(ckpt / "model" if ckpt else init_dir, dtype=cfg.policy.dtype)
+    # trained weights in float32, forward passes in policy.dtype (scpo.policy.placement); the reference in policy.dtype
+    policy = load_policy(ckpt / "model" if ckpt else init_dir, dtype="float32", device=device)
     if cfg.policy.lora and not hasattr(policy.model, "peft_config"):
         from scpo.policy.profiles import _with_lora
 
         policy.model = _with_lora(policy.model, cfg.policy.lora_r, cfg.policy.lora_alpha)
     reference = None
     if cfg.train.kl_coef > 0:
-        reference = load_policy(init_dir, dtype=cfg.policy.dtype).model.eval().requires_grad_(False)
+        reference = load_policy(init_dir, dtype=cfg.policy.dtype, device=device).model.eval().requires_grad_(False)
     optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=cfg.train.lr,
                                   weight_decay=0.0)
     start = load_training_state(ckpt, optimizer)["iterations_done"] if ckpt else 0
@@ -188,45 +194,46 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
     pool = env.package.list_tasks(env.train_split, data_root=env.data_root)
     pad_id = policy.tokenizer.pad_token_id
 
-    for it in tqdm(range(start, cfg.train.iterations), desc=f"rl {cfg.credit.method}", initial=start,
-                   total=cfg.train.iterations, unit="iter"):
-        seed_everything(iteration_seed(cfg.train.seed, it))
-        t_iter = time.perf_counter()
+    with compute_precision(device, cfg.policy.dtype):  # every forward pass of the loop in policy.dtype
+        for it in tqdm(range(start, cfg.train.iterations), desc=f"rl {cfg.credit.method}", initial=start,
+                       total=cfg.train.iterations, unit="iter"):
+            seed_everything(iteration_seed(cfg.train.seed, it))
+            t_iter = time.perf_counter()
 
-        # 1. rollouts: N per task, same seed, all envs batched through generation
-        trajectories, timing = iteration_rollouts(cfg, env, engine, pool, it)
-        batch = RolloutBatch.from_trajectories(trajectories)
+            # 1. rollouts: N per task, same seed, all envs batched through generation
+            trajectories, timing = iteration_rollouts(cfg, env, engine, pool, it)
+            batch = RolloutBatch.from_trajectories(trajectories)
 
-        # 2. credit assignment (pure estimators; HCAPO's hindsight log-probs come from the policy)
-        t0 = time.perf_counter()
-        credit = _credit(cfg, batch, trajectories, policy)
-        credit_s = time.perf_counter() - t0
+            # 2. credit assignment (pure estimators; HCAPO's hindsight log-probs come from the policy)
+            t0 = time.perf_counter()
+            credit = _credit(cfg, batch, trajectories, policy)
+            credit_s = time.perf_counter() - t0
 
-        # 3. policy update, then push the new weights to the generation engine
-        t0 = time.perf_counter()
-        samples = samples_from_trajectories(trajectories, credit.advantages)
-        n_steps = len(samples)
-        if cfg.train.skip_zero_advantage:  # no signal in them; their KL / entropy terms alone would still move the policy
-            samples = [s for s in samples if s.advantage != 0.0]
-        gen = torch.Generator().manual_seed(iteration_seed(cfg.train.seed, it))
-        update = ppo_update(policy.model, reference, optimizer, samples, pad_id=pad_id, train_cfg=cfg.train,
-                            temperature=cfg.rollout.temperature or 1.0, generator=gen)
-        engine.sync_weights(policy)
-        update_s = time.perf_counter() - t0
+            # 3. policy update, then push the new weights to the generation engine
+            t0 = time.perf_counter()
+            samples = samples_from_trajectories(trajectories, credit.advantages)
+            n_steps = len(samples)
+            if cfg.train.skip_zero_advantage:  # no signal in them; their KL / entropy terms alone would move the policy
+                samples = [s for s in samples if s.advantage != 0.0]
+            gen = torch.Generator().manual_seed(iteration_seed(cfg.train.seed, it))
+            update = ppo_update(policy.model, reference, optimizer, samples, pad_id=pad_id, train_cfg=cfg.train,
+                                temperature=cfg.rollout.temperature or 1.0, generator=gen)
+            engine.sync_weights(policy)
+            update_s = time.perf_counter() - t0
 
-        # 4. metrics, saved rollouts, checkpoint
-        row = {"iteration": it, **rollout_metrics(trajectories, batch), **credit_metrics(batch, credit),
-               **{f"losses/{k}": v for k, v in update.items()},
-               "losses/frac_steps_updated": len(samples) / max(n_steps, 1),
-               "perf/env_s": timing.env_s, "perf/gen_s": timing.gen_s, "perf/credit_s": credit_s,
-               "perf/update_s": update_s, "perf/iter_s": time.perf_counter() - t_iter,
-               "perf/steps": float(batch.n_rows),
-               "perf/response_tokens": float(sum(len(s.response_ids) for s in samples))}
-        log.log(row)
-        if cfg.train.save_rollouts_every and (it + 1) % cfg.train.save_rollouts_every == 0:
-            batch.to_parquet(run_dir / "rollouts" / f"iter_{it:04d}.parquet")
-        if (it + 1) % cfg.train.checkpoint_every == 0 or it + 1 == cfg.train.iterations:
-            save_checkpoint(run_dir, it + 1, policy, optimizer, {"method": cfg.credit.method})
+            # 4. metrics, saved rollouts, checkpoint
+            row = {"iteration": it, **rollout_metrics(trajectories, batch), **credit_metrics(batch, credit),
+                   **{f"losses/{k}": v for k, v in update.items()},
+                   "losses/frac_steps_updated": len(samples) / max(n_steps, 1),
+                   "perf/env_s": timing.env_s, "perf/gen_s": timing.gen_s, "perf/credit_s": credit_s,
+                   "perf/update_s": update_s, "perf/iter_s": time.perf_counter() - t_iter,
+                   "perf/steps": float(batch.n_rows),
+                   "perf/response_tokens": float(sum(len(s.response_ids) for s in samples))}
+            log.log(row)
+            if cfg.train.save_rollouts_every and (it + 1) % cfg.train.save_rollouts_every == 0:
+                batch.to_parquet(run_dir / "rollouts" / f"iter_{it:04d}.parquet")
+            if (it + 1) % cfg.train.checkpoint_every == 0 or it + 1 == cfg.train.iterations:
+                save_checkpoint(run_dir, it + 1, policy, optimizer, {"method": cfg.credit.method})
 
     log.close()
     policy.save(run_dir / "model")

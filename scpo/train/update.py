@@ -115,10 +115,17 @@ def _pad(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
     return out
 
 
+def _loss_units(sample: StepSample) -> int:
+    """A step's weight in the token-mean: 1 for an admissible choice, its answer's tokens for a generated answer."""
+    return 1 if sample.candidates is not None else len(sample.response_ids)
+
+
 def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pad_id: int, train_cfg,
                temperature: float = 1.0, generator: torch.Generator | None = None) -> dict[str, float]:
     """Clipped-ratio updates with low-variance KL to `ref_model` (skipped when None or kl_coef = 0) and an entropy bonus.
 
+    Each minibatch (`train.minibatch_size` steps) is one optimizer step; its forward / backward passes take
+    `train.micro_batch_size` steps at a time and accumulate the gradient, which equals the whole minibatch's.
     Returns the token-weighted means over minibatches of pg, kl, entropy, clipfrac, approx_kl, plus grad_norm and
     the number of optimizer steps.
     """
@@ -127,9 +134,10 @@ def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pa
     if train_cfg.ratio_over == "tokens":
         samples = [replace(s, candidates=None) for s in samples]
     bs = train_cfg.minibatch_size
-    old = batched_logprobs(model, samples, pad_id, bs, temperature)
+    micro = train_cfg.micro_batch_size or bs  # steps per forward / backward pass
+    old = batched_logprobs(model, samples, pad_id, micro, temperature)
     use_ref = ref_model is not None and train_cfg.kl_coef > 0
-    ref = batched_logprobs(ref_model, samples, pad_id, bs, temperature) if use_ref else None
+    ref = batched_logprobs(ref_model, samples, pad_id, micro, temperature) if use_ref else None
     device = next(model.parameters()).device
     totals: dict[str, float] = {}
     weight = 0.0
@@ -139,24 +147,27 @@ def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pa
     for _ in range(train_cfg.ppo_epochs):
         lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
         for idx in bucketed_batches(lengths, bs, generator):
-            chunk = [samples[i] for i in idx]
-            logp, mask, entropy = step_logprobs(model, chunk, pad_id, temperature,
-                                                with_entropy=train_cfg.entropy_coef > 0)
-            width = logp.shape[1]
-            old_b = _pad([old[i] for i in idx], width).to(device)
-            ref_b = _pad([ref[i] for i in idx], width).to(device) if ref is not None else None
-            adv = torch.tensor([s.advantage for s in chunk], dtype=torch.float32, device=device)
-            loss, stats = policy_loss(logp, old_b, ref_b, adv, mask, entropy, clip_ratio=train_cfg.clip_ratio,
-                                      kl_coef=train_cfg.kl_coef, entropy_coef=train_cfg.entropy_coef)
+            units = sum(_loss_units(samples[i]) for i in idx)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            for m in range(0, len(idx), micro):  # gradient accumulation: each micro-batch's token-mean, weighted by
+                part = idx[m:m + micro]            # its share of the minibatch's units, sums to the minibatch's mean
+                chunk = [samples[i] for i in part]
+                logp, mask, entropy = step_logprobs(model, chunk, pad_id, temperature,
+                                                    with_entropy=train_cfg.entropy_coef > 0)
+                width = logp.shape[1]
+                old_b = _pad([old[i] for i in part], width).to(device)
+                ref_b = _pad([ref[i] for i in part], width).to(device) if ref is not None else None
+                adv = torch.tensor([s.advantage for s in chunk], dtype=torch.float32, device=device)
+                loss, stats = policy_loss(logp, old_b, ref_b, adv, mask, entropy, clip_ratio=train_cfg.clip_ratio,
+                                          kl_coef=train_cfg.kl_coef, entropy_coef=train_cfg.entropy_coef)
+                w = float(mask.sum())
+                (loss * (w / units)).backward()
+                weight += w
+                for k, v in stats.items():
+                    totals[k] = totals.get(k, 0.0) + v * w
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.max_grad_norm)))
             optimizer.step()
             n_updates += 1
-            w = float(mask.sum())
-            weight += w
-            for k, v in stats.items():
-                totals[k] = totals.get(k, 0.0) + v * w
     out = {k: v / max(weight, 1.0) for k, v in totals.items()}
     out["grad_norm"] = float(np.mean(grad_norms))
     out["n_updates"] = float(n_updates)
