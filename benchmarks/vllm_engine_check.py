@@ -9,6 +9,7 @@ Needs a CUDA machine with vllm installed (it was run on one H200 with vLLM 0.24.
         2. log-probs: the trainer's `response_logprobs` of vLLM's sampled answers vs vLLM's own sample log-probs;
         3. weight sync: a behaviour-cloning update of the trainer's weights; vLLM's greedy answers agree with the
            updated transformers model only after `sync_weights` (and the agreement before tells the update was seen);
+           the engine's own probe check, and the largest difference of a few weight tensors, vLLM vs trainer;
         4. throughput: the same P prompts sampled at temperature 1 by both engines, generated tokens per second.
     python benchmarks/vllm_engine_check.py rl --engine vllm --out runs/bench/vllm_check
         two RL iterations of `scpo train --stage rl --method gigpo` (gpu profile, SmolLM2, smaller sizes) with that
@@ -54,6 +55,27 @@ def _agreement(a: list, b: list) -> dict:
             k += 1
         prefix.append(k / max(len(x.response_ids), len(y.response_ids), 1))
     return {"exact": float(np.mean(exact)), "first_token": float(np.mean(first)), "common_prefix": float(np.mean(prefix))}
+
+
+def _param_diff(engine, policy) -> dict:
+    """Max |vLLM weight - trainer weight| for a few tensors (q/k/v and gate/up are fused in vLLM: compared stacked)."""
+    theirs = dict(engine._driver_worker().model_runner.model.named_parameters())
+    mine = policy.model.state_dict()
+    pairs = {"model.embed_tokens.weight": ["model.embed_tokens.weight"],
+             "model.layers.0.self_attn.qkv_proj.weight": [f"model.layers.0.self_attn.{x}_proj.weight" for x in "qkv"],
+             "model.layers.0.self_attn.o_proj.weight": ["model.layers.0.self_attn.o_proj.weight"],
+             "model.layers.0.mlp.gate_up_proj.weight": [f"model.layers.0.mlp.{x}_proj.weight" for x in ("gate", "up")],
+             "model.norm.weight": ["model.norm.weight"]}
+    out = {}
+    for name, parts in pairs.items():
+        if name not in theirs:
+            out[name] = "not in vLLM's model"
+            continue
+        ref = torch.cat([mine[p].float() for p in parts])
+        got = theirs[name].float()
+        out[name] = float((got[:ref.shape[0]] - ref).abs().max()) if got.shape[1:] == ref.shape[1:] else \
+            f"shape {tuple(got.shape)} vs {tuple(ref.shape)}"
+    return out
 
 
 def _timed(fn):
@@ -127,8 +149,13 @@ def engine_check(args) -> dict:
     report["update"] = {"bc_loss": bc["loss_first_epoch"], "demos": args.sync_demos, "lr": args.sync_lr,
                         "transformers_before_vs_after": _agreement(hf_greedy, hf_after)}
     report["greedy_before_sync"] = _agreement(vllm.generate(prompts, temperature=0.0), hf_after)
-    _, sync_s = _timed(lambda: vllm.sync_weights(policy))
-    report["sync_s"] = sync_s
+    try:
+        _, sync_s = _timed(lambda: vllm.sync_weights(policy))
+        report["sync_s"] = sync_s
+    except RuntimeError as err:  # the engine's own sync check
+        report["sync_error"] = str(err)
+    report["sync_probe_agreement"] = vllm.last_sync_agreement
+    report["param_max_abs_diff_after_sync"] = _param_diff(vllm, policy)
     report["greedy_after_sync"] = _agreement(vllm.generate(prompts, temperature=0.0), hf_after)
 
     # 4. throughput at temperature 1
