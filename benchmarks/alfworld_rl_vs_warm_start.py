@@ -13,7 +13,8 @@ valid_unseen split (134 games), one process per seed (run side by side, reusing 
 Re-evaluation with 4 episodes per game (536 per seed; `choice_24x8_k4`): a copy of that --out, run again with
 `--resume` (nothing left to train) and `--set eval.episodes_per_task=4`. Twice the training (`choice_48x8_k4`): another
 copy, `--resume --set train.iterations=48`, which continues each run from its iteration-24 checkpoint exactly as an
-uninterrupted 48-iteration run would. At the sampling temperature (`choice_48x8_k4_t1`): a copy of the 48-iteration
+uninterrupted 48-iteration run would; and `choice_72x8_k4`, a copy of the 48-iteration --out run with
+`--resume --set train.iterations=72 --set eval.episodes_per_task=4`. At the sampling temperature (`choice_48x8_k4_t1`): a copy of the 48-iteration
 --out, `--resume --set eval.temperature=1.0`. `choice_24x8_k4/eval_temperature1.json` holds the same evaluation of the
 24-iteration models, made by a loop over `run_evaluation` (its warm-start figures equal the benchmark's to the last digit).
 

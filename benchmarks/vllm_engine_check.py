@@ -1,7 +1,8 @@
 """The vLLM engine on a GPU, checked against the transformers engine on the same weights (SmolLM2-135M-Instruct).
 
-Needs a CUDA machine with vllm installed (it was run on one H200 with vLLM 0.24.0). Two modes, each its own process
-(vLLM keeps GPU memory until its process ends):
+Needs a CUDA machine with vllm installed (it was run on one H200 with vLLM 0.24.0; the engine mode also starts on the
+CPU with vLLM's CPU build, but ran out of this machine's 24 GiB: `vllm_sync_cpu.py` is the small CPU check). Two modes,
+each its own process (vLLM keeps GPU memory until its process ends):
 
     python benchmarks/vllm_engine_check.py engine --out runs/bench/vllm_check
         1. greedy agreement: first answers of vLLM (temperature 0) and of `TransformersEngine` on P ALFWorld prompts
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import types
@@ -54,7 +56,8 @@ def _agreement(a: list, b: list) -> dict:
         while k < min(len(x.response_ids), len(y.response_ids)) and x.response_ids[k] == y.response_ids[k]:
             k += 1
         prefix.append(k / max(len(x.response_ids), len(y.response_ids), 1))
-    return {"exact": float(np.mean(exact)), "first_token": float(np.mean(first)), "common_prefix": float(np.mean(prefix))}
+    return {"exact": float(np.mean(exact)), "first_token": float(np.mean(first)),
+            "common_prefix": float(np.mean(prefix))}
 
 
 def _param_diff(engine, policy) -> dict:
@@ -72,17 +75,23 @@ def _param_diff(engine, policy) -> dict:
             out[name] = "not in vLLM's model"
             continue
         ref = torch.cat([mine[p].float() for p in parts])
-        got = theirs[name].float()
-        out[name] = float((got[:ref.shape[0]] - ref).abs().max()) if got.shape[1:] == ref.shape[1:] else \
-            f"shape {tuple(got.shape)} vs {tuple(ref.shape)}"
+        got = theirs[name].detach().float()
+        if got.numel() == 0:  # vLLM's CPU backend repacks linear weights for oneDNN and drops the parameter
+            out[name] = "repacked by vLLM's CPU backend"
+        elif got.shape[1:] != ref.shape[1:]:
+            out[name] = f"shape {tuple(got.shape)} vs {tuple(ref.shape)}"
+        else:
+            out[name] = float((got[:ref.shape[0]] - ref).abs().max())
     return out
 
 
 def _timed(fn):
-    torch.cuda.synchronize()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
     t0 = time.perf_counter()
     out = fn()
-    torch.cuda.synchronize()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
     return out, time.perf_counter() - t0
 
 
@@ -99,15 +108,16 @@ def engine_check(args) -> dict:
     cfg = _config(args, "transformers")
     model_dir = ensure_smollm2(Path(args.data_root) / "models")
     prompts, demos = _prompts(cfg, args.prompts)
-    device = torch.device("cuda")
-    policy = load_policy(model_dir, dtype="float32", device=device)  # trained weights float32, compute in bfloat16
-    precision = compute_precision(device, "bfloat16")
-    hf = TransformersEngine(policy, cfg.policy.max_prompt_tokens, args.max_new_tokens, batch_size=64)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    policy = load_policy(model_dir, dtype="float32", device=device)  # trained weights float32, compute in args.dtype
+    precision = compute_precision(device, args.dtype)
+    hf = TransformersEngine(policy, cfg.policy.max_prompt_tokens, args.max_new_tokens, batch_size=args.batch_size)
     (vllm, startup_s) = _timed(lambda: VLLMEngine(policy, model_dir, cfg.policy.max_prompt_tokens, args.max_new_tokens,
-                                                  dtype="bfloat16", gpu_memory_utilization=0.3, seed=0,
+                                                  dtype=args.dtype, gpu_memory_utilization=0.3, seed=0,
                                                   enforce_eager=args.enforce_eager))
     report: dict = {"vllm_version": __import__("vllm").__version__, "torch": torch.__version__,
-                    "gpu": torch.cuda.get_device_name(), "model": str(model_dir), "prompts": len(prompts),
+                    "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "dtype": args.dtype,
+                    "model": str(model_dir), "prompts": len(prompts),
                     "max_new_tokens": args.max_new_tokens, "enforce_eager": args.enforce_eager,
                     "vllm_startup_s": startup_s}
 
@@ -219,17 +229,22 @@ def main() -> None:
     ap.add_argument("--data-root", default="data")
     ap.add_argument("--engine", choices=["vllm", "transformers"], default="vllm", help="rl mode: rollout engine")
     ap.add_argument("--prompts", type=int, default=256)
+    ap.add_argument("--batch-size", type=int, default=64, help="prompts per transformers generate call")
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--sync-demos", type=int, default=256, help="engine mode: demonstrations of the update")
     ap.add_argument("--sync-lr", type=float, default=1e-4)
     ap.add_argument("--enforce-eager", action="store_true", help="vLLM without CUDA graphs (faster start)")
+    ap.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16",
+                    help="vLLM's dtype and the forward passes'")
     ap.add_argument("--tasks", type=int, default=4)
     ap.add_argument("--group", type=int, default=4)
     ap.add_argument("--max-steps", type=int, default=10)
     ap.add_argument("--iterations", type=int, default=2)
     args = ap.parse_args()
     if not torch.cuda.is_available():
-        raise SystemExit("vllm_engine_check needs a CUDA GPU (torch.cuda.is_available() is False)")
+        if args.mode == "rl":
+            raise SystemExit("the rl mode needs a CUDA GPU (torch.cuda.is_available() is False)")
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")  # GiB of KV cache for vLLM's CPU backend
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report = engine_check(args) if args.mode == "engine" else rl_check(args)

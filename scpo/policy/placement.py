@@ -1,8 +1,9 @@
 """Where the policy runs and in which precision: `train.device` and `policy.dtype`.
 
-The trained weights stay float32 and the forward passes run under `torch.autocast` to `policy.dtype` (mixed precision, as
-transformers' Trainer does with `bf16=True`): an AdamW step moves a weight by about `lr`, and at the gpu profile's 1e-6 that
-is far below a bfloat16 weight's resolution (2^-8 relative, ~1e-4 for a weight of 0.02), so 16-bit weights would not move.
+The trained weights stay float32 and the forward passes run under `torch.autocast` to `policy.dtype` (mixed
+precision, as transformers' Trainer does with `bf16=True`): an AdamW step moves a weight by about `lr`, and at the gpu
+profile's 1e-6 that is far below a bfloat16 weight's resolution (2^-8 relative, ~1e-4 for a weight of 0.02), so
+16-bit weights would not move.
 """
 
 from __future__ import annotations

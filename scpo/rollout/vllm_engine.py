@@ -8,7 +8,8 @@ child process unless `VLLM_ENABLE_V1_MULTIPROCESSING=0`, which the engine sets b
 Measured on one H200 with vLLM 0.24 (`benchmarks/results/vllm_engine_check/`): generation agrees with the trainer on the
 same weights (94 % same greedy first token, 0.04 nats per token log-prob difference) at 3.5x the transformers engine's
 tokens per second, but after a sync vLLM's answers agreed with the updated trainer on 0 % of the prompts, through both
-load paths below. Every sync is therefore checked on probe prompts and a failed one stops training with an error.
+load paths below (the same sync works on vLLM 0.30's CPU build: `benchmarks/vllm_sync_cpu.py`). Every sync is therefore
+checked on probe prompts and a failed one stops training with an error.
 """
 
 from __future__ import annotations
