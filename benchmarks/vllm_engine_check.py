@@ -96,7 +96,6 @@ def _timed(fn):
 
 
 def engine_check(args) -> dict:
-    from scpo.config import load_config
     from scpo.policy import load_policy
     from scpo.policy.placement import compute_precision
     from scpo.policy.smollm2 import ensure_smollm2

@@ -12,9 +12,9 @@ import contextlib
 
 import torch
 
-__all__ = ["resolve_device", "compute_precision"]
+from scpo.policy.profiles import _torch_dtype
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+__all__ = ["resolve_device", "compute_precision"]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -31,8 +31,7 @@ def resolve_device(name: str) -> torch.device:
 
 def compute_precision(device: torch.device, dtype: str):
     """A context running forward passes in `dtype` over float32 weights (autocast), or a no-op for float32."""
-    if dtype not in _DTYPES:
-        raise ValueError(f"policy.dtype={dtype!r} is not one of {sorted(_DTYPES)}")
-    if dtype == "float32":
+    torch_dtype = _torch_dtype(dtype)  # ValueError naming policy.dtype if unknown
+    if torch_dtype == torch.float32:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=_DTYPES[dtype])
+    return torch.autocast(device_type=device.type, dtype=torch_dtype)
