@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TORCH  ?= torch==2.13.0
 
-.PHONY: install test test-fast repro smoke bench clean-venv lab
+.PHONY: install test test-fast repro smoke bench mutate clean-venv lab
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ repro: $(STAMP)
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# Mutation testing of the credit library, drop-ins, inconsistency metric and WebShop reward (not in CI: about an hour).
+mutate: $(STAMP)
+	$(BIN)/python tests/mutation/run.py
 
 smoke: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_notebooks_smoke.py

@@ -36,3 +36,15 @@ def webshop_raw_dir() -> Path:
     from scpo.data.webshop_data import prepare_webshop_raw
 
     return prepare_webshop_raw(REPO / "data" / "webshop", shared_dir=SHARED_DATA)
+
+
+def _hypothesis_profiles() -> None:
+    """`SCPO_HYPOTHESIS_PROFILE=mutation` (set by `make mutate`): the same examples on every run, no example database,
+    so a mutant's verdict never depends on the draw."""
+    from hypothesis import settings
+
+    settings.register_profile("mutation", derandomize=True, database=None, deadline=None, print_blob=False)
+    settings.load_profile(os.environ.get("SCPO_HYPOTHESIS_PROFILE", "default"))
+
+
+_hypothesis_profiles()

@@ -249,3 +249,144 @@ def test_hgpo_drop_in_has_the_public_signature_and_numbers(batch, mode, history_
     if mode == "mean_std_norm":
         res = compute_advantages("hgpo", batch, history_length=history_length)
         np.testing.assert_allclose(adv[:, 0].numpy(), res.advantages[order], rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------ every drop-in option, at non-default values
+def verl_rows(b, *, gamma=0.95, lambda_invalid=0.1):
+    """`verl_inputs` with another discount / penalty, in float64."""
+    order = np.lexsort((b.traj_id, b.step))
+    pen = lambda_invalid * (~b.valid)
+    tlr = torch.zeros(len(order), 3, dtype=torch.float64)
+    tlr[:, 2] = torch.from_numpy((b.episode_return - pen)[order])
+    steps = torch.from_numpy((discounted_returns(b.reward, b.traj_id, b.step, gamma) - pen)[order])
+    return order, tlr, steps, torch.ones(len(order), 3)
+
+
+@pytest.fixture(scope="module")
+def multi_success_batch():
+    """Groups of 5 with 4, 3, 2 and 3 successes: SCPO's reference rules choose between several successes."""
+    return synthetic_batch(n_groups=4, group_size=5, max_steps=8, n_states=6, seed=1)
+
+
+SCPO_OPTIONS = [
+    ("advantage", {"reference": "all"}),
+    ("advantage", {"reference": "random", "seed": 3}),
+    ("advantage", {"reference": "random", "seed": 4}),
+    ("advantage", {"kappa": 0.3, "tau": 0.9}),
+    ("advantage", {"match": "first", "tau": 0.6}),
+    ("returns", {"reference": "all", "kappa_r": 0.2}),
+    ("returns", {"success_reward": 4.0}),
+    ("returns", {"gamma": 0.5}),
+]
+
+
+@pytest.mark.parametrize("scpo_mode, options", SCPO_OPTIONS)
+@pytest.mark.parametrize("scale, mode", [("std", "mean_std_norm"), ("none", "mean_norm")])
+def test_scpo_drop_in_forwards_every_option(multi_success_batch, scpo_mode, options, scale, mode):
+    sr = options.get("success_reward", 10.0)
+    b = multi_success_batch if sr == 10.0 else synthetic_batch(n_groups=4, group_size=5, max_steps=8, n_states=6,
+                                                               seed=1, success_reward=sr)
+    order, tlr, steps, mask = verl_rows(b, gamma=options.get("gamma", 0.95), lambda_invalid=0.3)
+    texts = np.array([f"{a} -> {o}" for a, o in zip(b.action, b.next_observation)], dtype=object)
+    scorer = make_scorer("lexical")
+    # won and R_i come from the scores and success_reward (the defaults), the step weight and epsilon are not defaults
+    adv, _ = compute_scpo_outcome_advantage(tlr, steps, mask, b.observation[order], b.group_uid[order],
+                                            b.traj_uid[order], texts[order], scorer, epsilon=1e-3,
+                                            step_advantage_w=0.6, mode=mode, scpo_mode=scpo_mode, **options)
+    res = compute_advantages("scpo", b, scorer=scorer, mode=scpo_mode, scale=scale, epsilon=1e-3, step_advantage_w=0.6,
+                             lambda_invalid=0.3, **options)
+    default = compute_advantages("scpo", b, scorer=scorer, mode=scpo_mode, scale=scale, epsilon=1e-3,
+                                 step_advantage_w=0.6, lambda_invalid=0.3)
+    assert not np.allclose(res.advantages, default.advantages), "the option changes nothing on this batch"
+    np.testing.assert_allclose(adv[:, 0].numpy(), res.advantages[order], rtol=1e-12, atol=1e-12)
+
+
+def test_scpo_drop_in_similarity_anchors_equal_compute_advantages(multi_success_batch):
+    b = multi_success_batch
+    order, tlr, steps, mask = verl_rows(b)
+    texts = np.array([f"{a} -> {o}" for a, o in zip(b.action, b.next_observation)], dtype=object)
+    scorer = make_scorer("lexical")
+    kwargs = dict(mode="mean_std_norm", enable_similarity=True, similarity_thresh=0.7)
+    adv, _ = compute_scpo_outcome_advantage(tlr, steps, mask, b.observation[order], b.group_uid[order],
+                                            b.traj_uid[order], texts[order], scorer, **kwargs)
+    res = compute_advantages("scpo", b, scorer=scorer, enable_similarity=True, similarity_thresh=0.7)
+    exact = compute_advantages("scpo", b, scorer=scorer)
+    assert not np.allclose(res.advantages, exact.advantages)
+    np.testing.assert_allclose(adv[:, 0].numpy(), res.advantages[order], rtol=1e-12, atol=1e-12)
+    gig, _ = compute_gigpo_outcome_advantage(tlr, steps, mask, b.observation[order], b.group_uid[order],
+                                             b.traj_uid[order], **kwargs)       # its default scorer: lexical
+    np.testing.assert_allclose(gig[:, 0].numpy(), compute_advantages("gigpo", b, enable_similarity=True,
+                                                                     similarity_thresh=0.7).advantages[order],
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_won_is_derived_from_positive_scores_of_the_trajectory():
+    # WebShop-like partial scores: 0.5 on the last step is a success (> 0); a penalised failure scores -0.1
+    tlr = torch.tensor([[0.0, 0.0], [0.0, 0.5], [0.0, -0.1], [0.0, 0.0]], dtype=torch.float64)
+    args = (tlr, torch.tensor([0.475, 0.5, -0.1, 0.0], dtype=torch.float64), torch.ones(4, 2),
+            np.array(["s", "t", "s", "u"], object), np.array(["g"] * 4), np.array(["w", "w", "f", "f"]),
+            np.array(["X", "Y", "X", "V"], object), make_scorer("lexical"))
+    adv, _ = compute_scpo_outcome_advantage(*args, mode="mean_norm", success_reward=2.0)
+    base, _ = compute_gigpo_outcome_advantage(*args[:6], mode="mean_norm")
+    # the failure's first step replays the success's: + kappa * 1 * (R_w - R_f) = 2.0 * (1 - 0)
+    np.testing.assert_allclose((adv - base)[:, 0].numpy(), [0, 0, 2.0, 0], rtol=1e-12, atol=1e-12)
+    # R_i given explicitly (verl's episode_rewards) replaces success_reward * won
+    adv, _ = compute_scpo_outcome_advantage(*args, mode="mean_norm", episode_rewards=np.array([0.5, 0.5, 0.0, 0.0]))
+    np.testing.assert_allclose((adv - base)[:, 0].numpy(), [0, 0, 0.5, 0], rtol=1e-12, atol=1e-12)
+    # an explicit won=False everywhere: no mixed group, nothing changes
+    adv, _ = compute_scpo_outcome_advantage(*args, mode="mean_norm", won=np.zeros(4, bool))
+    np.testing.assert_array_equal(adv.numpy(), base.numpy())
+
+
+@pytest.mark.parametrize("mode, raw", [("mean_std_norm", 7.0 / (1 + 1e-6)), ("mean_norm", 7.0)])
+def test_one_row_group_keeps_its_raw_score_in_float64(mode, raw):
+    tlr = torch.tensor([[0.0, 10.0], [0.0, 0.0], [0.0, 7.0]], dtype=torch.float64)
+    adv, _ = compute_gigpo_outcome_advantage(tlr, torch.tensor([9.5, 0.0, 3.0], dtype=torch.float64), torch.ones(3, 2),
+                                             np.array(["a", "a", "b"], object), np.array(["g", "g", "h"]),
+                                             np.array(["t1", "t2", "t3"]), mode=mode)
+    assert adv.dtype == torch.float64
+    # the one-row group h keeps its raw score (divided by 1 + eps, verl's std of 1, under mean_std_norm)
+    assert adv[2, 1].item() == raw
+    ep = 5 / (np.sqrt(50) + 1e-6) if mode == "mean_std_norm" else 5.0
+    st = 4.75 / (np.sqrt(2 * 4.75**2) + 1e-6) if mode == "mean_std_norm" else 4.75
+    np.testing.assert_allclose(adv[:2, 1].numpy(), [ep + st, -ep - st], rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode, scale", [("mean_norm", "none"), ("mean_std_norm", "std")])
+def test_g2po_drop_in_forwards_every_option(mode, scale):
+    b = synthetic_batch(n_groups=4, group_size=5, max_steps=8, n_states=6, seed=8, success_reward=4.0)
+    order, tlr, _, mask = verl_rows(b, lambda_invalid=0.3)
+    data = DataProtoLike(episode_rewards=b.episode_return[order], anchor_obs=b.observation[order],
+                         traj_uid=b.traj_uid[order], uid=b.group_uid[order])
+    values, group_idx, next_group_idx = compute_group_aggregation_values(data, gamma=0.5, success_reward=4.0)
+    adv, _ = compute_g2po_outcome_advantage(tlr, values, mask, b.group_uid[order], b.traj_uid[order], group_idx,
+                                            next_group_idx, b.valid[order], epsilon=1e-3, step_advantage_w=0.4,
+                                            mode=mode, invalid_action_penalty=0.3, success_value=7.0)
+    res = compute_advantages("g2po", b, gamma=0.5, w=0.4, success_value=7.0, lambda_invalid=0.3, epsilon=1e-3,
+                             scale=scale)
+    np.testing.assert_allclose(values, res.diagnostics["node_value"][order], rtol=1e-12)
+    np.testing.assert_allclose(adv[:, 0].numpy(), res.advantages[order], rtol=1e-12, atol=1e-12)
+    assert set(next_group_idx[b.done[order]].tolist()) == {-1, -2}
+
+
+def test_group_aggregation_values_by_hand():
+    # uid g: t1 = a -> b (R 10), t2 = a (R 0); rows interleaved step-major; node ids per uid in first appearance
+    data = DataProtoLike(episode_rewards=np.array([10.0, 0.0, 10.0]), anchor_obs=np.array(["a", "a", "b"], object),
+                         traj_uid=np.array(["t1", "t2", "t1"]), uid=np.array(["g", "g", "g"]))
+    values, group_idx, next_group_idx = compute_group_aggregation_values(data)
+    np.testing.assert_array_equal(group_idx, [0, 0, 1])
+    np.testing.assert_array_equal(next_group_idx, [1, -2, -1])
+    # V(a) = mean(0.95^2 * 10, 0.95 * 0), V(b) = 0.95 * 10
+    np.testing.assert_allclose(values, [4.5125, 4.5125, 9.5], rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode, scale", [("mean_norm", "none"), ("mean_std_norm", "std")])
+def test_hgpo_drop_in_forwards_alpha_and_epsilon(batch, mode, scale):
+    order, _, steps, mask = verl_rows(batch)
+    adv, _ = compute_hgpo_outcome_advantage(steps, mask, batch.observation[order], batch.group_uid[order],
+                                            batch.traj_uid[order], history_length=2, epsilon=1e-2, mode=mode,
+                                            alpha=2.5)
+    res = compute_advantages("hgpo", batch, history_length=2, alpha=2.5, epsilon=1e-2, scale=scale)
+    default = compute_advantages("hgpo", batch, history_length=2, scale=scale)
+    assert not np.allclose(res.advantages, default.advantages)
+    np.testing.assert_allclose(adv[:, 0].numpy(), res.advantages[order].astype(np.float32), rtol=1e-6, atol=1e-6)
