@@ -40,10 +40,11 @@ def webshop_raw_dir() -> Path:
 
 def _hypothesis_profiles() -> None:
     """`SCPO_HYPOTHESIS_PROFILE=mutation` (set by `make mutate`): the same examples on every run, no example database,
-    so a mutant's verdict never depends on the draw."""
-    from hypothesis import settings
+    so a mutant's verdict never depends on the draw; no shrinking (a mutant is killed by the first failing example)."""
+    from hypothesis import Phase, settings
 
-    settings.register_profile("mutation", derandomize=True, database=None, deadline=None, print_blob=False)
+    settings.register_profile("mutation", derandomize=True, database=None, deadline=None, print_blob=False,
+                              phases=(Phase.explicit, Phase.reuse, Phase.generate))
     settings.load_profile(os.environ.get("SCPO_HYPOTHESIS_PROFILE", "default"))
 
 

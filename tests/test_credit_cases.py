@@ -188,7 +188,8 @@ def test_gigpo_similarity_without_a_scorer_is_refused():
     from scpo.credit.options import CreditConfig
 
     cfg = CreditConfig(gigpo={"enable_similarity": True})
-    with pytest.raises(ValueError, match="enable_similarity=True needs a scorer"):
+    with pytest.raises(ValueError, match=r"^gigpo enable_similarity=True needs a scorer \(compute_advantages builds "
+                                         r"the default one\)$"):
         compute_gigpo(similarity_batch(), cfg)
 
 
@@ -267,7 +268,7 @@ def test_progpo_r_semantic_expansion_needs_a_scorer():
     from scpo.credit.options import CreditConfig
     from scpo.credit.progpo_r import compute_progpo_r
 
-    with pytest.raises(ValueError, match="needs a scorer"):
+    with pytest.raises(ValueError, match=r"^progpo_r semantic expansion needs a scorer \(or similarity_scorer='none'\)$"):
         compute_progpo_r(expansion_batch(), CreditConfig())
 
 
@@ -560,7 +561,8 @@ def test_scpo_needs_a_scorer():
     from scpo.credit.options import CreditConfig
     from scpo.credit.scpo import compute_scpo
 
-    with pytest.raises(ValueError, match="scpo needs a scorer"):
+    with pytest.raises(ValueError, match=r"^scpo needs a scorer \(compute_advantages builds the configured one: "
+                                         r"credit\.scpo\.scorer\)$"):
         compute_scpo(scpo_batch([(0, ["A"], True)]), CreditConfig())
 
 
@@ -592,3 +594,199 @@ def test_batch_statistics_by_hand():
     assert gig["frac_singleton_anchor_steps"] == pytest.approx(3 / 5)
     assert compute_advantages("progpo_c", b).stats["progpo_c_coverage_mean"] == 1.0
     assert compute_advantages("progpo_c", batch([(0, ["a"], [10])])).stats["progpo_c_coverage_mean"] == 0.0
+
+
+# ------------------------------------------------------------------ options every estimator must read
+ALL_METHODS = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo")
+
+
+def test_every_result_carries_its_method_name():
+    b = batch([(0, ["a", "b"], [0, 10]), (0, ["a", "c"], [0, 0])])
+    for method in ALL_METHODS:
+        extra = {"hindsight_logprob": np.zeros(4)} if method == "hcapo" else {}
+        assert compute_advantages(method, b, scorer=CachedTable(), **extra).method == method
+
+
+def test_every_episode_term_follows_stats_over_trajectories():
+    # R = 10, 0, 0 over trajectories of lengths 1, 2, 1: mean 10/3, std sqrt(100/3) (n - 1 = 2)
+    b = batch([(0, ["a"], [10]), (0, ["a", "b"], [0, 0]), (0, ["c"], [0])])
+    sd = np.sqrt(100 / 3) + EPS
+    expected = np.array([20 / 3, -10 / 3, -10 / 3, -10 / 3]) / sd
+    for method in ("gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hcapo"):
+        extra = {"hindsight_logprob": np.zeros(4)} if method == "hcapo" else {}
+        res = compute_advantages(method, b, scorer=CachedTable(), stats_over="trajectories", **extra)
+        np.testing.assert_allclose(res.diagnostics["episode_adv"], expected, err_msg=method, **TIGHT)
+    # SCPO's gap uses the same sigma: the failure's first step "a -> b" does not match "a -> end"; with the action
+    # alone as the text it does, and gains (10 - 0) / sigma
+    res = compute_advantages("scpo", b, scorer=CachedTable(), stats_over="trajectories", step_text="action")
+    np.testing.assert_allclose(res.diagnostics["scpo_gap"], [0, 10 / sd, 10 / sd, 10 / sd], **TIGHT)
+
+
+def norm_eps(x, eps, ddof=1):
+    x = np.asarray(x, dtype=float)
+    return (x - x.mean()) / (x.std(ddof=ddof) + eps) if len(x) > 1 else np.zeros(len(x))
+
+
+def test_every_estimator_reads_epsilon():
+    # T0 = a -> b wins, T1 = a -> c, T2 = a -> b fails; epsilon 0.5 everywhere instead of 1e-6
+    e = 0.5
+    b = batch([(0, ["a", "b"], [0, 10]), (0, ["a", "c"], [0, 0]), (0, ["a", "b"], [0, 0])])
+    ep = norm_eps([10, 10, 0, 0, 0, 0], e)
+    g = np.array([9.5, 10, 0, 0, 0, 0])
+    gig = compute_advantages("gigpo", b, epsilon=e)
+    step = np.zeros(6)
+    step[[0, 2, 4]] = norm_eps(g[[0, 2, 4]], e)
+    step[[1, 5]] = norm_eps(g[[1, 5]], e)
+    np.testing.assert_allclose(gig.advantages, ep + step, **TIGHT)
+    np.testing.assert_allclose(compute_advantages("grpo", b, epsilon=e).advantages, ep, **TIGHT)
+    # HGPO: l = 0 clusters a {9.5, 0, 0}, b {10, 0}; l = 1 cluster (a, b) {10, 0}; population std
+    hg = compute_advantages("hgpo", b, epsilon=e, history_length=1)
+    a0 = norm_eps([9.5, 0, 0], e, ddof=0)
+    b0 = norm_eps([10, 0], e, ddof=0)
+    np.testing.assert_allclose(hg.advantages, [a0[0], (b0[0] + 2 * b0[0]) / 3, a0[1], 0, a0[2], (b0[1] + 2 * b0[1]) / 3],
+                               **TIGHT)
+    # ProGPO-R (depth 1, exact keys): prefix (a) {9.5, 0, 0}, (a, b) {10, 0}; Phi(a) = 9.5/3, Phi(b) = 5, Phi(c) = 0
+    pr = compute_advantages("progpo_r", b, epsilon=e, depths=(1,), similarity_scorer="none")
+    prefix = np.zeros(6)
+    prefix[[0, 2, 4]] = norm_eps([9.5, 0, 0], e)
+    prefix[[1, 5]] = norm_eps([10, 0], e)
+    phi_a = 9.5 / 3
+    delta = np.array([0.95 * 5 - phi_a, 10 - 5, 0 - phi_a, 0, 0.95 * 5 - phi_a, 0 - 5])
+    np.testing.assert_allclose(pr.diagnostics["delta"], delta, **TIGHT)
+    np.testing.assert_allclose(pr.advantages, ep + prefix + norm_eps(delta, e), **TIGHT)
+
+
+def test_progpo_r_prefix_term_subtracts_the_penalty():
+    # three trajectories share the prefix (a); the third's first step is invalid: its G is 0 - 0.1
+    b = batch([(0, ["a", "b"], [0, 10]), (0, ["a", "c"], [0, 0]), (0, ["a", "c"], [0, 0], [False, True])])
+    res = compute_advantages("progpo_r", b, depths=(1,), similarity_scorer="none")
+    prefix = np.zeros(6)
+    prefix[[0, 2, 4]] = norm([9.5, 0, -0.1])
+    prefix[[3, 5]] = 0.0                                    # (a, x, c) twice with equal returns 0
+    np.testing.assert_allclose(res.diagnostics["prefix_adv"], prefix, **TIGHT)
+
+
+def test_thresholds_are_inclusive_in_the_semantic_expansion():
+    # S(p, q) = 0.9 = similarity_thresh: p and q are neighbours and pool (depth 1 and depth 2 alike)
+    for depths in ((1,), (2,)):
+        res = compute_advantages("progpo_r", expansion_batch(), scorer=Table({("p", "q"): 0.9}), depths=depths,
+                                 similarity_thresh=0.9)
+        assert res.diagnostics["potential"][1] == pytest.approx(10 / 3 if depths == (1,) else 5.0)
+        below = compute_advantages("progpo_r", expansion_batch(), scorer=Table({("p", "q"): 0.9}), depths=depths,
+                                   similarity_thresh=0.91)
+        assert below.diagnostics["potential"][1] == 10.0
+
+
+def test_depth_potential_default_threshold_pools_only_perfect_scores():
+    from scpo.credit.progpo_r import ObservationSimilarity, depth_potential
+
+    group, obs, step = np.zeros(2, dtype=int), np.array([0, 1]), np.zeros(2, dtype=int)
+    for score, expected in ((1.0, [3, 3]), (0.99, [2, 4])):
+        sim = ObservationSimilarity(group, obs, np.array(["p", "q"], dtype=object), Table({("p", "q"): score}), 0.5)
+        phi, _ = depth_potential(np.array([2.0, 4.0]), group, obs, step, 1, min_members=2, prior_variance=25.0,
+                                 variance_floor=1e-6, similarity=sim)
+        np.testing.assert_allclose(phi, expected)
+
+
+def test_prefix_groups_keep_groups_apart_for_shared_codes():
+    from scpo.credit.progpo_r import prefix_groups
+
+    # the same observation / action codes in two groups: histories differ by group
+    codes = prefix_groups(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]), np.array([0, 0, 0, 0]),
+                          np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]))
+    assert len(set(codes.tolist())) == 4
+    same = prefix_groups(np.array([0, 0, 0, 0]), np.array([0, 1, 0, 1]), np.array([0, 0, 0, 0]),
+                         np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]))
+    assert same[0] == same[2] and same[1] == same[3] and same[0] != same[1]
+
+
+def test_context_clusters_mark_rows_before_the_context_with_minus_one():
+    from scpo.credit.hgpo import context_clusters
+
+    codes = context_clusters(np.zeros(5, int), np.array(["a", "b", "c", "a", "b"], object), np.array([0, 1, 2, 0, 1]), 1)
+    assert codes[0] == -1 and codes[3] == -1
+    assert codes[1] == codes[4] and len({codes[1], codes[2]}) == 2 and min(codes[[1, 2, 4]]) >= 0
+    res = compute_advantages("hgpo", batch([(0, ["a", "b"], [0, 10]), (0, ["a", "b"], [0, 0])]))
+    for key in ("hgpo_size0", "hgpo_size1", "hgpo_size2", "anchor_group_size"):
+        assert res.diagnostics[key].dtype == np.int64, key
+
+
+def test_similarity_cluster_codes_count_on_across_three_groups():
+    from scpo.credit.gigpo import similarity_anchor_groups
+
+    b = batch([(0, ["A", "C"], [0, 0]), (1, ["B"], [0]), (2, ["C", "A"], [0, 0])])
+    codes = similarity_anchor_groups(b.group_id, b.observation, Table(SIM), 0.95)
+    # group 0: {A}, {C} -> 0, 1; group 1: {B} -> 2; group 2: {C}, {A} -> 3, 4
+    np.testing.assert_array_equal(codes, [0, 1, 2, 3, 4])
+
+
+# ------------------------------------------------------------------ HCAPO: inputs, messages, scale
+def test_hcapo_messages_in_full_and_column_inputs():
+    b = batch([(0, ["a", "b"], [0, 10]), (0, ["a"], [0])])
+    with pytest.raises(ValueError, match=r"^hcapo needs hindsight_logprob \(n_rows,\): the mean token log-prob of each "
+                                         r"step's response under the hindsight prompt at temperature 5\. It calls the "
+                                         r"policy, so the trainer computes it \(scpo\.train\.hindsight\) and passes it to "
+                                         r"compute_advantages\('hcapo', batch, hindsight_logprob=\.\.\.\)$"):
+        compute_advantages("hcapo", b)
+    with pytest.raises(ValueError, match=r"^hindsight_logprob must be 3 finite values \(one per row\), got shape \(2,\) "
+                                         r"with 0 non-finite$"):
+        compute_advantages("hcapo", b, hindsight_logprob=[0.0, 0.0])
+    with pytest.raises(ValueError, match=r"got shape \(3,\) with 2 non-finite$"):
+        compute_advantages("hcapo", b, hindsight_logprob=[0.0, np.inf, np.nan])
+    with pytest.raises(ValueError, match=r"^hcapo clip_low=1\.3 > clip_high=1\.2$"):
+        compute_advantages("hcapo", b, hindsight_logprob=np.zeros(3), clip_low=1.3)
+    lp = np.log([0.2, 0.6, 0.5])
+    flat = compute_advantages("hcapo", b, hindsight_logprob=lp)
+    column = compute_advantages("hcapo", b, hindsight_logprob=lp.reshape(-1, 1))       # (n, 1) is flattened
+    np.testing.assert_array_equal(column.advantages, flat.advantages)
+    # clip_low == clip_high is allowed: every ratio is that value
+    equal = compute_advantages("hcapo", b, hindsight_logprob=lp, clip_low=1.0, clip_high=1.0)
+    np.testing.assert_allclose(equal.diagnostics["hindsight_ratio"], [1.0, 1.0, 1.0])
+
+
+def test_hcapo_scale_none_and_epsilon():
+    b = batch([(0, ["a", "b"], [0, 10]), (0, ["a"], [0], [False])])
+    lp = np.zeros(3)
+    none = compute_advantages("hcapo", b, hindsight_logprob=lp, scale="none")
+    q = np.array([9.5, 10, 0])
+    step = q - q.mean()
+    step[:2] = np.maximum(step[:2], 0)
+    s = np.array([10, 10, -0.1])
+    np.testing.assert_allclose(none.advantages, s - s.mean() + step, **TIGHT)
+    eps = compute_advantages("hcapo", b, hindsight_logprob=lp, epsilon=0.5)
+    step = norm_eps(q, 0.5)
+    step[:2] = np.maximum(step[:2], 0)
+    np.testing.assert_allclose(eps.advantages, norm_eps(s, 0.5) + step, **TIGHT)
+
+
+# ------------------------------------------------------------------ ProGPO-C: diagnostics, scale, scope defaults
+def test_progpo_c_diagnostics_pick_per_group():
+    # group 0 has a success (GiGPO), group 1 failed entirely (coverage)
+    b = RolloutBatch.from_columns(group_id=[0, 0, 0, 0, 1, 1, 1], traj_id=[0, 0, 1, 1, 2, 2, 3], step=[0, 1, 0, 1, 0, 1, 0],
+                                  reward=[0, 10, 0, 0, 0, 0, 0], observation=["s", "t", "s", "u", "o", "p", "o"],
+                                  next_observation=["t", "w", "u", "v", "p", "q", "r"])
+    res, gig = compute_advantages("progpo_c", b), compute_advantages("gigpo", b)
+    np.testing.assert_array_equal(res.diagnostics["all_failed_group"], [False] * 4 + [True] * 3)
+    for key in ("episode_adv", "step_adv"):
+        np.testing.assert_array_equal(res.diagnostics[key][:4], gig.diagnostics[key][:4])
+    # group 1: coverage p@1, q@2 (T2) and r@1 (T3): C = (2, 1); returns T2 (1.95, 1), T3 (1); anchor o {1.95, 1}
+    ep = 0.5 * 0.5 / (np.sqrt(0.5) + EPS)
+    st = 0.475 / (np.sqrt(2 * 0.475**2) + EPS)
+    np.testing.assert_allclose(res.diagnostics["episode_adv"][4:], [ep, ep, -ep], **TIGHT)
+    np.testing.assert_allclose(res.diagnostics["step_adv"][4:], [st, 0, -st], **TIGHT)
+    np.testing.assert_allclose(res.returns, list(gig.returns[:4]) + [1.95, 1, 1], **TIGHT)
+    none = compute_advantages("progpo_c", b, scale="none", epsilon=0.5)
+    np.testing.assert_allclose(none.advantages[4:], [0.25 + 0.475, 0.25, -0.25 - 0.475], **TIGHT)
+    eps = compute_advantages("progpo_c", b, epsilon=0.5)
+    ep_eps = 0.5 * 0.5 / (np.sqrt(0.5) + 0.5)              # kappa_c * norm(C = (2, 1)) with eps 0.5
+    np.testing.assert_allclose(eps.diagnostics["episode_adv"][4:], [ep_eps, ep_eps, -ep_eps], **TIGHT)
+
+
+def test_first_visit_coverage_defaults_to_the_group_and_counts_returns_to_the_start():
+    from scpo.credit.progpo_c import first_visit_coverage
+
+    # T0: o -> o (back to its own start: seen at index 0) -> n ; T1: o -> n (n first reached at index 1 by T1)
+    group, traj, step = np.zeros(3, int), np.array([0, 0, 1]), np.array([0, 1, 0])
+    obs, nxt = np.array(["o", "o", "o"], object), np.array(["o", "n", "n"], object)
+    np.testing.assert_array_equal(first_visit_coverage(group, traj, step, obs, nxt), [0, 0, 1])
+    np.testing.assert_array_equal(first_visit_coverage(group, traj, step, obs, nxt, "trajectory"), [0, 1, 1])
