@@ -390,3 +390,142 @@ def test_hgpo_drop_in_forwards_alpha_and_epsilon(batch, mode, scale):
     default = compute_advantages("hgpo", batch, history_length=2, scale=scale)
     assert not np.allclose(res.advantages, default.advantages)
     np.testing.assert_allclose(adv[:, 0].numpy(), res.advantages[order].astype(np.float32), rtol=1e-6, atol=1e-6)
+
+
+# ------------------------------------------------------------------ conventions at the edges (mutation testing)
+def test_outputs_take_the_dtype_and_device_of_the_inputs():
+    from scpo.integrations.verl_agent import _broadcast, _same_as
+
+    mask = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
+    like = torch.empty(0, dtype=torch.float16, device="meta")
+    out = _broadcast(np.array([0.5, -1.0]), mask, like)
+    assert out.dtype == torch.float16 and out.device.type == "meta"
+    out = _broadcast(np.array([0.5, -1.0]), mask, [[0.0]])                 # no dtype / device: float32 on the CPU
+    assert out.dtype == torch.float32 and out.device.type == "cpu"
+    np.testing.assert_array_equal(out.numpy(), [[0.5, 0.0], [-1.0, -1.0]])
+    moved = _same_as(torch.zeros(2, dtype=torch.float64), like)
+    assert moved.dtype == torch.float16 and moved.device.type == "meta"
+
+
+def test_anchor_keys_of_lists_dicts_and_arrays():
+    tlr = torch.zeros(4, 1, dtype=torch.float64)
+    tlr[0, 0] = 10.0
+    steps = torch.tensor([10.0, 0.0, 4.0, 2.0], dtype=torch.float64)
+    index = np.array(["g"] * 4)
+    for obs in ([["room", 1], ["room", 1], ["room", 2], ["room", 2]],
+                [{"text": "room", "id": 1}, {"id": 1, "text": "room"}, {"text": "room", "id": 2},
+                 {"text": "room", "id": 2}],
+                [np.array([1, 2]), np.array([1, 2]), np.array([1, 3]), np.array([1, 3])]):
+        anchor = np.empty(4, dtype=object)
+        anchor[:] = obs
+        adv, _ = compute_gigpo_outcome_advantage(tlr, steps, torch.ones(4, 1), anchor, index, np.arange(4),
+                                                 step_advantage_w=1.0, mode="mean_norm")
+        # anchors {0, 1} (returns 10, 0) and {2, 3} (4, 2); episode scores 10, 0, 0, 0 -> mean 2.5
+        np.testing.assert_allclose(adv[:, 0].numpy(), [7.5 + 5, -2.5 - 5, -2.5 + 1, -2.5 - 1], rtol=1e-12)
+
+
+def test_inputs_that_require_grad_or_are_float32_arrays():
+    tlr = torch.tensor([[0.0, 0.1], [0.0, 0.0], [0.0, 0.2]], requires_grad=True)
+    steps = np.array([0.1, 0.3, 0.2], dtype=np.float32)
+    adv, _ = compute_gigpo_outcome_advantage(tlr, steps, torch.ones(3, 2), np.array(["a", "a", "a"], object),
+                                             np.array(["g"] * 3), np.arange(3), mode="mean_norm")
+    s = np.array([0.1, 0.0, 0.2], dtype=np.float32).astype(np.float64)   # float64 arithmetic on the float32 values
+    g = steps.astype(np.float64)
+    expected = (s - s.mean()) + (g - g.mean())
+    assert adv.dtype == torch.float32
+    np.testing.assert_allclose(adv[:, 0].detach().numpy(), expected.astype(np.float32), rtol=0, atol=0)
+
+
+def test_drop_ins_default_to_mean_norm():
+    b = synthetic_batch(n_groups=2, group_size=3, max_steps=5, n_states=4, seed=2)
+    order, tlr, steps, mask = verl_rows(b)
+    obs, uid, tuid = b.observation[order], b.group_uid[order], b.traj_uid[order]
+    pairs = [
+        (compute_gigpo_outcome_advantage(tlr, steps, mask, obs, uid, tuid)[0],
+         compute_gigpo_outcome_advantage(tlr, steps, mask, obs, uid, tuid, mode="mean_norm")[0]),
+        (compute_hgpo_outcome_advantage(steps, mask, obs, uid, tuid)[0],
+         compute_hgpo_outcome_advantage(steps, mask, obs, uid, tuid, mode="mean_norm")[0]),
+        (compute_scpo_outcome_advantage(tlr, steps, mask, obs, uid, tuid, obs, make_scorer("lexical"))[0],
+         compute_scpo_outcome_advantage(tlr, steps, mask, obs, uid, tuid, obs, make_scorer("lexical"),
+                                        mode="mean_norm")[0]),
+    ]
+    data = DataProtoLike(episode_rewards=b.episode_return[order], anchor_obs=obs, traj_uid=tuid, uid=uid)
+    values, gi, ngi = compute_group_aggregation_values(data)
+    pairs.append((compute_g2po_outcome_advantage(tlr, values, mask, uid, tuid, gi, ngi, b.valid[order])[0],
+                  compute_g2po_outcome_advantage(tlr, values, mask, uid, tuid, gi, ngi, b.valid[order],
+                                                 mode="mean_norm")[0]))
+    for default, explicit in pairs:
+        np.testing.assert_array_equal(default.numpy(), explicit.numpy())
+    assert gi.dtype == np.int64 and ngi.dtype == np.int64
+
+
+def test_masked_tokens_stay_zero_and_both_outputs_agree():
+    tlr = torch.tensor([[0.0, 10.0], [0.0, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    mask = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]], dtype=torch.float64)
+    args = (tlr, torch.tensor([9.5, 0.0, 0.0], dtype=torch.float64), mask, np.array(["s", "s", "t"], object),
+            np.array(["g"] * 3), np.array(["w", "f", "f"]))
+    base, _ = compute_gigpo_outcome_advantage(*args, mode="mean_norm")
+    for scpo_mode in ("advantage", "returns"):
+        adv, ret = compute_scpo_outcome_advantage(*args, np.array(["X", "X", "Y"], object), make_scorer("lexical"),
+                                                  mode="mean_norm", scpo_mode=scpo_mode)
+        assert torch.equal(adv, ret)
+        np.testing.assert_array_equal(adv[mask == 0].numpy(), 0.0)
+        assert adv[1, 0] > base[1, 0]                        # the failure's replayed first step is credited
+        if scpo_mode == "advantage":
+            np.testing.assert_allclose((adv - base).numpy(), [[0, 0], [10, 10], [0, 0]], rtol=1e-12)
+    adv, ret = compute_hgpo_outcome_advantage(args[1], mask, args[3], args[4], args[5])
+    assert torch.equal(adv, ret)
+    np.testing.assert_array_equal(adv[mask == 0].numpy(), 0.0)
+    np.testing.assert_allclose(adv[:2, 0].numpy(), [4.75, -4.75])
+
+
+def test_scpo_drop_in_gap_uses_the_failures_own_return():
+    # w (one step, R 10) is the first row; f1 (R 0) and f2 (R 5, not a success) replay its step
+    tlr = torch.tensor([[10.0], [0.0], [0.0], [5.0]], dtype=torch.float64)
+    steps = torch.tensor([10.0, 0.0, 0.0, 5.0], dtype=torch.float64)
+    obs = np.array(["s", "s", "x", "s"], object)
+    texts = np.array(["X", "X", "Q", "X"], object)
+    traj = np.array(["w", "f1", "f1", "f2"])
+    won = np.array([True, False, False, False])
+    rewards = np.array([10.0, 0.0, 0.0, 5.0])
+    common = dict(mode="mean_norm", won=won, episode_rewards=rewards)
+    adv, _ = compute_scpo_outcome_advantage(tlr, steps, torch.ones(4, 1), obs, np.array(["g"] * 4), traj, texts,
+                                            make_scorer("lexical"), **common)
+    base, _ = compute_gigpo_outcome_advantage(tlr, steps, torch.ones(4, 1), obs, np.array(["g"] * 4), traj,
+                                              mode="mean_norm")
+    # credit = kappa * s * (R_ref - R_i): 10 for f1's first step, 5 for f2's
+    np.testing.assert_allclose((adv - base)[:, 0].numpy(), [0, 10, 0, 5], rtol=1e-12)
+    # returns mode: f1's bonus 0.5 * 10 * 1 / T_ref(1) * 1 = 5 on its first step, discounted into nothing earlier
+    adv, _ = compute_scpo_outcome_advantage(tlr, steps, torch.ones(4, 1), obs, np.array(["g"] * 4), traj, texts,
+                                            make_scorer("lexical"), scpo_mode="returns", **common)
+    shaped, _ = compute_gigpo_outcome_advantage(tlr, steps + torch.tensor([0.0, 5.0, 0.0, 5.0], dtype=torch.float64),
+                                                torch.ones(4, 1), obs, np.array(["g"] * 4), traj, mode="mean_norm")
+    np.testing.assert_allclose(adv[:, 0].numpy(), [base[0, 0], shaped[1, 0], shaped[2, 0], shaped[3, 0]], rtol=1e-12)
+
+
+class Exact:
+    """1 for equal texts, `pairs` for listed ones, else 0 (a scorer lexical similarity would disagree with)."""
+
+    def __init__(self, pairs):
+        self.pairs = {**pairs, **{(b, a): s for (a, b), s in pairs.items()}}
+        self.stats = {"pairs_scored": 0, "cache_hits": 0}
+
+    def score_matrix(self, left, right):
+        return np.array([[1.0 if a == b else self.pairs.get((a, b), 0.0) for b in right] for a in left])
+
+
+@pytest.mark.parametrize("scpo_mode", ["advantage", "returns"])
+def test_scpo_drop_in_passes_its_scorer_and_similarity_to_the_anchors(scpo_mode):
+    # anchors "kitchen" and "zzz" merge only under the given scorer (lexically they share nothing)
+    scorer = Exact({("kitchen", "zzz"): 0.99})
+    tlr = torch.tensor([[10.0], [10.0], [0.0], [0.0]], dtype=torch.float64)      # verl: R_i on every row
+    steps = torch.tensor([9.5, 10.0, 0.0, 0.0], dtype=torch.float64)
+    obs = np.array(["kitchen", "hall", "zzz", "hall"], object)
+    traj, uid = np.array(["w", "w", "f", "f"]), np.array(["g"] * 4)
+    texts = np.array(["X", "Y", "Z", "V"], object)
+    adv, _ = compute_scpo_outcome_advantage(tlr, steps, torch.ones(4, 1), obs, uid, traj, texts, scorer,
+                                            mode="mean_norm", enable_similarity=True, similarity_thresh=0.9,
+                                            scpo_mode=scpo_mode)
+    # nothing is credited (no text matches): GiGPO with the merged anchor {kitchen, zzz}: 9.5, 0 -> +-4.75;
+    # hall: 10, 0 -> +-5; episode: 10, 10, 0, 0 -> +-5
+    np.testing.assert_allclose(adv[:, 0].numpy(), [5 + 4.75, 5 + 5, -5 - 4.75, -5 - 5], rtol=1e-12)
