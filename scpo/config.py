@@ -2,6 +2,10 @@
 
     cfg = load_config("params.yaml", profile="smoke", overrides={"credit.scpo.tau": 0.8})
 
+Every default lives here once (the credit options in `scpo.credit.options`, each environment's in its package's options
+model); params.yaml lists the same values (tests/test_config.py checks that they agree) and the profiles change them.
+Environment and credit-method names are checked against their registries (`scpo.envs.registry`, `scpo.credit.registry`).
+
 Resolution order: the stage sections of params.yaml -> the chosen profile's dotted overrides (`profiles:`) -> explicit
 overrides (CLI `--set key=value`, Papermill parameters). Everything then goes through the same validation; any unknown key,
 wrong type or out-of-range value raises `ConfigError` whose message names the dotted key, the bad value and what is allowed.
@@ -14,14 +18,16 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, create_model, field_validator, model_validator
 
-from scpo.credit.options import CreditConfig, StrictModel
+from scpo.credit.options import CreditConfig
+from scpo.credit.registry import check_method
+from scpo.envs import registry as env_registry
+from scpo.strict_model import StrictModel
 
 __all__ = ["Config", "ConfigError", "load_config", "validate_config", "apply_overrides", "parse_overrides", "PROFILES"]
 
 PROFILES = ("smoke", "cpu", "gpu")
-Split = Literal["train", "valid_seen", "valid_unseen", "valid_train"]
 
 
 class ConfigError(ValueError):
@@ -34,28 +40,39 @@ class DataConfig(StrictModel):
     shared_dir: str = Field("../shared/data", description="read-only copies of the public data, if present")
     alfworld_source: Literal["auto", "env", "shared", "download"] = Field(
         "auto", description="auto: $ALFWORLD_DATA, else shared_dir/alfworld/*.tar.gz, else alfworld-download")
-    webshop_source: str | None = Field(None, description="directory with the public WebShop files (None: shared_dir/webshop)")
+    alfworld_require_all: bool = Field(
+        True, description="true: the official game counts per split are required; false: any non-empty split will do "
+                          "(small sets such as tests/fixtures)")
+    webshop_source: str | None = Field(None, description="directory with the public WebShop files (None: shared_dir/webshop, "
+                                                         "then the internet)")
     webshop_n_products: int = Field(2000, ge=10, description="products in the generated WebShop catalogue")
     webshop_n_goals: int = Field(1000, ge=10)
     seed: int = 0
 
 
-class AlfworldEnvConfig(StrictModel):
-    engine: Literal["fast", "textworld"] = "fast"
-    max_steps: int = Field(50, ge=1)
-    train_split: Split = "train"
-    eval_splits: tuple[Split, ...] = ("valid_seen", "valid_unseen")
+def _trainable_env(name: str) -> str:
+    if name not in env_registry.trainable():
+        raise ValueError(f"unknown environment {name!r}; registered: {', '.join(env_registry.trainable())}")
+    return name
 
 
-class WebshopEnvConfig(StrictModel):
-    max_steps: int = Field(15, ge=1)
+class CreditSection(CreditConfig):
+    """params.yaml's `credit:` section: the credit options, with `method` checked against the credit registry."""
+
+    _check_method = field_validator("method")(check_method)
 
 
-class EnvConfig(StrictModel):
-    name: Literal["alfworld", "webshop"] = "alfworld"
+class _EnvCommon(StrictModel):
+    name: str = Field("alfworld", description="a trainable environment of scpo.envs.registry")
     history_length: int = Field(2, ge=0, description="past (observation, action) pairs shown in the prompt")
-    alfworld: AlfworldEnvConfig = AlfworldEnvConfig()
-    webshop: WebshopEnvConfig = WebshopEnvConfig()
+
+    _check_name = field_validator("name")(_trainable_env)
+
+
+# env.<name>: one section per trainable environment, its options model from the environment's spec
+EnvConfig = create_model("EnvConfig", __base__=_EnvCommon, **{
+    name: (spec.options, spec.options()) for name, spec in ((n, env_registry.env_spec(n))
+                                                               for n in env_registry.trainable())})
 
 
 class PolicyConfig(StrictModel):
@@ -67,17 +84,20 @@ class PolicyConfig(StrictModel):
     lora_r: int = Field(16, ge=1)
     lora_alpha: int = Field(32, ge=1)
     # tiny profile
-    tiny_hidden_size: int = Field(128, ge=8)
+    tiny_hidden_size: int = Field(64, ge=8, description="tiny: a 2-layer Llama, ~0.2M parameters, word-level BPE "
+                                  "tokenizer")
     tiny_layers: int = Field(2, ge=1)
     tiny_heads: int = Field(4, ge=1)
     tiny_vocab_size: int = Field(2048, ge=64)
-    max_prompt_tokens: int = Field(768, ge=16)
-    max_new_tokens: int = Field(48, ge=1)
+    max_prompt_tokens: int = Field(1024, ge=16, description="longer prompts keep their end (tiny tokens: ALFWorld "
+                                   "prompts ~300, max ~800; WebShop ~630, max ~950)")
+    max_new_tokens: int = Field(32, ge=1, description="tiny answers are action-only: <action>go to desk 1</action> is "
+                                "6 tokens, a search ~15")
 
 
 class RolloutConfig(StrictModel):
     engine: Literal["transformers", "vllm"] = "transformers"
-    n_tasks: int = Field(16, ge=1, description="tasks (groups) per iteration")
+    n_tasks: int = Field(4, ge=1, description="tasks (groups) per iteration")
     group_size: int = Field(8, ge=1, description="N rollouts per task, same seed")
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
@@ -86,21 +106,22 @@ class RolloutConfig(StrictModel):
     vllm_enforce_eager: bool = Field(False, description="vLLM without CUDA graphs / torch.compile: starts in seconds, "
                                      "decodes slower (debugging, short runs)")
     action_choice: Literal["generate", "admissible"] = Field(
-        "generate", description="generate: free-text answers (the papers' setting); admissible: transformers engine "
+        "admissible", description="generate: free-text answers (the papers' setting); admissible: transformers engine "
         "draws the answer among the admissible commands by the model's likelihood (for tiny CPU policies)")
 
 
 class SFTConfig(StrictModel):
-    n_demos: int = Field(200, ge=0, description="expert demonstrations for the warm start (limits how good it gets)")
-    epochs: int = Field(2, ge=0)
-    lr: float = Field(1e-3, gt=0)
-    batch_size: int = Field(16, ge=1)
+    n_demos: int = Field(1000, ge=0, description="expert demonstrations for the warm start (limits how good it gets)")
+    epochs: int = Field(4, ge=0)
+    lr: float = Field(2e-3, gt=0)
+    batch_size: int = Field(8, ge=1)
 
 
 class TrainConfig(StrictModel):
     seed: int = 0
-    iterations: int = Field(150, ge=0)
-    lr: float = Field(1e-6, gt=0, description="learning rate of the RL updates")
+    iterations: int = Field(6, ge=0)
+    lr: float = Field(1e-3, gt=0, description="learning rate of the RL updates (the tiny policy's; the gpu profile "
+                      "sets 1e-6 for 1.5B+ models)")
     clip_ratio: float = Field(0.2, gt=0, lt=1)
     kl_coef: float = Field(0.01, ge=0, description="low-variance KL to the reference policy")
     entropy_coef: float = Field(0.001, ge=0)
@@ -127,18 +148,15 @@ class TrainConfig(StrictModel):
 
 class EvalConfig(StrictModel):
     temperature: float = Field(0.4, ge=0)
-    splits: tuple[Split, ...] = ("valid_seen", "valid_unseen")
-    n_episodes: int | None = Field(None, ge=1, description="games per split (None: all)")
+    n_episodes: int | None = Field(40, ge=1, description="games per split (None: all); the splits: "
+                                   "env.<name>.eval_splits")
     episodes_per_task: int = Field(1, ge=1, description="independent episodes per game at `temperature` (repeats shrink "
                                    "the sampling noise of the success rate; 1 = one episode per game)")
 
 
-MethodName = CreditConfig.model_fields["method"].annotation   # the registered credit methods (one list, in options.py)
-
-
 class ReportConfig(StrictModel):
-    methods: tuple[MethodName, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo")
-    envs: tuple[Literal["alfworld", "webshop"], ...] = ("alfworld", "webshop")
+    methods: tuple[str, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo")
+    envs: tuple[str, ...] = ("alfworld", "webshop")
     seeds: tuple[int, ...] = (0, 1, 2)
     similarity_thresh: float = Field(0.9, gt=0, le=1, description="semantic variant of the inconsistency metric: "
                                      "`action -> next observation` texts scoring >= this")
@@ -148,17 +166,25 @@ class ReportConfig(StrictModel):
         ("lexical", "bi_encoder"), description="scorers whose SCPO matches are checked for pairing different actions")
     hard_task_types: tuple[str, ...] = Field(
         ("pick_two", "heat", "cool", "clean"), description="substrings of the task types reported as hard multi-step")
-    credit_map_method: MethodName = Field("scpo", description="credit maps draw the saved rollouts of this method's run")
+    credit_map_method: str = Field("scpo", description="credit maps draw the saved rollouts of this method's run")
     credit_map_seed: int = Field(0, description="... and of this seed")
+
+    @field_validator("methods", "envs", mode="after")
+    @classmethod
+    def _registered(cls, names: tuple[str, ...], info) -> tuple[str, ...]:
+        check = check_method if info.field_name == "methods" else _trainable_env
+        return tuple(check(n) for n in names)
+
+    _check_credit_map_method = field_validator("credit_map_method")(check_method)
 
 
 class Config(StrictModel):
     profile: Literal["smoke", "cpu", "gpu"] = "cpu"
     data: DataConfig = DataConfig()
-    env: EnvConfig = EnvConfig()
+    env: EnvConfig = EnvConfig()  # type: ignore[valid-type]
     policy: PolicyConfig = PolicyConfig()
     rollout: RolloutConfig = RolloutConfig()
-    credit: CreditConfig = CreditConfig()
+    credit: CreditSection = CreditSection()
     train: TrainConfig = TrainConfig()
     eval: EvalConfig = EvalConfig()
     report: ReportConfig = ReportConfig()

@@ -1,4 +1,10 @@
-"""Shared fixtures. Prepared data lives in the repo's data/ (as `scpo prepare-data` makes it); tests prepare it on demand."""
+"""Shared fixtures.
+
+Most tests run on small real data committed under tests/fixtures/ (see its README): a fresh clone needs no download.
+Tests that need the full data (all 4,027 ALFWorld games, the public WebShop files) use `alfworld_data_root` /
+`webshop_raw_dir`, which prepare it into the repo's data/ from a local source only ($ALFWORLD_DATA, ../shared/data,
+data.webshop_source) and skip, saying how to get it, when there is none. They never use the network.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
 SHARED_DATA = Path(os.environ.get("SCPO_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -21,21 +28,41 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
+def alfworld_games_root() -> Path:
+    """tests/fixtures/alfworld: 15 real games (json_2.1.1/<split>/...), read-only; see tests/fixtures/README.md."""
+    return FIXTURES / "alfworld"
+
+
+@pytest.fixture(scope="session")
+def webshop_sample_dir() -> Path:
+    """tests/fixtures/webshop: a sample of the public WebShop files in their original format, read-only."""
+    return FIXTURES / "webshop"
+
+
+@pytest.fixture(scope="session")
 def alfworld_data_root() -> Path:
-    """data/alfworld with all 4,027 games (unpacked once from $ALFWORLD_DATA or ../shared/data/alfworld)."""
-    from scpo.data.alfworld_data import prepare_alfworld
+    """data/alfworld with all 4,027 games, unpacked once from $ALFWORLD_DATA or ../shared/data/alfworld; skips without."""
+    from scpo.data.alfworld_data import DataError, prepare_alfworld
 
     root = REPO / "data" / "alfworld"
-    prepare_alfworld(root, source="auto", shared_dir=SHARED_DATA, verify=False)
+    try:
+        prepare_alfworld(root, source="auto", shared_dir=SHARED_DATA, verify=False, allow_download=False)
+    except DataError:
+        pytest.skip("needs all 4,027 ALFWorld games: run `scpo prepare-data --only alfworld` (downloads them) or set "
+                    "$ALFWORLD_DATA")
     return root
 
 
 @pytest.fixture(scope="session")
 def webshop_raw_dir() -> Path:
-    """data/webshop/raw with the public WebShop files."""
-    from scpo.data.webshop_data import prepare_webshop_raw
+    """data/webshop/raw with the public WebShop files (from ../shared/data/webshop); skips without."""
+    from scpo.data.webshop_data import DataError, prepare_webshop_raw
 
-    return prepare_webshop_raw(REPO / "data" / "webshop", shared_dir=SHARED_DATA)
+    try:
+        return prepare_webshop_raw(REPO / "data" / "webshop", shared_dir=SHARED_DATA, download=False, quiet=True)
+    except DataError:
+        pytest.skip("needs the public WebShop files: run `scpo prepare-data --only webshop` (downloads them) or set "
+                    "data.webshop_source")
 
 
 def _hypothesis_profiles() -> None:

@@ -204,7 +204,8 @@ def test_inconsistency_counts_rows_per_pair_set_and_kind():
     adv = np.array([0.5, 1.0, -0.5, -1.0, -0.2, 0.3, 0.1])
     table = inconsistency_counts({"m": adv}, b, target=np.array([9.5, 10, 0, 0, 0, 0, 0]), semantic=semantic)
     table = table.set_index(["pair_set", "kind"])
-    assert table.index.tolist() == [(s, k) for s in ("same_step", "semantic") for k in ("all", "won_won", "failed_failed", "won_failed")]
+    kinds = ("all", "won_won", "failed_failed", "won_failed")
+    assert table.index.tolist() == [(s, k) for s in ("same_step", "semantic") for k in kinds]
     # same step: one pair (0, 2), won vs failed, opposite signs; semantic: (0, 2) and (1, 3), both won vs failed
     assert table.loc[("same_step", "all"), "n_pairs"] == 1 and table.loc[("same_step", "won_failed"), "n_disagree"] == 1
     assert table.loc[("semantic", "all"), "n_pairs"] == 2 and table.loc[("semantic", "won_failed"), "n_disagree"] == 2

@@ -28,7 +28,7 @@ def test_repo_params_yaml_validates_for_every_profile(repo_root):
     assert smoke.train.iterations < cpu.train.iterations
     gpu = load_config(repo_root / "params.yaml", profile="gpu")
     # free-text answers in mixed precision, micro-batched; generation by the transformers engine while vLLM's weight
-    # sync fails its check (benchmarks/results/vllm_engine_check)
+    # sync fails its check (checks/gpu/results/vllm_engine_check)
     assert (gpu.rollout.action_choice, gpu.policy.dtype, gpu.train.micro_batch_size) == ("generate", "bfloat16", 8)
     assert gpu.rollout.engine == "transformers"
 
@@ -115,3 +115,49 @@ def test_apply_overrides_does_not_mutate_and_refuses_to_descend_into_values():
 def test_params_yaml_lists_every_section(repo_root):
     raw = yaml.safe_load((repo_root / "params.yaml").read_text())
     assert {"data", "env", "policy", "rollout", "credit", "train", "eval", "report", "profiles"} <= set(raw)
+
+
+def _leaves(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_leaves(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def test_params_yaml_lists_every_default_of_the_config_with_its_value(repo_root):
+    """One source of defaults: the config models' defaults; params.yaml lists each of them (DVC tracks params.yaml),
+    with the same value, and nothing else outside `profiles`."""
+    from scpo.config import Config
+
+    raw = yaml.safe_load((repo_root / "params.yaml").read_text())
+    raw.pop("profiles")
+    listed, defaults = _leaves(raw), _leaves(Config().model_dump(mode="json"))
+    assert sorted(set(defaults) - set(listed)) == [], "defaults missing from params.yaml"
+    assert sorted(set(listed) - set(defaults)) == [], "params.yaml keys the config does not have"
+    assert {k: v for k, v in listed.items() if v != defaults[k]} == {}, "params.yaml disagrees with the config"
+
+
+def test_environment_sections_and_names_come_from_the_registry(repo_root):
+    from scpo.envs.registry import trainable
+
+    cfg = load_config(repo_root / "params.yaml", overrides={"env.name": "corridor", "env.corridor.max_steps": 3})
+    assert set(trainable()) == {"alfworld", "webshop", "corridor"}
+    assert cfg.env.corridor.max_steps == 3 and cfg.env.webshop.eval_splits == ("test",)
+    with pytest.raises(ConfigError, match=r"env\.name = 'webshop-original' .*registered: alfworld, corridor, webshop"):
+        load_config(repo_root / "params.yaml", overrides={"env.name": "webshop-original"})
+    with pytest.raises(ConfigError, match=r"unknown key 'env\.nethack'.*allowed here: name, history_length"):
+        load_config(repo_root / "params.yaml", overrides={"env.nethack": {"max_steps": 3}})
+    with pytest.raises(ConfigError, match=r"env\.webshop\.eval_splits\.0 = 'valid_seen'"):
+        load_config(repo_root / "params.yaml", overrides={"env.webshop.eval_splits": ["valid_seen"]})
+    with pytest.raises(ConfigError, match=r"report\.envs = .*unknown environment 'nethack'"):
+        load_config(repo_root / "params.yaml", overrides={"report.envs": ["alfworld", "nethack"]})
+
+
+def test_credit_method_names_come_from_the_credit_registry(repo_root):
+    with pytest.raises(ConfigError, match=r"credit\.method = 'scp0' .*unknown credit method 'scp0'; available: grpo"):
+        load_config(repo_root / "params.yaml", overrides={"credit.method": "scp0"})
+    with pytest.raises(ConfigError, match=r"report\.credit_map_method = 'x'"):
+        load_config(repo_root / "params.yaml", overrides={"report.credit_map_method": "x"})

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from scpo.credit import compute_advantages
-from scpo.credit.grouping import combine_codes, factorize
+from scpo.credit.grouping import combine_codes
 from scpo.credit.result import CreditResult
 from scpo.rollout_types import RolloutBatch
 
 EPS = 1e-6
-TIGHT = dict(rtol=1e-12, atol=1e-12)
+TIGHT = {"rtol": 1e-12, "atol": 1e-12}
 
 
 def norm(x, ddof=1):
@@ -77,7 +77,7 @@ def test_gigpo_anchors_are_keyed_by_group():
     half = 4.75 / (np.sqrt(2 * 4.75**2) + EPS)
     np.testing.assert_allclose(res.diagnostics["step_adv"], [half, 0, -half, 0, 0, 0, 0], **TIGHT)
     np.testing.assert_array_equal(res.diagnostics["anchor_group_size"], [2, 1, 2, 1, 2, 1, 2])
-    ep0 = 5 / (np.sqrt(100 / 3) + EPS)                           # scores 10, 10, 0, 0: mean 5, std sqrt(100/3)
+    ep0 = 5 / (np.sqrt(100 / 3) + EPS)  # scores 10, 10, 0, 0: mean 5, std sqrt(100/3)
     np.testing.assert_allclose(res.diagnostics["episode_adv"], [ep0, ep0, -ep0, -ep0, 0, 0, 0], **TIGHT)
 
 
@@ -120,14 +120,14 @@ def test_combine_codes_above_the_hash_threshold_is_the_tuple_partition():
     codes = combine_codes(a, b)
     explicit = {}
     expected = np.array([explicit.setdefault((x, y), len(explicit)) for x, y in zip(a.tolist(), b.tolist())])
-    assert sorted(set(codes.tolist())) == list(range(len(explicit)))       # dense 0..K-1
+    assert sorted(set(codes.tolist())) == list(range(len(explicit)))  # dense 0..K-1
     assert len(set(zip(codes.tolist(), expected.tolist()))) == len(explicit)  # same partition
 
 
 def test_gigpo_on_a_large_batch_equals_a_loop_over_anchor_groups():
     from scpo.credit.synthetic import synthetic_batch
 
-    b = synthetic_batch()                                        # 2,293 rows: above the 2,048-row threshold
+    b = synthetic_batch()  # 2,293 rows: above the 2,048-row threshold
     assert b.n_rows > 2048
     res = compute_advantages("gigpo", b)
     ret = res.returns - 0.1 * (~b.valid)
@@ -139,8 +139,9 @@ def test_gigpo_on_a_large_batch_equals_a_loop_over_anchor_groups():
         if len(rows) > 1:
             expected[rows] = norm(ret[rows])
     np.testing.assert_allclose(res.diagnostics["step_adv"], expected, rtol=1e-9, atol=1e-9)
-    assert res.stats["anchor_group_size_mean"] == pytest.approx(np.mean([len(by_anchor[(b.group_id[r], b.observation[r])])
-                                                                         for r in range(b.n_rows)]))
+    assert res.stats["anchor_group_size_mean"] == pytest.approx(
+        np.mean([len(by_anchor[(b.group_id[r], b.observation[r])]) for r in range(b.n_rows)])
+    )
 
 
 # ------------------------------------------------------------------ similarity anchors (GiGPO, ProGPO-C)
@@ -154,8 +155,7 @@ SIM = {("A", "B"): 0.96, ("B", "C"): 0.95, ("A", "C"): 0.5}
 
 def test_similarity_anchors_merge_greedily_per_group_in_order_of_first_appearance():
     scorer = Table(SIM)
-    res = compute_advantages("gigpo", similarity_batch(), scorer=scorer, enable_similarity=True,
-                             similarity_thresh=0.95)
+    res = compute_advantages("gigpo", similarity_batch(), scorer=scorer, enable_similarity=True, similarity_thresh=0.95)
     # group 0: A founds a cluster, B joins it (0.96), C scores 0.5 against the representative A: its own cluster.
     # group 1: C founds, B joins C (0.95: the threshold itself merges), A scores 0.5 against C: its own cluster.
     np.testing.assert_array_equal(res.diagnostics["anchor_group_size"], [3, 3, 1, 3, 2, 2, 1])
@@ -163,9 +163,10 @@ def test_similarity_anchors_merge_greedily_per_group_in_order_of_first_appearanc
     g0 = norm([9.5, 10, 0])
     g1 = norm([9.5, 10])
     np.testing.assert_allclose(res.diagnostics["step_adv"], [g0[0], g0[1], 0, g0[2], g1[0], g1[1], 0], **TIGHT)
-    assert scorer.calls == 2                                  # one batched call per group
-    strict = compute_advantages("gigpo", similarity_batch(), scorer=Table(SIM), enable_similarity=True,
-                                similarity_thresh=0.951)
+    assert scorer.calls == 2  # one batched call per group
+    strict = compute_advantages(
+        "gigpo", similarity_batch(), scorer=Table(SIM), enable_similarity=True, similarity_thresh=0.951
+    )
     # just above 0.95, group 1's B founds its own cluster, and A (0.5 against C, 0.96 against B) joins B's
     np.testing.assert_array_equal(strict.diagnostics["anchor_group_size"], [3, 3, 1, 3, 1, 2, 2])
 
@@ -178,7 +179,7 @@ def test_similarity_threshold_outside_its_range_is_refused():
         similarity_anchor_groups(b.group_id, b.observation, Table(SIM), 1.5)
     with pytest.raises(ValueError, match=r"similarity_thresh=0 must be in \(0, 1\]"):
         similarity_anchor_groups(b.group_id, b.observation, Table(SIM), 0)
-    codes = similarity_anchor_groups(b.group_id, b.observation, Table(SIM), 1.0)   # 1 is allowed: exact anchors
+    codes = similarity_anchor_groups(b.group_id, b.observation, Table(SIM), 1.0)  # 1 is allowed: exact anchors
     # clusters numbered per group in order of first appearance, after the previous groups' clusters
     np.testing.assert_array_equal(codes, [0, 1, 2, 0, 3, 4, 5])
 
@@ -188,15 +189,24 @@ def test_gigpo_similarity_without_a_scorer_is_refused():
     from scpo.credit.options import CreditConfig
 
     cfg = CreditConfig(gigpo={"enable_similarity": True})
-    with pytest.raises(ValueError, match=r"^gigpo enable_similarity=True needs a scorer \(compute_advantages builds "
-                                         r"the default one\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^gigpo enable_similarity=True needs a scorer \(compute_advantages builds "
+        r"the default one\)$",
+    ):
         compute_gigpo(similarity_batch(), cfg)
 
 
 def test_progpo_c_uses_similarity_anchors_in_all_failed_groups():
     # all failed: T0 = A -> P -> Q, T1 = B -> Z; S(A, B) = 0.97 merges the two first steps' anchors
-    b = RolloutBatch.from_columns(group_id=[0] * 3, traj_id=[0, 0, 1], step=[0, 1, 0], reward=[0] * 3,
-                                  observation=["A", "P", "B"], next_observation=["P", "Q", "Z"])
+    b = RolloutBatch.from_columns(
+        group_id=[0] * 3,
+        traj_id=[0, 0, 1],
+        step=[0, 1, 0],
+        reward=[0] * 3,
+        observation=["A", "P", "B"],
+        next_observation=["P", "Q", "Z"],
+    )
     res = compute_advantages("progpo_c", b, scorer=Table({("A", "B"): 0.97}), enable_similarity=True)
     # coverage: P@1, Q@2, Z@1 all first visits -> C = (2, 1); coverage returns T0 = (1.95, 1), T1 = (1)
     ep = 0.5 * 0.5 / (np.sqrt(0.5) + EPS)
@@ -219,14 +229,14 @@ def test_progpo_r_depth_two_keys_pool_similar_histories():
     # (q, t) scores (1 + 0) / 2 against (q, s) and (0.95 + 0) / 2 against (p, s): no pooling -> 0
     np.testing.assert_allclose(res.diagnostics["potential"], [4.75, 5, 4.75, 5, 0, 0], **TIGHT)
     # delta = r + 0.95 Phi(next) - Phi, terminal 0
-    np.testing.assert_allclose(res.diagnostics["delta"], [0.95 * 5 - 4.75, 10 - 5, 0.95 * 5 - 4.75, -5, 0, 0],
-                               **TIGHT)
+    np.testing.assert_allclose(res.diagnostics["delta"], [0.95 * 5 - 4.75, 10 - 5, 0.95 * 5 - 4.75, -5, 0, 0], **TIGHT)
     exact = compute_advantages("progpo_r", expansion_batch(), depths=(2,), similarity_scorer="none")
     np.testing.assert_allclose(exact.diagnostics["potential"], [4.75, 10, 4.75, 0, 0, 0], **TIGHT)
 
 
 def test_progpo_r_fuses_depths_by_inverse_variance_after_expansion():
     res = compute_advantages("progpo_r", expansion_batch(), scorer=Table({("p", "q"): 0.95}), depths=(1, 2))
+
     # depth 1: s {9.5, 0}: mean 4.75, var = 45.125 / 1 / 2; t alone: prior 25; q {0, 0}: var floored at 1e-6;
     #          p alone pools q's two rows (0.95): {10, 0, 0}: mean 10/3, var = (200/3) / 2 / 3 (divisor n - 1 = 2)
     # depth 2 (above): (s, pad) 4.75 / 22.5625, (t, pad) 0 / 25, (p, s) and (q, s) 5 / 25, (q, t) 0 / 25
@@ -241,12 +251,14 @@ def test_progpo_r_fuses_depths_by_inverse_variance_after_expansion():
 
 def test_progpo_r_min_members_decides_which_keys_pool():
     # with m = 3, the two-member key q is small too and pools p (0.95): {0, 0, 10}
-    res = compute_advantages("progpo_r", expansion_batch(), scorer=Table({("p", "q"): 0.95}), depths=(1,),
-                             min_members=3)
+    res = compute_advantages(
+        "progpo_r", expansion_batch(), scorer=Table({("p", "q"): 0.95}), depths=(1,), min_members=3
+    )
     np.testing.assert_allclose(res.diagnostics["potential"], [4.75, 10 / 3, 4.75, 10 / 3, 0, 10 / 3], **TIGHT)
     # with m = 1 nothing is small: exact keys
-    res = compute_advantages("progpo_r", expansion_batch(), scorer=Table({("p", "q"): 0.95}), depths=(1,),
-                             min_members=1)
+    res = compute_advantages(
+        "progpo_r", expansion_batch(), scorer=Table({("p", "q"): 0.95}), depths=(1,), min_members=1
+    )
     np.testing.assert_allclose(res.diagnostics["potential"], [4.75, 10, 4.75, 0, 0, 0], **TIGHT)
 
 
@@ -256,8 +268,9 @@ def test_observation_similarity_padding_matches_only_padding():
     group = np.array([0, 0, 1])
     codes = np.array([0, 1, 2])
     sim = ObservationSimilarity(group, codes, np.array(["p", "q", "p"], dtype=object), Table({("p", "q"): 0.95}), 0.9)
-    np.testing.assert_allclose(sim.lookup(np.array([0, 1, 0, -1, -1, 0]), np.array([1, 0, 0, -1, 0, -1])),
-                               [0.95, 0.95, 1, 1, 0, 0])
+    np.testing.assert_allclose(
+        sim.lookup(np.array([0, 1, 0, -1, -1, 0]), np.array([1, 0, 0, -1, 0, -1])), [0.95, 0.95, 1, 1, 0, 0]
+    )
     np.testing.assert_allclose(sim.lookup(np.array([0, 2]), np.array([1, 2])), [0.95, 1])
     # neighbour list, sorted by the first code: (0, 0), (0, 1), (1, 0), (1, 1), (2, 2)
     assert list(zip(sim.nb_u.tolist(), sim.nb_v.tolist())) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 2)]
@@ -268,7 +281,9 @@ def test_progpo_r_semantic_expansion_needs_a_scorer():
     from scpo.credit.options import CreditConfig
     from scpo.credit.progpo_r import compute_progpo_r
 
-    with pytest.raises(ValueError, match=r"^progpo_r semantic expansion needs a scorer \(or similarity_scorer='none'\)$"):
+    with pytest.raises(
+        ValueError, match=r"^progpo_r semantic expansion needs a scorer \(or similarity_scorer='none'\)$"
+    ):
         compute_progpo_r(expansion_batch(), CreditConfig())
 
 
@@ -290,7 +305,7 @@ def test_grpo_trajectory_statistics_with_penalties_and_scale_none():
     res = compute_advantages("grpo", b, stats_over="trajectories", scale="none", lambda_invalid=0.5)
     np.testing.assert_allclose(res.advantages, [20 / 3, -10 / 3, -10 / 3 - 0.5, -10 / 3], **TIGHT)
     one = compute_advantages("grpo", batch([(0, ["a"], [10]), (1, ["a"], [0])]), stats_over="trajectories")
-    np.testing.assert_array_equal(one.advantages, [0.0, 0.0])            # one trajectory per group -> 0
+    np.testing.assert_array_equal(one.advantages, [0.0, 0.0])  # one trajectory per group -> 0
 
 
 def test_stats_over_unknown_value_is_refused():
@@ -309,8 +324,8 @@ def test_hcapo_clips_a_winning_step_below_the_mean_and_applies_the_penalty():
     q = np.array([0.8 * 0.95**3 * 10, 1.2 * 0.95**2 * 10, 1.2 * 0.95 * 10, 1.2 * 10, 10, 0])
     np.testing.assert_allclose(res.returns, q, **TIGHT)
     step = norm(q)
-    assert step[0] < 0                                       # W1's first step is below the group's mean Q ...
-    step[:5] = np.maximum(step[:5], 0)                       # ... and is clipped to 0 in a successful trajectory
+    assert step[0] < 0  # W1's first step is below the group's mean Q ...
+    step[:5] = np.maximum(step[:5], 0)  # ... and is clipped to 0 in a successful trajectory
     ep = norm([10, 10, 10, 10, 10, -0.1])
     np.testing.assert_allclose(res.diagnostics["step_adv"], step, **TIGHT)
     np.testing.assert_allclose(res.advantages, ep + step, **TIGHT)
@@ -325,7 +340,7 @@ def test_hcapo_clips_a_winning_step_below_the_mean_and_applies_the_penalty():
 def test_hcapo_ratio_is_relative_to_the_trajectory_mean_without_underflow():
     from scpo.credit.hcapo import hindsight_ratio
 
-    lp = np.array([-2000.0, -2000.0 + np.log(3), -5.0])               # exp(-2000) underflows; the ratio does not
+    lp = np.array([-2000.0, -2000.0 + np.log(3), -5.0])  # exp(-2000) underflows; the ratio does not
     np.testing.assert_allclose(hindsight_ratio(lp, np.array([0, 0, 1]), 0.1, 10.0), [0.5, 1.5, 1.0], **TIGHT)
     with pytest.raises(ValueError, match="clip_low=1.3 > clip_high=1.2"):
         compute_advantages("hcapo", batch([(0, ["a"], [10])]), hindsight_logprob=[0.0], clip_low=1.3)
@@ -344,10 +359,16 @@ def test_hgpo_subtracts_the_penalty_from_the_step_return():
     res = compute_advantages("hgpo", b, history_length=1, lambda_invalid=0.5)
     g_a, g_b = [9.5, 0, 0], [10, -0.5, 0]
     # step 0 rows: only l = 0 (cluster a); step 1 rows: l = 0 (cluster b) and l = 1 (cluster (a, b)), weights 1 and 2
-    expected = [pop(9.5, g_a), (pop(10, g_b) + 2 * pop(10, g_b)) / 3, pop(0, g_a), pop(-0.5, g_b), pop(0, g_a),
-                pop(0, g_b)]
+    expected = [
+        pop(9.5, g_a),
+        (pop(10, g_b) + 2 * pop(10, g_b)) / 3,
+        pop(0, g_a),
+        pop(-0.5, g_b),
+        pop(0, g_a),
+        pop(0, g_b),
+    ]
     np.testing.assert_allclose(res.advantages, expected, **TIGHT)
-    np.testing.assert_allclose(res.returns, [9.5, 10, 0, 0, 0, 0], **TIGHT)    # returns before the penalty
+    np.testing.assert_allclose(res.returns, [9.5, 10, 0, 0, 0, 0], **TIGHT)  # returns before the penalty
 
 
 def test_hgpo_alpha_other_than_one_weights_depths_by_l_plus_one_to_the_alpha():
@@ -376,11 +397,11 @@ def test_g2po_subtracts_the_penalty_in_the_node_centric_term_and_the_episode_ter
     res = compute_advantages("g2po", b)
     v_s0 = 0.95**2 * 10 / 3
     v_curr = np.array([v_s0, 9.5, v_s0, 0, v_s0, 0])
-    v_next = np.array([9.5, 10, 0, 0, 0, 0])                 # s1; success sentinel; s2; failure sentinel ...
+    v_next = np.array([9.5, 10, 0, 0, 0, 0])  # s1; success sentinel; s2; failure sentinel ...
     np.testing.assert_allclose(res.diagnostics["node_value"], v_curr, **TIGHT)
     nc = np.zeros(6)
-    nc[[0, 2, 4]] = norm([9.5, 0 - 0.1, 0])                  # node s0: V(next) - pen
-    nc[[3, 5]] = 0.0                                         # node s2: {0, 0}
+    nc[[0, 2, 4]] = norm([9.5, 0 - 0.1, 0])  # node s0: V(next) - pen
+    nc[[3, 5]] = 0.0  # node s2: {0, 0}
     ec = norm(v_next - v_curr)
     ep = norm([10, 10, -0.1, 0, 0, 0])
     np.testing.assert_allclose(res.diagnostics["node_centric"], nc, **TIGHT)
@@ -392,17 +413,23 @@ def test_g2po_subtracts_the_penalty_in_the_node_centric_term_and_the_episode_ter
 
 def test_progpo_c_subtracts_the_penalty_from_coverage_returns():
     # all failed: T0 = o0 -> n1 -> n2, T1 = o0 -> n3 -> n1 (n1 already reached at index 1), T2 = o0 -> n4 (invalid)
-    b = RolloutBatch.from_columns(group_id=[0] * 5, traj_id=[0, 0, 1, 1, 2], step=[0, 1, 0, 1, 0], reward=[0] * 5,
-                                  observation=["o0", "n1", "o0", "n3", "o0"],
-                                  next_observation=["n1", "n2", "n3", "n1", "n4"],
-                                  valid=[True, True, True, True, False])
+    b = RolloutBatch.from_columns(
+        group_id=[0] * 5,
+        traj_id=[0, 0, 1, 1, 2],
+        step=[0, 1, 0, 1, 0],
+        reward=[0] * 5,
+        observation=["o0", "n1", "o0", "n3", "o0"],
+        next_observation=["n1", "n2", "n3", "n1", "n4"],
+        valid=[True, True, True, True, False],
+    )
     res = compute_advantages("progpo_c", b, lambda_invalid=0.3, kappa_c=2.0)
     np.testing.assert_array_equal(res.diagnostics["coverage"], [1, 1, 1, 0, 1])
     np.testing.assert_allclose(res.returns, [1.95, 1, 1, 0, 1], **TIGHT)
-    ep = 2.0 * norm([2, 1, 1])                               # C = (2, 1, 1)
-    step = norm([1.95, 1, 1 - 0.3])                          # anchor o0; n1 and n3 are singletons
-    np.testing.assert_allclose(res.advantages, [ep[0] + step[0], ep[0], ep[1] + step[1], ep[1], ep[2] + step[2]],
-                               **TIGHT)
+    ep = 2.0 * norm([2, 1, 1])  # C = (2, 1, 1)
+    step = norm([1.95, 1, 1 - 0.3])  # anchor o0; n1 and n3 are singletons
+    np.testing.assert_allclose(
+        res.advantages, [ep[0] + step[0], ep[0], ep[1] + step[1], ep[1], ep[2] + step[2]], **TIGHT
+    )
     assert res.stats["progpo_c_coverage_mean"] == pytest.approx(0.8)
     with pytest.raises(ValueError, match="coverage_scope='world' is not one of 'group', 'trajectory'"):
         from scpo.credit.progpo_c import first_visit_coverage
@@ -412,21 +439,29 @@ def test_progpo_c_subtracts_the_penalty_from_coverage_returns():
 
 def test_progpo_r_scale_none_weights_and_gamma():
     b = batch([(0, ["a", "b"], [0, 10]), (0, ["a", "c"], [0, 0])])
-    res = compute_advantages("progpo_r", b, depths=(1,), similarity_scorer="none", scale="none", omega_p=0.5,
-                             omega_d=2.0, gamma=0.5)
+    res = compute_advantages(
+        "progpo_r", b, depths=(1,), similarity_scorer="none", scale="none", omega_p=0.5, omega_d=2.0, gamma=0.5
+    )
     # returns (gamma 0.5): 5, 10 ; 0, 0. Phi(a) = 2.5, Phi(b) = 10, Phi(c) = 0.
     # delta = 0 + 0.5 * 10 - 2.5, 10 - 10, 0 + 0 - 2.5, 0 -> centred over the group (mean 0)
     np.testing.assert_allclose(res.diagnostics["delta"], [2.5, 0, -2.5, 0], **TIGHT)
     ep = np.array([5, 5, -5, -5])
-    prefix = np.array([2.5, 0, -2.5, 0])                      # prefix (a): {5, 0} centred
+    prefix = np.array([2.5, 0, -2.5, 0])  # prefix (a): {5, 0} centred
     np.testing.assert_allclose(res.advantages, ep + 0.5 * prefix + 2.0 * np.array([2.5, 0, -2.5, 0]), **TIGHT)
-    prior = compute_advantages("progpo_r", b, depths=(1, 2), similarity_scorer="none", prior_variance=4.0,
-                               variance_floor=0.5)
+    prior = compute_advantages(
+        "progpo_r", b, depths=(1, 2), similarity_scorer="none", prior_variance=4.0, variance_floor=0.5
+    )
     # depth 1: a {9.5, 0}: var 22.5625; b, c alone: prior 4. depth 2 keys (o_t, o_{t-1}): (a, pad) = depth 1's a;
     # (b, a), (c, a) alone: prior 4. So every key has equal depth-1 / depth-2 potentials: Phi = 4.75, 10, 4.75, 0
     np.testing.assert_allclose(prior.diagnostics["potential"], [4.75, 10, 4.75, 0], **TIGHT)
-    floor = compute_advantages("progpo_r", batch([(0, ["a"], [4]), (0, ["a"], [4]), (0, ["b"], [0])]), depths=(1, 2),
-                               similarity_scorer="none", variance_floor=0.5, prior_variance=1.0)
+    floor = compute_advantages(
+        "progpo_r",
+        batch([(0, ["a"], [4]), (0, ["a"], [4]), (0, ["b"], [0])]),
+        depths=(1, 2),
+        similarity_scorer="none",
+        variance_floor=0.5,
+        prior_variance=1.0,
+    )
     np.testing.assert_allclose(floor.diagnostics["potential"], [4, 4, 0], **TIGHT)
 
 
@@ -477,8 +512,17 @@ def test_scpo_tau_is_inclusive():
 
 def reference_batch() -> RolloutBatch:
     """Successes S1 = ABC, S2 = DE, S3 = ABZ, S4 = AY; failures F1 = ABQ, F2 = DQ, F5 = AW (rows 10.., 13.., 15..)."""
-    return scpo_batch([(0, list("ABC"), True), (0, list("DE"), True), (0, list("ABZ"), True), (0, list("AY"), True),
-                       (0, list("ABQ"), False), (0, list("DQ"), False), (0, list("AW"), False)])
+    return scpo_batch(
+        [
+            (0, list("ABC"), True),
+            (0, list("DE"), True),
+            (0, list("ABZ"), True),
+            (0, list("AY"), True),
+            (0, list("ABQ"), False),
+            (0, list("DQ"), False),
+            (0, list("AW"), False),
+        ]
+    )
 
 
 def test_reference_all_with_several_successes_and_failures():
@@ -552,17 +596,20 @@ def test_scpo_success_reward_and_kappa_r_in_returns_mode():
     res = compute_advantages("scpo", b, scorer=CachedTable(), mode="returns", success_reward=6.0, kappa_r=0.25)
     # A matches j = 0: b = kappa_r R_success (j* - f) / T_ref s = 0.25 * 6 * 1 / 2 * 1
     np.testing.assert_allclose(res.diagnostics["scpo_bonus"], [0, 0, 0.75, 0], **TIGHT)
-    np.testing.assert_allclose(res.returns[2:], [0.75, 0], **TIGHT)          # shaped step returns of the failure
+    np.testing.assert_allclose(res.returns[2:], [0.75, 0], **TIGHT)  # shaped step returns of the failure
     adv = compute_advantages("scpo", b, scorer=CachedTable(), success_reward=6.0)
-    np.testing.assert_array_equal(adv.diagnostics["scpo_bonus"], 0)          # mode advantage: no bonus
+    np.testing.assert_array_equal(adv.diagnostics["scpo_bonus"], 0)  # mode advantage: no bonus
 
 
 def test_scpo_needs_a_scorer():
     from scpo.credit.options import CreditConfig
     from scpo.credit.scpo import compute_scpo
 
-    with pytest.raises(ValueError, match=r"^scpo needs a scorer \(compute_advantages builds the configured one: "
-                                         r"credit\.scpo\.scorer\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^scpo needs a scorer \(compute_advantages builds the configured one: "
+        r"credit\.scpo\.scorer\)$",
+    ):
         compute_scpo(scpo_batch([(0, ["A"], True)]), CreditConfig())
 
 
@@ -586,8 +633,11 @@ def test_batch_statistics_by_hand():
     b = batch([(0, ["a"], [10]), (0, ["a"], [0]), (1, ["a"], [0]), (2, ["a", "b"], [0, 10])])
     for method in ("grpo", "gigpo", "g2po", "hgpo", "progpo_c", "progpo_r"):
         stats = compute_advantages(method, b).stats
-        assert (stats["frac_all_failed_groups"], stats["frac_all_success_groups"], stats["frac_mixed_groups"]) == \
-            pytest.approx((1 / 3, 1 / 3, 1 / 3)), method
+        assert (
+            stats["frac_all_failed_groups"],
+            stats["frac_all_success_groups"],
+            stats["frac_mixed_groups"],
+        ) == pytest.approx((1 / 3, 1 / 3, 1 / 3)), method
     gig = compute_advantages("gigpo", b).stats
     # anchors: (0, a) x2, (1, a), (2, a), (2, b): sizes 2, 2, 1, 1, 1
     assert gig["anchor_group_size_mean"] == pytest.approx(7 / 5)
@@ -643,8 +693,9 @@ def test_every_estimator_reads_epsilon():
     hg = compute_advantages("hgpo", b, epsilon=e, history_length=1)
     a0 = norm_eps([9.5, 0, 0], e, ddof=0)
     b0 = norm_eps([10, 0], e, ddof=0)
-    np.testing.assert_allclose(hg.advantages, [a0[0], (b0[0] + 2 * b0[0]) / 3, a0[1], 0, a0[2], (b0[1] + 2 * b0[1]) / 3],
-                               **TIGHT)
+    np.testing.assert_allclose(
+        hg.advantages, [a0[0], (b0[0] + 2 * b0[0]) / 3, a0[1], 0, a0[2], (b0[1] + 2 * b0[1]) / 3], **TIGHT
+    )
     # ProGPO-R (depth 1, exact keys): prefix (a) {9.5, 0, 0}, (a, b) {10, 0}; Phi(a) = 9.5/3, Phi(b) = 5, Phi(c) = 0
     pr = compute_advantages("progpo_r", b, epsilon=e, depths=(1,), similarity_scorer="none")
     prefix = np.zeros(6)
@@ -662,18 +713,20 @@ def test_progpo_r_prefix_term_subtracts_the_penalty():
     res = compute_advantages("progpo_r", b, depths=(1,), similarity_scorer="none")
     prefix = np.zeros(6)
     prefix[[0, 2, 4]] = norm([9.5, 0, -0.1])
-    prefix[[3, 5]] = 0.0                                    # (a, x, c) twice with equal returns 0
+    prefix[[3, 5]] = 0.0  # (a, x, c) twice with equal returns 0
     np.testing.assert_allclose(res.diagnostics["prefix_adv"], prefix, **TIGHT)
 
 
 def test_thresholds_are_inclusive_in_the_semantic_expansion():
     # S(p, q) = 0.9 = similarity_thresh: p and q are neighbours and pool (depth 1 and depth 2 alike)
     for depths in ((1,), (2,)):
-        res = compute_advantages("progpo_r", expansion_batch(), scorer=Table({("p", "q"): 0.9}), depths=depths,
-                                 similarity_thresh=0.9)
+        res = compute_advantages(
+            "progpo_r", expansion_batch(), scorer=Table({("p", "q"): 0.9}), depths=depths, similarity_thresh=0.9
+        )
         assert res.diagnostics["potential"][1] == pytest.approx(10 / 3 if depths == (1,) else 5.0)
-        below = compute_advantages("progpo_r", expansion_batch(), scorer=Table({("p", "q"): 0.9}), depths=depths,
-                                   similarity_thresh=0.91)
+        below = compute_advantages(
+            "progpo_r", expansion_batch(), scorer=Table({("p", "q"): 0.9}), depths=depths, similarity_thresh=0.91
+        )
         assert below.diagnostics["potential"][1] == 10.0
 
 
@@ -683,8 +736,17 @@ def test_depth_potential_default_threshold_pools_only_perfect_scores():
     group, obs, step = np.zeros(2, dtype=int), np.array([0, 1]), np.zeros(2, dtype=int)
     for score, expected in ((1.0, [3, 3]), (0.99, [2, 4])):
         sim = ObservationSimilarity(group, obs, np.array(["p", "q"], dtype=object), Table({("p", "q"): score}), 0.5)
-        phi, _ = depth_potential(np.array([2.0, 4.0]), group, obs, step, 1, min_members=2, prior_variance=25.0,
-                                 variance_floor=1e-6, similarity=sim)
+        phi, _ = depth_potential(
+            np.array([2.0, 4.0]),
+            group,
+            obs,
+            step,
+            1,
+            min_members=2,
+            prior_variance=25.0,
+            variance_floor=1e-6,
+            similarity=sim,
+        )
         np.testing.assert_allclose(phi, expected)
 
 
@@ -692,18 +754,30 @@ def test_prefix_groups_keep_groups_apart_for_shared_codes():
     from scpo.credit.progpo_r import prefix_groups
 
     # the same observation / action codes in two groups: histories differ by group
-    codes = prefix_groups(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]), np.array([0, 0, 0, 0]),
-                          np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]))
+    codes = prefix_groups(
+        np.array([0, 0, 1, 1]),
+        np.array([0, 1, 0, 1]),
+        np.array([0, 0, 0, 0]),
+        np.array([0, 0, 1, 1]),
+        np.array([0, 1, 0, 1]),
+    )
     assert len(set(codes.tolist())) == 4
-    same = prefix_groups(np.array([0, 0, 0, 0]), np.array([0, 1, 0, 1]), np.array([0, 0, 0, 0]),
-                         np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]))
+    same = prefix_groups(
+        np.array([0, 0, 0, 0]),
+        np.array([0, 1, 0, 1]),
+        np.array([0, 0, 0, 0]),
+        np.array([0, 0, 1, 1]),
+        np.array([0, 1, 0, 1]),
+    )
     assert same[0] == same[2] and same[1] == same[3] and same[0] != same[1]
 
 
 def test_context_clusters_mark_rows_before_the_context_with_minus_one():
     from scpo.credit.hgpo import context_clusters
 
-    codes = context_clusters(np.zeros(5, int), np.array(["a", "b", "c", "a", "b"], object), np.array([0, 1, 2, 0, 1]), 1)
+    codes = context_clusters(
+        np.zeros(5, int), np.array(["a", "b", "c", "a", "b"], object), np.array([0, 1, 2, 0, 1]), 1
+    )
     assert codes[0] == -1 and codes[3] == -1
     assert codes[1] == codes[4] and len({codes[1], codes[2]}) == 2 and min(codes[[1, 2, 4]]) >= 0
     res = compute_advantages("hgpo", batch([(0, ["a", "b"], [0, 10]), (0, ["a", "b"], [0, 0])]))
@@ -723,13 +797,19 @@ def test_similarity_cluster_codes_count_on_across_three_groups():
 # ------------------------------------------------------------------ HCAPO: inputs, messages, scale
 def test_hcapo_messages_in_full_and_column_inputs():
     b = batch([(0, ["a", "b"], [0, 10]), (0, ["a"], [0])])
-    with pytest.raises(ValueError, match=r"^hcapo needs hindsight_logprob \(n_rows,\): the mean token log-prob of each "
-                                         r"step's response under the hindsight prompt at temperature 5\. It calls the "
-                                         r"policy, so the trainer computes it \(scpo\.train\.hindsight\) and passes it to "
-                                         r"compute_advantages\('hcapo', batch, hindsight_logprob=\.\.\.\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^hcapo needs hindsight_logprob \(n_rows,\): the mean token log-prob of each "
+        r"step's response under the hindsight prompt at temperature 5\. It calls the "
+        r"policy, so the trainer computes it \(scpo\.train\.hindsight\) and passes it to "
+        r"compute_advantages\('hcapo', batch, hindsight_logprob=\.\.\.\)$",
+    ):
         compute_advantages("hcapo", b)
-    with pytest.raises(ValueError, match=r"^hindsight_logprob must be 3 finite values \(one per row\), got shape \(2,\) "
-                                         r"with 0 non-finite$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^hindsight_logprob must be 3 finite values \(one per row\), got shape \(2,\) "
+        r"with 0 non-finite$",
+    ):
         compute_advantages("hcapo", b, hindsight_logprob=[0.0, 0.0])
     with pytest.raises(ValueError, match=r"got shape \(3,\) with 2 non-finite$"):
         compute_advantages("hcapo", b, hindsight_logprob=[0.0, np.inf, np.nan])
@@ -737,7 +817,7 @@ def test_hcapo_messages_in_full_and_column_inputs():
         compute_advantages("hcapo", b, hindsight_logprob=np.zeros(3), clip_low=1.3)
     lp = np.log([0.2, 0.6, 0.5])
     flat = compute_advantages("hcapo", b, hindsight_logprob=lp)
-    column = compute_advantages("hcapo", b, hindsight_logprob=lp.reshape(-1, 1))       # (n, 1) is flattened
+    column = compute_advantages("hcapo", b, hindsight_logprob=lp.reshape(-1, 1))  # (n, 1) is flattened
     np.testing.assert_array_equal(column.advantages, flat.advantages)
     # clip_low == clip_high is allowed: every ratio is that value
     equal = compute_advantages("hcapo", b, hindsight_logprob=lp, clip_low=1.0, clip_high=1.0)
@@ -762,9 +842,14 @@ def test_hcapo_scale_none_and_epsilon():
 # ------------------------------------------------------------------ ProGPO-C: diagnostics, scale, scope defaults
 def test_progpo_c_diagnostics_pick_per_group():
     # group 0 has a success (GiGPO), group 1 failed entirely (coverage)
-    b = RolloutBatch.from_columns(group_id=[0, 0, 0, 0, 1, 1, 1], traj_id=[0, 0, 1, 1, 2, 2, 3], step=[0, 1, 0, 1, 0, 1, 0],
-                                  reward=[0, 10, 0, 0, 0, 0, 0], observation=["s", "t", "s", "u", "o", "p", "o"],
-                                  next_observation=["t", "w", "u", "v", "p", "q", "r"])
+    b = RolloutBatch.from_columns(
+        group_id=[0, 0, 0, 0, 1, 1, 1],
+        traj_id=[0, 0, 1, 1, 2, 2, 3],
+        step=[0, 1, 0, 1, 0, 1, 0],
+        reward=[0, 10, 0, 0, 0, 0, 0],
+        observation=["s", "t", "s", "u", "o", "p", "o"],
+        next_observation=["t", "w", "u", "v", "p", "q", "r"],
+    )
     res, gig = compute_advantages("progpo_c", b), compute_advantages("gigpo", b)
     np.testing.assert_array_equal(res.diagnostics["all_failed_group"], [False] * 4 + [True] * 3)
     for key in ("episode_adv", "step_adv"):
@@ -778,7 +863,7 @@ def test_progpo_c_diagnostics_pick_per_group():
     none = compute_advantages("progpo_c", b, scale="none", epsilon=0.5)
     np.testing.assert_allclose(none.advantages[4:], [0.25 + 0.475, 0.25, -0.25 - 0.475], **TIGHT)
     eps = compute_advantages("progpo_c", b, epsilon=0.5)
-    ep_eps = 0.5 * 0.5 / (np.sqrt(0.5) + 0.5)              # kappa_c * norm(C = (2, 1)) with eps 0.5
+    ep_eps = 0.5 * 0.5 / (np.sqrt(0.5) + 0.5)  # kappa_c * norm(C = (2, 1)) with eps 0.5
     np.testing.assert_allclose(eps.diagnostics["episode_adv"][4:], [ep_eps, ep_eps, -ep_eps], **TIGHT)
 
 

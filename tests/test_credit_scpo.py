@@ -350,12 +350,12 @@ def test_random_reference_draw_is_pinned_to_seed_and_group_uid():
 def test_shortest_reference_weights_failures_by_their_return_gap():
     # S1 = (A, B) and S2 = (C, D) tie on length; F1 (R = 0) replays A, F2 (R = 5, not a success) replays C.
     # Total credit: S1 gives F1 (10 - 0) / sigma, S2 gives F2 (10 - 5) / sigma: S1 is the reference.
-    cols = dict(group_id=[0] * 8, traj_id=[0, 0, 1, 1, 2, 2, 3, 3], step=[0, 1] * 4,
-                reward=[0, 10, 0, 10, 0, 0, 0, 5], action=["A", "B", "C", "D", "A", "Q", "C", "Q"],
-                observation=["start", "after A", "start", "after C", "start", "after A", "start", "after C"],
-                next_observation=["after A", "after B", "after C", "after D", "after A", "after Q", "after C", "after Q"],
-                won=[True] * 4 + [False] * 4, group_uid=["task0"] * 8)
-    b = RolloutBatch.from_columns(**cols)
+    b = RolloutBatch.from_columns(
+        group_id=[0] * 8, traj_id=[0, 0, 1, 1, 2, 2, 3, 3], step=[0, 1] * 4, reward=[0, 10, 0, 10, 0, 0, 0, 5],
+        action=["A", "B", "C", "D", "A", "Q", "C", "Q"],
+        observation=["start", "after A", "start", "after C", "start", "after A", "start", "after C"],
+        next_observation=["after A", "after B", "after C", "after D", "after A", "after Q", "after C", "after Q"],
+        won=[True] * 4 + [False] * 4, group_uid=["task0"] * 8)
     res = compute_advantages("scpo", b, scorer=TableScorer(), scale="none")
     np.testing.assert_array_equal(res.diagnostics["scpo_ref_row"][4:], [0, -1, -1, -1])
     # the gap of F2 to S1 is 10 - 5

@@ -7,7 +7,7 @@ import json
 import nbformat
 import pytest
 
-from scpo.sweep import grid_points, parse_grid, point_parameters, point_slug, run_sweep
+from scpo.pipeline.sweep import grid_points, parse_grid, point_parameters, point_slug, run_sweep
 
 
 def test_parse_grid_yaml_values():

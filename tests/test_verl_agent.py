@@ -306,7 +306,7 @@ def test_scpo_drop_in_similarity_anchors_equal_compute_advantages(multi_success_
     order, tlr, steps, mask = verl_rows(b)
     texts = np.array([f"{a} -> {o}" for a, o in zip(b.action, b.next_observation)], dtype=object)
     scorer = make_scorer("lexical")
-    kwargs = dict(mode="mean_std_norm", enable_similarity=True, similarity_thresh=0.7)
+    kwargs = {"mode": "mean_std_norm", "enable_similarity": True, "similarity_thresh": 0.7}
     adv, _ = compute_scpo_outcome_advantage(tlr, steps, mask, b.observation[order], b.group_uid[order],
                                             b.traj_uid[order], texts[order], scorer, **kwargs)
     res = compute_advantages("scpo", b, scorer=scorer, enable_similarity=True, similarity_thresh=0.7)
@@ -488,7 +488,7 @@ def test_scpo_drop_in_gap_uses_the_failures_own_return():
     traj = np.array(["w", "f1", "f1", "f2"])
     won = np.array([True, False, False, False])
     rewards = np.array([10.0, 0.0, 0.0, 5.0])
-    common = dict(mode="mean_norm", won=won, episode_rewards=rewards)
+    common = {"mode": "mean_norm", "won": won, "episode_rewards": rewards}
     adv, _ = compute_scpo_outcome_advantage(tlr, steps, torch.ones(4, 1), obs, np.array(["g"] * 4), traj, texts,
                                             make_scorer("lexical"), **common)
     base, _ = compute_gigpo_outcome_advantage(tlr, steps, torch.ones(4, 1), obs, np.array(["g"] * 4), traj,

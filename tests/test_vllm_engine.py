@@ -13,7 +13,6 @@ import torch
 
 from scpo.policy import Policy
 from scpo.policy.tiny import build_tiny_model, train_tokenizer
-from scpo.rollout.engine import encode_prompts
 
 CORPUS = ["You are in room 1 of 3. Admissible actions: look, go east, go west",
           "You see a key here. Your task is to: open the door at the end with the key"] * 5
@@ -103,7 +102,7 @@ def test_generate_sends_truncated_token_ids_and_maps_outputs(fake_vllm, policy, 
     assert llm.kwargs["enforce_eager"] is False
     gens = engine.generate(CORPUS[:2], temperature=0.7, top_p=0.9)
     prompts, params = llm.calls[-1]
-    assert [p["prompt_token_ids"] for p in prompts] == encode_prompts(policy, CORPUS[:2], 8)
+    assert [p["prompt_token_ids"] for p in prompts] == policy.encode_prompts(CORPUS[:2], 8)
     assert all(len(p["prompt_token_ids"]) == 8 for p in prompts)
     assert (params.temperature, params.top_p, params.max_tokens) == (0.7, 0.9, 5)
     assert [g.text for g in gens] == ["<action>look 0</action>", "<action>look 1</action>"]

@@ -14,9 +14,9 @@ from scpo.envs.webshop.reward import webshop_reward
 
 
 @pytest.fixture(scope="module")
-def small_catalogue(webshop_raw_dir, tmp_path_factory):
+def small_catalogue(webshop_sample_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("data") / "webshop"
-    summary = build_catalogue(webshop_raw_dir, out, n_products=150, n_goals=90, seed=0)
+    summary = build_catalogue(webshop_sample_dir, out, n_products=150, n_goals=90, seed=0)
     return summary, out, load_catalogue(out.parent)
 
 
@@ -72,20 +72,20 @@ def test_summary_counts(small_catalogue):
     assert summary["human goals"] == sum(g.source == "human" for g in cat.goals) > 0
 
 
-def test_build_is_deterministic(small_catalogue, webshop_raw_dir, tmp_path):
+def test_build_is_deterministic(small_catalogue, webshop_sample_dir, tmp_path):
     _, out, _ = small_catalogue
     again = tmp_path / "webshop"
-    build_catalogue(webshop_raw_dir, again, n_products=150, n_goals=90, seed=0)
+    build_catalogue(webshop_sample_dir, again, n_products=150, n_goals=90, seed=0)
     for name in ("products.json", "goals.json", "meta.json"):
         assert (again / "catalogue" / name).read_bytes() == (out / "catalogue" / name).read_bytes()
     other = tmp_path / "other" / "webshop"
-    build_catalogue(webshop_raw_dir, other, n_products=150, n_goals=90, seed=1)
+    build_catalogue(webshop_sample_dir, other, n_products=150, n_goals=90, seed=1)
     assert (other / "catalogue" / "goals.json").read_bytes() != (out / "catalogue" / "goals.json").read_bytes()
 
 
-def test_goals_are_satisfiable_by_their_product(small_catalogue, webshop_raw_dir):
+def test_goals_are_satisfiable_by_their_product(small_catalogue, webshop_sample_dir):
     _, _, cat = small_catalogue
-    raw = json.loads((webshop_raw_dir / "items_ins_v2_10000.json").read_text())
+    raw = json.loads((webshop_sample_dir / "items_ins_v2_10000.json").read_text())
     for g in cat.goals:
         p = cat.by_asin[g.asin]
         offered = {v for values in p.options.values() for v in values}
@@ -103,18 +103,18 @@ def test_goals_are_satisfiable_by_their_product(small_catalogue, webshop_raw_dir
         assert webshop_reward(p, g, p, chosen).score == pytest.approx(1.0), g
 
 
-def test_products_keep_real_attributes(small_catalogue, webshop_raw_dir):
+def test_products_keep_real_attributes(small_catalogue, webshop_sample_dir):
     _, _, cat = small_catalogue
-    raw = json.loads((webshop_raw_dir / "items_ins_v2_10000.json").read_text())
+    raw = json.loads((webshop_sample_dir / "items_ins_v2_10000.json").read_text())
     for p in cat.products:
         assert list(p.attributes) == list(dict.fromkeys(a.lower() for a in raw[p.asin]["attributes"]))
 
 
-def test_too_many_products_or_goals_is_an_error_naming_the_value(webshop_raw_dir, tmp_path):
+def test_too_many_products_or_goals_is_an_error_naming_the_value(webshop_sample_dir, tmp_path):
     with pytest.raises(ValueError, match="n_products=99999"):
-        build_catalogue(webshop_raw_dir, tmp_path / "webshop", n_products=99999, n_goals=10, seed=0)
+        build_catalogue(webshop_sample_dir, tmp_path / "webshop", n_products=99999, n_goals=10, seed=0)
     with pytest.raises(ValueError, match="n_goals=100000"):
-        build_catalogue(webshop_raw_dir, tmp_path / "webshop", n_products=20, n_goals=100000, seed=0)
+        build_catalogue(webshop_sample_dir, tmp_path / "webshop", n_products=20, n_goals=100000, seed=0)
 
 
 def test_missing_catalogue_says_how_to_build_it(tmp_path):

@@ -18,9 +18,9 @@ SEP = " [SEP] "
 
 
 @pytest.fixture(scope="module")
-def data_root(webshop_raw_dir, tmp_path_factory):
+def data_root(webshop_sample_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("data")
-    build_catalogue(webshop_raw_dir, root / "webshop", n_products=300, n_goals=120, seed=0)
+    build_catalogue(webshop_sample_dir, root / "webshop", n_products=300, n_goals=120, seed=0)
     return root
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-__all__ = ["Policy", "create_policy", "load_policy", "resolve_model_dir", "POLICY_META"]
+__all__ = ["Policy", "create_policy", "load_policy", "resolve_model_dir", "with_lora", "torch_dtype", "POLICY_META"]
 
 POLICY_META = "policy.json"
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
@@ -35,6 +36,13 @@ class Policy:
                                                       add_generation_prompt=True)
         return prompt + "\n"
 
+    def encode_prompts(self, prompts: Sequence[str], max_prompt_tokens: int) -> list[list[int]]:
+        """Format (chat template or raw) and tokenise; over-long prompts keep their last `max_prompt_tokens` tokens (the
+        current observation, the admissible actions and the answer format live at the end)."""
+        texts = [self.format_prompt(p) for p in prompts]
+        ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return [list(x[-max_prompt_tokens:]) for x in ids]
+
     @property
     def device(self):
         return next(self.model.parameters()).device
@@ -52,7 +60,8 @@ class Policy:
         return path
 
 
-def _torch_dtype(name: str):
+def torch_dtype(name: str):
+    """The torch dtype named `name` (policy.dtype); ValueError naming the allowed names otherwise."""
     import torch
 
     try:
@@ -78,7 +87,7 @@ def load_policy(path: str | Path, dtype: str = "float32", device: str | None = N
     meta_file = model_dir / POLICY_META
     meta = json.loads(meta_file.read_text()) if meta_file.exists() else {"profile": str(model_dir), "chat": None}
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=_torch_dtype(dtype))
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch_dtype(dtype))
     if device:
         model.to(device)
     chat = meta.get("chat")
@@ -121,7 +130,7 @@ def create_policy(policy_cfg, corpus: Iterable[str] | None = None, models_dir: s
         policy = _load_pretrained(source, policy_cfg.dtype, device)
         policy.profile = profile
     if policy_cfg.lora:
-        policy.model = _with_lora(policy.model, policy_cfg.lora_r, policy_cfg.lora_alpha)
+        policy.model = with_lora(policy.model, policy_cfg.lora_r, policy_cfg.lora_alpha)
     return policy
 
 
@@ -131,7 +140,7 @@ def _load_pretrained(source: str | Path, dtype: str, device: str | None) -> Poli
     if Path(source).exists():
         return load_policy(source, dtype=dtype, device=device)
     tokenizer = AutoTokenizer.from_pretrained(source)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=_torch_dtype(dtype))
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype(dtype))
     if device:
         model.to(device)
     tokenizer.padding_side = "left"
@@ -141,7 +150,8 @@ def _load_pretrained(source: str | Path, dtype: str, device: str | None) -> Poli
                   chat=getattr(tokenizer, "chat_template", None) is not None)
 
 
-def _with_lora(model, r: int, alpha: int):
+def with_lora(model, r: int, alpha: int):
+    """`model` wrapped with LoRA adapters of rank `r` and scale `alpha` on every linear layer (peft)."""
     from peft import LoraConfig, get_peft_model
 
     return get_peft_model(model, LoraConfig(r=r, lora_alpha=alpha, target_modules="all-linear", task_type="CAUSAL_LM"))

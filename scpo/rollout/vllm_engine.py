@@ -5,11 +5,11 @@ after each update pushes the trainer's (HF-named) parameters into the engine's m
 colocate mode, and resets the prefix cache. That needs the engine core in this process: vLLM's V1 engine runs it in a
 child process unless `VLLM_ENABLE_V1_MULTIPROCESSING=0`, which the engine sets before building `LLM`.
 
-Measured on one H200 with vLLM 0.24 (`benchmarks/results/vllm_engine_check/`): generation agrees with the trainer on the
+Measured on one H200 with vLLM 0.24 (`checks/gpu/results/vllm_engine_check/`): generation agrees with the trainer on the
 same weights (94 % same greedy first token, 0.04 nats per token log-prob difference) at 3.5x the transformers engine's
 tokens per second, but after a sync vLLM's answers agreed with the updated trainer on 0 % of the prompts, through both
-load paths below (the same sync works on vLLM 0.30's CPU build: `benchmarks/vllm_sync_cpu.py`). Every sync is therefore
-checked on probe prompts and a failed one stops training with an error.
+load paths below (the same sync works on vLLM 0.30's CPU build: `experiments/vllm_sync_cpu/vllm_sync_cpu.py`). Every
+sync is therefore checked on probe prompts and a failed one stops training with an error.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from scpo.rollout.engine import Generation, encode_prompts
+from scpo.policy.interface import PolicyLike
+from scpo.rollout.generation import Generation
 
 __all__ = ["VLLMEngine", "SYNC_PROBES", "MIN_SYNC_AGREEMENT"]
 
@@ -29,7 +30,7 @@ MIN_SYNC_AGREEMENT = 0.5  # below this share of agreeing probes the sync is take
 class VLLMEngine:
     """Sampling with vLLM on the same GPU as the trainer (`gpu_memory_utilization` leaves room for training)."""
 
-    def __init__(self, policy, model_dir: str | Path | None, max_prompt_tokens: int, max_new_tokens: int,
+    def __init__(self, policy: PolicyLike, model_dir: str | Path | None, max_prompt_tokens: int, max_new_tokens: int,
                  dtype: str = "bfloat16", gpu_memory_utilization: float = 0.4, seed: int = 0,
                  enforce_eager: bool = False):
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine core in-process: sync_weights reaches its model
@@ -52,7 +53,7 @@ class VLLMEngine:
 
         if not prompts:
             return []
-        ids = encode_prompts(self.policy, prompts, self.max_prompt_tokens)
+        ids = self.policy.encode_prompts(prompts, self.max_prompt_tokens)
         if not self.probe_ids:
             self.probe_ids = [list(x) for x in ids[:SYNC_PROBES]]
         params = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=self.max_new_tokens)
@@ -60,7 +61,7 @@ class VLLMEngine:
         return [Generation(text=o.outputs[0].text, prompt_ids=list(p), response_ids=list(o.outputs[0].token_ids))
                 for o, p in zip(outputs, ids)]
 
-    def sync_weights(self, policy) -> None:
+    def sync_weights(self, policy: PolicyLike) -> None:
         """Copy the trainer's weights into vLLM's model (LoRA merged first), then drop stale prefix caches."""
         model = policy.model
         if hasattr(model, "merge_adapter"):  # peft: merge, load, unmerge (state_dict tensors are views: load them
@@ -84,7 +85,7 @@ class VLLMEngine:
                     f"prompts (bfloat16 rounding alone leaves ~94%); vLLM would sample from another policy. "
                     f"Use rollout.engine=transformers")
 
-    def next_token_agreement(self, policy) -> float:
+    def next_token_agreement(self, policy: PolicyLike) -> float:
         """Share of the probe prompts whose greedy next token is the same in vLLM and in the trainer's model."""
         import torch
         from vllm import SamplingParams

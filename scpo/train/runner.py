@@ -1,17 +1,18 @@
 """`run_training(cfg, stage)`: the behaviour-cloning warm start ("sft") and the group-RL loop ("rl").
 
 The RL loop reads top to bottom, one iteration =
-    sample tasks -> collect N rollouts per task -> RolloutBatch -> compute_advantages (HCAPO: + hindsight log-probs)
+    sample tasks -> collect N rollouts per task -> RolloutBatch -> compute_advantages (+ the policy's hindsight
+    log-probs for methods whose registry spec needs `policy_scores`: HCAPO)
     -> clipped-ratio update with KL to the reference and an entropy bonus (steps with advantage 0 left out:
     `train.skip_zero_advantage`) -> sync engine weights -> metrics, rollouts, checkpoint.
 Every iteration is seeded from (train.seed, iteration), so a run resumed from a checkpoint continues exactly as the
-uninterrupted run would have (tested by killing a run with SIGKILL).
+uninterrupted run would have (tested by killing a run with SIGKILL). Seeding: `scpo.train.seeding`; the run folder's
+place: `scpo.pipeline.layout.run_dir`.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import time
 from pathlib import Path
@@ -21,41 +22,28 @@ import torch
 from tqdm.auto import tqdm
 
 from scpo.config import Config
-from scpo.policy import create_policy, load_policy, resolve_model_dir
+from scpo.envs.registry import EnvSettings, env_settings
+from scpo.pipeline.layout import run_dir as layout_run_dir
+from scpo.policy import PolicyLike, create_policy, load_policy, resolve_model_dir
 from scpo.policy.placement import compute_precision, resolve_device
-from scpo.rollout import collect_rollouts, env_settings, make_engine
-from scpo.rollout_types import RolloutBatch, stable_uid
+from scpo.policy.profiles import with_lora
+from scpo.rollout import GenerationEngine, collect_rollouts, make_engine
+from scpo.rollout_types import RolloutBatch
 from scpo.train.checkpoint import latest_checkpoint, read_training_state, save_checkpoint
 from scpo.train.metrics import HistoryLog, credit_metrics, rollout_metrics
+from scpo.train.seeding import iteration_seed, seed_everything, set_threads
 from scpo.train.sft import behaviour_cloning, expert_demonstrations
 from scpo.train.update import ppo_update, samples_from_trajectories
 
-__all__ = ["run_training", "run_sft", "run_rl", "default_run_dir", "seed_everything", "sample_tasks", "iteration_rollouts",
-           "set_threads"]
+__all__ = ["run_training", "run_sft", "run_rl", "sample_tasks", "iteration_rollouts"]
 
 PERF_KEYS = ("perf/env_s", "perf/gen_s", "perf/credit_s", "perf/update_s", "perf/iter_s")
 
 
-def default_run_dir(cfg: Config, stage: str) -> Path:
-    leaf = "sft" if stage == "sft" else cfg.credit.method
-    return Path(cfg.train.out_dir) / cfg.env.name / leaf / f"seed{cfg.train.seed}"
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def set_threads(cfg: Config) -> None:
-    """torch's CPU threads from `train.torch_threads` (one thread avoids oversubscription on shared cores)."""
-    if cfg.train.torch_threads:
-        torch.set_num_threads(cfg.train.torch_threads)
-
-
-def iteration_seed(seed: int, iteration: int) -> int:
-    """A deterministic per-iteration seed (content hash, so seeds of different runs do not collide by arithmetic)."""
-    return int(stable_uid("iteration", seed, iteration, length=8), 16)
+def _run_dir(cfg: Config, stage: str) -> Path:
+    """The default run folder of `stage` ('sft' or 'rl'): <train.out_dir>/<env>/<sft | method>/seed<seed>."""
+    return layout_run_dir(cfg.train.out_dir, cfg.env.name, "sft" if stage == "sft" else cfg.credit.method,
+                          cfg.train.seed)
 
 
 def sample_tasks(pool: list[str], n_tasks: int, seed: int, iteration: int) -> list[str]:
@@ -65,8 +53,8 @@ def sample_tasks(pool: list[str], n_tasks: int, seed: int, iteration: int) -> li
     return [pool[i] for i in idx]
 
 
-def iteration_rollouts(cfg: Config, env, engine, pool: list[str], it: int, group_size: int | None = None,
-                       desc: str | None = None):
+def iteration_rollouts(cfg: Config, env: EnvSettings, engine: GenerationEngine, pool: list[str], it: int,
+                       group_size: int | None = None, desc: str | None = None):
     """Iteration `it`'s rollouts: `sample_tasks` from `pool`, then `rollout.group_size` (or `group_size`) rollouts per
     task at the rollout temperature -> (trajectories, timing). Whatever the policy, iteration `it` plays the same tasks."""
     tasks = sample_tasks(pool, cfg.rollout.n_tasks, cfg.train.seed, it)
@@ -79,7 +67,7 @@ def iteration_rollouts(cfg: Config, env, engine, pool: list[str], it: int, group
 
 def run_training(cfg: Config, stage: str = "rl", out_dir: Path | None = None, resume: bool = False) -> dict:
     """Run stage 'sft' or 'rl'; returns the summary dict (also written to `<out_dir>/summary.json`)."""
-    set_threads(cfg)
+    set_threads(cfg.train.torch_threads)
     if stage == "sft":
         return run_sft(cfg, out_dir)
     if stage == "rl":
@@ -88,7 +76,7 @@ def run_training(cfg: Config, stage: str = "rl", out_dir: Path | None = None, re
 
 
 # ------------------------------------------------------------------------------------------------------------------ SFT
-def _demo_tasks(env, cfg: Config) -> list[str]:
+def _demo_tasks(env: EnvSettings, cfg: Config) -> list[str]:
     pool = env.package.list_tasks(env.train_split, data_root=env.data_root)
     rng = np.random.default_rng([cfg.train.seed, 7])
     return [pool[i] for i in sorted(rng.permutation(len(pool))[: cfg.train.sft.n_demos])]
@@ -98,7 +86,7 @@ def run_sft(cfg: Config, out_dir: Path | None = None) -> dict:
     """Behaviour cloning on `train.sft.n_demos` expert demonstrations; writes `model/` and `summary.json`."""
     t_start = time.perf_counter()
     env = env_settings(cfg)
-    run_dir = Path(out_dir) if out_dir is not None else default_run_dir(cfg, "sft")
+    run_dir = Path(out_dir) if out_dir is not None else _run_dir(cfg, "sft")
     run_dir.mkdir(parents=True, exist_ok=True)
     seed_everything(cfg.train.seed)
     demos, demo_stats = expert_demonstrations(env.package, _demo_tasks(env, cfg), data_root=env.data_root,
@@ -124,7 +112,7 @@ def run_sft(cfg: Config, out_dir: Path | None = None) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------------------------- RL
-def _initial_policy_dir(cfg: Config, env, run_dir: Path) -> Path:
+def _initial_policy_dir(cfg: Config, env: EnvSettings, run_dir: Path) -> Path:
     """`train.init_from` (an SFT run / model dir), a local profile model (smollm2-135m's converted folder, a local path),
     or a fresh profile model saved once under `<run_dir>/init_model` (tiny, Hub names), so a resumed run finds it again."""
     if cfg.train.init_from:
@@ -148,13 +136,15 @@ def _initial_policy_dir(cfg: Config, env, run_dir: Path) -> Path:
     return init_dir
 
 
-def _credit(cfg: Config, batch: RolloutBatch, trajectories, policy):
+def _credit(cfg: Config, batch: RolloutBatch, trajectories, policy: PolicyLike):
+    """`compute_advantages` of `credit.method`, with what its registry spec says it needs from the policy."""
     from scpo.credit import compute_advantages
+    from scpo.credit.registry import method_spec
     from scpo.train.hindsight import hindsight_logprob
 
     method = cfg.credit.method
     kwargs = {}
-    if method == "hcapo":
+    if method_spec(method).policy_scores:
         kwargs["hindsight_logprob"] = hindsight_logprob(policy, trajectories, temperature=cfg.credit.hcapo.temperature,
                                                         max_prompt_tokens=cfg.policy.max_prompt_tokens,
                                                         batch_size=cfg.train.minibatch_size)
@@ -165,7 +155,7 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
     """Group RL with `cfg.credit.method`; see the module docstring for the loop and the run directory contract."""
     t_start = time.perf_counter()
     env = env_settings(cfg)
-    run_dir = Path(out_dir) if out_dir is not None else default_run_dir(cfg, "rl")
+    run_dir = Path(out_dir) if out_dir is not None else _run_dir(cfg, "rl")
     ckpt = latest_checkpoint(run_dir) if resume else None
     saved = read_training_state(ckpt) if ckpt else None  # an old or tampered checkpoint is refused here, before any work
     if ckpt is None:  # a fresh run: drop any outputs of an earlier one
@@ -181,9 +171,7 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
     # trained weights in float32, forward passes in policy.dtype (scpo.policy.placement); the reference in policy.dtype
     policy = load_policy(ckpt / "model" if ckpt else init_dir, dtype="float32", device=device)
     if cfg.policy.lora and not hasattr(policy.model, "peft_config"):
-        from scpo.policy.profiles import _with_lora
-
-        policy.model = _with_lora(policy.model, cfg.policy.lora_r, cfg.policy.lora_alpha)
+        policy.model = with_lora(policy.model, cfg.policy.lora_r, cfg.policy.lora_alpha)
     reference = None
     if cfg.train.kl_coef > 0:
         reference = load_policy(init_dir, dtype=cfg.policy.dtype, device=device).model.eval().requires_grad_(False)

@@ -22,9 +22,10 @@ import re
 import subprocess
 import sys
 import time
-import tomllib
 from collections import Counter, defaultdict
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 EQUIVALENT = Path(__file__).with_name("equivalent.toml")
@@ -34,7 +35,7 @@ KILLED = {"killed", "caught by type check"}
 def mutmut(*args: str) -> int:
     """Run the mutmut CLI of this interpreter's environment in the repository root (one worker)."""
     env = {**os.environ, "SCPO_HYPOTHESIS_PROFILE": "mutation"}
-    env.pop("PYTHONPATH", None)          # mutmut puts mutants/ first; the tree itself must not shadow it
+    env.pop("PYTHONPATH", None)  # mutmut puts mutants/ first; the tree itself must not shadow it
     exe = Path(sys.executable).with_name("mutmut")
     return subprocess.call([str(exe), *args], cwd=ROOT, env=env)
 
@@ -63,8 +64,9 @@ def change_of(name: str) -> str:
     from mutmut.mutation.diff_apply import get_diff_for_mutant
 
     diff = get_diff_for_mutant(name)
-    return " | ".join(line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not
-                      line.startswith("+++"))
+    return " | ".join(
+        line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")
+    )
 
 
 def load_equivalent() -> dict[str, dict]:
@@ -111,12 +113,16 @@ def report(min_score: float, wall_s: float | None) -> int:
         counted = c["mutants"] - c["equivalent"]
         score = 100.0 * c["killed"] / counted if counted else 100.0
         failed += [mod] if score < min_score else []
-        print(f"{mod:34} {c['mutants']:7d} {c['killed']:7d} {c['survived']:8d} {c['other']:6d} {c['equivalent']:7d} "
-              f"{score:6.1f}%")
+        print(
+            f"{mod:34} {c['mutants']:7d} {c['killed']:7d} {c['survived']:8d} {c['other']:6d} {c['equivalent']:7d} "
+            f"{score:6.1f}%"
+        )
     counted = total["mutants"] - total["equivalent"]
     print("-" * len(head))
-    print(f"{'total':34} {total['mutants']:7d} {total['killed']:7d} {total['survived']:8d} {total['other']:6d} "
-          f"{total['equivalent']:7d} {100.0 * total['killed'] / max(counted, 1):6.1f}%")
+    print(
+        f"{'total':34} {total['mutants']:7d} {total['killed']:7d} {total['survived']:8d} {total['other']:6d} "
+        f"{total['equivalent']:7d} {100.0 * total['killed'] / max(counted, 1):6.1f}%"
+    )
     print("other: timeout, suspicious, no tests or not checked; score = killed / (mutants - equivalent)")
     if wall_s is not None:
         print(f"wall time of `mutmut run`: {wall_s / 60:.1f} min ({wall_s:.0f} s)")

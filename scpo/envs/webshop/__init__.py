@@ -8,7 +8,11 @@ Contract (shared with ALFWorld): `list_tasks`, `make_env`, `task_type`, `expert_
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
+from pydantic import Field
+
+from scpo.envs.spec import EnvOptions, EnvSpec
 from scpo.envs.webshop.catalogue import SPLITS, Catalogue, build_catalogue, load_catalogue, split_ranges
 from scpo.envs.webshop.env import (DEFAULT_MAX_STEPS, SEARCH_TEMPLATE, SUCCESS_REWARD, WebShopEnv, format_task_id,
                                    make_webshop, parse_task_id)
@@ -18,7 +22,8 @@ from scpo.envs.webshop.prompts import PROMPT_PHRASES, build_prompt, project_acti
 __all__ = ["list_tasks", "make_env", "task_type", "expert_actions", "build_prompt", "project_action", "PROMPT_PHRASES",
            "WebShopEnv",
            "make_webshop", "RandomPolicy", "run_episode", "build_catalogue", "load_catalogue", "split_ranges", "Catalogue",
-           "SPLITS", "SEARCH_TEMPLATE", "SUCCESS_REWARD", "DEFAULT_MAX_STEPS", "TASK_TYPES"]
+           "SPLITS", "SEARCH_TEMPLATE", "SUCCESS_REWARD", "DEFAULT_MAX_STEPS", "TASK_TYPES",
+           "WebShopOptions", "SPEC"]
 
 TASK_TYPES = ("human", "synthetic")  # the goal's instruction: written by a person or by WebShop's template
 
@@ -49,3 +54,14 @@ def task_type(task_id: str, data_root: str | Path = "data") -> str:
     if index >= len(goals):
         raise ValueError(f"task id {task_id!r}: goal index {index} outside the catalogue's {len(goals)} goals")
     return goals[index].source
+
+
+class WebShopOptions(EnvOptions):
+    """`env.webshop` in params.yaml. Evaluation on `test`, as the WebShop and GiGPO papers report."""
+
+    max_steps: int = Field(DEFAULT_MAX_STEPS, ge=1)
+    train_split: Literal[SPLITS] = "train"
+    eval_splits: tuple[Literal[SPLITS], ...] = Field(("test",), min_length=1)
+
+
+SPEC = EnvSpec(name="webshop", factory=make_webshop, package=__name__, options=WebShopOptions)
