@@ -796,6 +796,9 @@ def test_similarity_cluster_codes_count_on_across_three_groups():
 
 # ------------------------------------------------------------------ HCAPO: inputs, messages, scale
 def test_hcapo_messages_in_full_and_column_inputs():
+    from scpo.credit.hcapo import compute_hcapo
+    from scpo.credit.options import CreditConfig
+
     b = batch([(0, ["a", "b"], [0, 10]), (0, ["a"], [0])])
     with pytest.raises(
         ValueError,
@@ -804,7 +807,7 @@ def test_hcapo_messages_in_full_and_column_inputs():
         r"policy, so the trainer computes it \(scpo\.train\.hindsight\) and passes it to "
         r"compute_advantages\('hcapo', batch, hindsight_logprob=\.\.\.\)$",
     ):
-        compute_advantages("hcapo", b)
+        compute_hcapo(b, CreditConfig())
     with pytest.raises(
         ValueError,
         match=r"^hindsight_logprob must be 3 finite values \(one per row\), got shape \(2,\) "
