@@ -218,3 +218,11 @@ def test_inconsistency_counts_rows_per_pair_set_and_kind():
 
 def test_step_texts_action_only():
     assert step_texts(_batch(), "action").tolist()[:3] == ["open drawer 1", "take mug", "Open  drawer 1 "]
+
+
+def test_semantic_pairs_of_single_row_groups_and_groups_out_of_row_order():
+    # every group has one row: no pair, an empty int frame
+    _frame_ok(semantic_pairs(_rows([0, 1, 2], ["s"] * 3, ["go"] * 3, nxt=["o"] * 3), NoCall({})), [])
+    # group 1's rows come first in the batch: the pairs are still sorted by row, with a fresh index
+    b = _rows([1, 1, 0, 0], ["s"] * 4, ["go", "go", "run", "run"], nxt=["o"] * 4)
+    _frame_ok(semantic_pairs(b, NoCall({})), [[0, 1], [2, 3]])

@@ -382,3 +382,10 @@ def test_returns_mode_with_similarity_anchors_uses_the_scorer():
                              similarity_thresh=0.9)
     plain = compute_advantages("scpo", b, scorer=TableScorer(table), mode="returns")
     np.testing.assert_allclose(res.advantages, plain.advantages, rtol=1e-12)   # nothing merges: same anchors
+
+
+def test_random_reference_with_a_single_success():
+    b = batch_from([(0, ["A", "B"], True), (0, ["A", "C"], False)])
+    for seed in range(3):
+        res = compute_advantages("scpo", b, scorer=TableScorer(), reference="random", seed=seed)
+        assert res.diagnostics["scpo_ref_row"][2:].tolist() == [0, -1]

@@ -529,3 +529,78 @@ def test_scpo_drop_in_passes_its_scorer_and_similarity_to_the_anchors(scpo_mode)
     # nothing is credited (no text matches): GiGPO with the merged anchor {kitchen, zzz}: 9.5, 0 -> +-4.75;
     # hall: 10, 0 -> +-5; episode: 10, 10, 0, 0 -> +-5
     np.testing.assert_allclose(adv[:, 0].numpy(), [5 + 4.75, 5 + 5, -5 - 4.75, -5 - 5], rtol=1e-12)
+
+
+def test_numpy_token_rewards_are_summed_in_float64():
+    # float32 numpy token rewards (a numpy array has no torch dtype: the result is float32, as verl's): the episode
+    # score is the float64 sum of the float32 values; in float32, 1e8 + 1 - 1e8 would be 0
+    tlr = np.array([[1e8, 1.0, -1e8], [0.0, 0.0, 0.0]], dtype=np.float32)
+    adv, ret = compute_gigpo_outcome_advantage(tlr, np.zeros(2), np.ones((2, 3)), np.array(["a", "b"], object),
+                                               np.array(["g"] * 2), np.arange(2), mode="mean_norm")
+    assert adv.dtype == torch.float32 and adv.device.type == "cpu"
+    np.testing.assert_array_equal(adv.numpy(), [[0.5] * 3, [-0.5] * 3])
+
+
+def test_column_shaped_per_row_inputs_are_flattened(batch):
+    order, tlr, steps, mask = verl_rows(batch)
+    obs, uid, tuid = batch.observation[order], batch.group_uid[order], batch.traj_uid[order]
+    col = steps.unsqueeze(-1)
+    for flat_out, col_out in [
+        (compute_gigpo_outcome_advantage(tlr, steps, mask, obs, uid, tuid)[0],
+         compute_gigpo_outcome_advantage(tlr, col, mask, obs, uid, tuid)[0]),
+        (compute_hgpo_outcome_advantage(steps, mask, obs, uid, tuid)[0],
+         compute_hgpo_outcome_advantage(col, mask, obs, uid, tuid)[0]),
+    ]:
+        np.testing.assert_array_equal(col_out.numpy(), flat_out.numpy())
+    texts, scorer = np.array([f"{a} -> {o}" for a, o in zip(batch.action, batch.next_observation)], object)[order], \
+        make_scorer("lexical")
+    er = batch.episode_return[order]
+    for scpo_mode in ("advantage", "returns"):
+        flat, _ = compute_scpo_outcome_advantage(tlr, steps, mask, obs, uid, tuid, texts, scorer, tau=0.5,
+                                                 episode_rewards=er, scpo_mode=scpo_mode)
+        column, _ = compute_scpo_outcome_advantage(tlr, col, mask, obs, uid, tuid, texts, scorer, tau=0.5,
+                                                   episode_rewards=er.reshape(-1, 1), scpo_mode=scpo_mode)
+        np.testing.assert_array_equal(column.numpy(), flat.numpy())
+    data = DataProtoLike(episode_rewards=er, anchor_obs=obs, traj_uid=tuid, uid=uid)
+    values, gi, ngi = compute_group_aggregation_values(data)
+    data_col = DataProtoLike(episode_rewards=er.reshape(-1, 1), anchor_obs=obs, traj_uid=tuid, uid=uid)
+    np.testing.assert_array_equal(compute_group_aggregation_values(data_col)[0], values)
+    g2 = compute_g2po_outcome_advantage(tlr, values, mask, uid, tuid, gi, ngi, batch.valid[order])[0]
+    g2_col = compute_g2po_outcome_advantage(tlr, values.reshape(-1, 1), mask, uid, tuid, gi, ngi, batch.valid[order])[0]
+    np.testing.assert_array_equal(g2_col.numpy(), g2.numpy())
+
+
+def test_hgpo_drop_in_output_lives_on_the_mask_device():
+    mask = torch.ones(3, 2, device="meta")
+    out, _ = compute_hgpo_outcome_advantage(torch.tensor([1.0, 0.0, 2.0]), mask, np.array(["a", "a", "b"], object),
+                                            np.array(["g"] * 3), np.array(["t0", "t1", "t2"]))
+    assert out.device.type == "meta" and out.dtype == torch.float32 and out.shape == (3, 2)
+
+
+def test_scpo_drop_in_reference_weights_the_return_gaps():
+    # S1 = (A, B) and S2 = (C, D) tie on length; F1 (R 0) replays A, F2 (R 5, a failure) replays C: S1 gives the
+    # failures credit 10 * 1, S2 gives 5 * 1, so S1 is the reference and only F1's first step gains (10 - 0)
+    texts = np.array(["A", "B", "C", "D", "A", "Q", "C", "Q"], object)
+    traj = np.array(["s1", "s1", "s2", "s2", "f1", "f1", "f2", "f2"])
+    r = np.array([10, 10, 10, 10, 0, 0, 5, 5], dtype=np.float64)
+    tlr = torch.from_numpy(r).unsqueeze(-1)
+    obs = np.array([f"o{i}" for i in range(8)], object)
+    won = np.array([True] * 4 + [False] * 4)
+    args = (tlr, torch.zeros(8, dtype=torch.float64), torch.ones(8, 1), obs, np.array(["g"] * 8), traj)
+    adv, _ = compute_scpo_outcome_advantage(*args, texts, make_scorer("lexical"), mode="mean_norm", won=won,
+                                            episode_rewards=r)
+    base, _ = compute_gigpo_outcome_advantage(*args, mode="mean_norm")
+    np.testing.assert_allclose((adv - base)[:, 0].numpy(), [0, 0, 0, 0, 10, 0, 0, 0], rtol=1e-12)
+
+
+def test_scpo_drop_in_returns_mode_reads_the_similarity_options(multi_success_batch):
+    b = multi_success_batch
+    order, tlr, steps, mask = verl_rows(b)
+    texts = np.array([f"{a} -> {o}" for a, o in zip(b.action, b.next_observation)], dtype=object)
+    scorer = make_scorer("lexical")
+    for kwargs in ({"enable_similarity": True, "similarity_thresh": 0.7}, {}):
+        adv, _ = compute_scpo_outcome_advantage(tlr, steps, mask, b.observation[order], b.group_uid[order],
+                                                b.traj_uid[order], texts[order], scorer, mode="mean_std_norm",
+                                                scpo_mode="returns", tau=0.5, **kwargs)
+        res = compute_advantages("scpo", b, scorer=scorer, mode="returns", tau=0.5, **kwargs)
+        np.testing.assert_allclose(adv[:, 0].numpy(), res.advantages[order], rtol=1e-12, atol=1e-12)
