@@ -166,10 +166,14 @@ def test_combine_codes_of_empty_narrow_and_wide_columns():
     from scpo.credit.grouping import combine_codes
 
     assert combine_codes(np.array([], dtype=int), np.array([], dtype=int)).tolist() == []
-    # int8 codes (pandas categoricals use them) must not overflow in the mixed-radix fold: 100 * 101 > 127
-    a = np.repeat(np.arange(100, dtype=np.int8), 2)
-    b = np.tile(np.array([0, 100], dtype=np.int8), 100)
-    assert len(set(combine_codes(a, b).tolist())) == 200
+    # int8 codes (pandas categoricals use them) must not overflow in the mixed-radix fold: 21 x 21 = 441 distinct
+    # tuples cannot fit 256 int8 values, so an int8 fold would merge some of them
+    a, b = np.meshgrid(np.arange(21, dtype=np.int8), np.arange(21, dtype=np.int8))
+    assert len(set(combine_codes(a.ravel(), b.ravel()).tolist())) == 441
+    # five columns of radix 2^16: (1, 0, 0, 0, 0) folds to 2^64, which wraps to (0, 0, 0, 0, 0)'s 0 unless the fold
+    # re-densifies before it overflows
+    big = np.array([[0, 0, 0, 0, 0], [1, 0, 0, 0, 0], [0, 65535, 65535, 65535, 65535]], dtype=np.int64)
+    assert len(set(combine_codes(*big.T).tolist())) == 3
     # six columns of 5,000 values each: 5000^6 > 2^63, so the fold must re-densify on the way; the result is still
     # the partition of the row tuples
     rng = np.random.default_rng(1)
@@ -182,8 +186,8 @@ def test_combine_codes_of_empty_narrow_and_wide_columns():
     assert codes[:150].tolist() == codes[150:].tolist()
     assert len(set(codes.tolist())) == len(set(tuples)) == 150
     assert sorted(set(codes.tolist())) == list(range(150))
-    # a column that is a multiple of the previous radix must not collide: (0, 1) vs (1, 0) for radix 1 ... 3
-    assert len(set(combine_codes(np.array([0, 1, 1, 2]), np.array([1, 0, 2, 0])).tolist())) == 4
+    # (0, 1) and (2, 0) with radix 2: 0 * 2 + 1 != 2 * 2 + 0
+    assert len(set(combine_codes(np.array([0, 1, 1, 2]), np.array([1, 0, 1, 0])).tolist())) == 4
 
 
 def test_factorize_lists_keep_types_and_shared_codes_cache_by_identity():
