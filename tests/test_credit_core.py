@@ -186,6 +186,8 @@ def test_combine_codes_of_empty_narrow_and_wide_columns():
     assert codes[:150].tolist() == codes[150:].tolist()
     assert len(set(codes.tolist())) == len(set(tuples)) == 150
     assert sorted(set(codes.tolist())) == list(range(150))
+    # an int8 second column shifted by its minimum overflows int8 (34 + 80 > 127): the shift must happen in int64
+    assert len(set(combine_codes(np.array([2, 2, 0, 0]), np.array([60, -78, -80, 34], dtype=np.int8)).tolist())) == 4
     # (0, 1) and (2, 0) with radix 2: 0 * 2 + 1 != 2 * 2 + 0
     assert len(set(combine_codes(np.array([0, 1, 1, 2]), np.array([1, 0, 1, 0])).tolist())) == 4
 
