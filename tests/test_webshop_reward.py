@@ -247,6 +247,9 @@ def test_token_set_ratio_by_hand():
     assert token_set_ratio("tea tree", "Tea-Tree") == 100
     assert token_set_ratio("essential oil", "essential oils") == 96   # 2 * 13 / 27
     assert token_set_ratio("", "x") == 0 and token_set_ratio(None, "x") == 0 and token_set_ratio("!!", "x") == 0
+    assert token_set_ratio(None, "none") == 0 and token_set_ratio("none", None) == 0    # None is not str(None)
+    assert token_set_ratio("abc", "xyz") == 0                 # no common token, no common character
+    assert ratio("abc", "") == 0 and ratio("", "abc") == 0 and ratio("abc", "abc") == 100
 
 
 # ------------------------------------------------------------------ cases scored by WebShop's own code
