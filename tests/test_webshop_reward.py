@@ -340,3 +340,18 @@ def test_type_reward_threshold_0_1_and_category_levels():
     # category levels are stripped: "a ›b" and "b› a" share {a, b}
     assert type_reward("q", "r", "a ›b", "b› a", "one", "g", ten)[2] is True
     assert type_reward("q", "r", "a", "a", "one", "g", ten)[2] is False               # one shared level
+
+
+def test_a_query_match_alone_gives_full_type_reward():
+    # title score 1 / 5 = 0.2 (not > 0.2), no shared category level: only the equal queries make r_type 1
+    nouns = fixed_nouns({"G": ["a", "b", "c", "d", "e"], "P": ["a"]})
+    g = goal(name="G", query="shampoo", product_category="x › y", attributes=(), goal_options={}, price_upper=50.0)
+    p = product(title="P", query="shampoo", product_category="u › v", price=10.0)
+    r = get_reward(p, g, 10.0, {}, nouns)
+    assert (r.query_match, r.category_match, r.r_type, r.score) == (True, False, 1.0, 1.0)
+    d = {"query": "shampoo", "product_category": "x › y", "name": "G", "attributes": [], "goal_options": {},
+         "price_upper": 50.0}
+    bought = {"query": "shampoo", "product_category": "u › v", "name": "P", "Attributes": [], "Title": "",
+              "BulletPoints": [], "Description": ""}
+    assert get_reward_from_dicts(bought, d, 10.0, {}, nouns) == 1.0
+    assert get_reward_from_dicts({**bought, "query": "soap"}, d, 10.0, {}, nouns) == 0.5
