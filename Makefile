@@ -38,7 +38,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# Mutation testing of the credit library, drop-ins, inconsistency metric and WebShop reward (not in CI: about an hour).
+# Mutation testing of the credit library, drop-ins, inconsistency metric and WebShop reward (not in CI: ~40 min).
 mutate: $(STAMP)
 	$(BIN)/python tests/mutation/run.py
 

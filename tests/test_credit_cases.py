@@ -553,7 +553,7 @@ def test_scpo_stats_by_hand():
     assert res.stats["scpo_credit_mean"] == pytest.approx(40 / 7)
     # distinct failed texts {A, B, Q, D, W} x distinct success texts {A, B, C, D, E, Z, Y}: 35 pairs, scored once
     assert res.stats["scpo_pairs_scored"] == 35 and res.stats["scpo_cache_hits"] == 0
-    for _ in range(2):                                       # counted per call, not accumulated
+    for _ in range(2):  # counted per call, not accumulated
         again = compute_advantages("scpo", b, scorer=scorer, reference="all", scale="none")
         assert again.stats["scpo_pairs_scored"] == 0 and again.stats["scpo_cache_hits"] == 35
     assert res.stats["frac_mixed_groups"] == 1.0

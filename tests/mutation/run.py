@@ -1,10 +1,12 @@
 """`make mutate`: mutation testing of the credit library, the drop-ins, the inconsistency metric and WebShop's reward.
 
-    python tests/mutation/run.py                      # mutmut run (one worker), then the table per module
+    python tests/mutation/run.py                      # a run from scratch (one worker), then the table per module
     python tests/mutation/run.py --report             # the table from the last run, nothing re-run
     python tests/mutation/run.py --rerun 'scpo.credit.gigpo.*'   # re-run these mutants (after adding tests)
 
-mutmut and its scope are configured in pyproject.toml ([tool.mutmut]); its state lives in mutants/ (gitignored).
+mutmut and its scope are configured in pyproject.toml ([tool.mutmut]); its state lives in mutants/ (gitignored). A plain
+run starts from an empty mutants/, so no verdict of older tests is kept (mutmut would keep the verdicts of unchanged
+code); --rerun keeps the state and re-runs only the named mutants.
 Hypothesis runs derandomised (SCPO_HYPOTHESIS_PROFILE=mutation, see tests/conftest.py) so a verdict never depends on
 the draw. The score counts non-equivalent mutants only: a surviving mutant listed in tests/mutation/equivalent.toml is
 equivalent when its recorded change still matches the mutant mutmut made (else the entry is stale and reported).
@@ -19,13 +21,17 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    from tomllib import loads as toml_loads
+else:  # mutmut installs `toml` on Python 3.10
+    from toml import loads as toml_loads
 
 ROOT = Path(__file__).resolve().parents[2]
 EQUIVALENT = Path(__file__).with_name("equivalent.toml")
@@ -70,7 +76,7 @@ def change_of(name: str) -> str:
 
 
 def load_equivalent() -> dict[str, dict]:
-    entries = tomllib.loads(EQUIVALENT.read_text())["mutant"] if EQUIVALENT.exists() else []
+    entries = toml_loads(EQUIVALENT.read_text())["mutant"] if EQUIVALENT.exists() else []
     names = Counter(e["name"] for e in entries)
     dup = [n for n, c in names.items() if c > 1]
     if dup:
@@ -147,6 +153,9 @@ def main() -> int:
     args = ap.parse_args()
     wall = None
     if not args.report:
+        if not args.rerun and (ROOT / "mutants").exists():
+            print("removing mutants/ (the previous run's state): this run starts from scratch")
+            shutil.rmtree(ROOT / "mutants")
         start = time.perf_counter()
         code = mutmut("run", "--max-children", "1", *(args.rerun or []))
         wall = time.perf_counter() - start
