@@ -91,11 +91,18 @@ def evaluate(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets
 def sweep(notebook: Path = typer.Argument(..., help="notebook to execute per grid point"),
           grid: List[str] = typer.Option(..., "--grid", help="name=v1,v2,... (repeatable); the product is swept"),
           out: Path = typer.Option(Path("reports/sweeps"), help="folder for executed notebooks and the summary"),
-          kernel: str = typer.Option("python3", help="Jupyter kernel")) -> None:
+          kernel: str = typer.Option("python3", help="Jupyter kernel"),
+          backend: str = typer.Option("serial", help="serial | local (--jobs / --gpus on this machine) | ray"),
+          jobs: int = typer.Option(1, help="local: points at once (without --gpus)"),
+          gpus: Optional[str] = typer.Option(None, help="local: GPU ids, one point per GPU, e.g. 0,1,2,3"),
+          gpus_per_point: float = typer.Option(1.0, help="ray: GPUs each point asks for (0 on CPU nodes)"),
+          ray_address: Optional[str] = typer.Option(None, help="ray: cluster address (auto: the one this node "
+                                                    "joined; default: a local Ray instance)")) -> None:
     """Papermill sweep: run NOTEBOOK once per point of the grid, then write summary.csv / summary.md."""
     from scpo.pipeline.sweep import run_sweep
 
-    run_sweep(notebook, grid, out, kernel=kernel)
+    run_sweep(notebook, grid, out, kernel=kernel, backend=backend, jobs=jobs, gpus=gpus,
+              gpus_per_point=gpus_per_point, ray_address=ray_address)
 
 
 @app.command("credit-map")
