@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TORCH  ?= torch==2.13.0
 
-.PHONY: install test test-fast repro smoke bench data lint clean-venv lab
+.PHONY: install test test-fast repro smoke bench data lint mutate clean-venv lab
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ bench: data   # the speed benchmarks, each with its defaults (a few minutes on 2
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# Mutation testing of the credit library, drop-ins, inconsistency metric and WebShop reward (not in CI: ~40 min).
+mutate: $(STAMP)
+	$(BIN)/python tests/mutation/run.py
 
 smoke: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_notebooks_smoke.py

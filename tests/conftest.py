@@ -124,3 +124,16 @@ def webshop_handmade_dir(tmp_path_factory) -> Path:
     (d / "items_ins_v2_1000.json").write_text(json.dumps(WEBSHOP_HANDMADE_ATTRIBUTES))
     (d / "items_human_ins.json").write_text(json.dumps(WEBSHOP_HANDMADE_HUMAN))
     return d
+
+
+def _hypothesis_profiles() -> None:
+    """`SCPO_HYPOTHESIS_PROFILE=mutation` (set by `make mutate`): the same examples on every run, no example database,
+    so a mutant's verdict never depends on the draw; no shrinking (a mutant is killed by the first failing example)."""
+    from hypothesis import Phase, settings
+
+    settings.register_profile("mutation", derandomize=True, database=None, deadline=None, print_blob=False,
+                              phases=(Phase.explicit, Phase.reuse, Phase.generate))
+    settings.load_profile(os.environ.get("SCPO_HYPOTHESIS_PROFILE", "default"))
+
+
+_hypothesis_profiles()

@@ -120,3 +120,109 @@ def test_counts_pool_exactly_over_files():
     # one won-vs-failed same-step pair per file: disagree in the first, agree in the second -> 1 / 2
     assert pooled.loc[("same_step", "won_failed"), "n_pairs"] == 2
     assert pooled.loc[("same_step", "won_failed"), "disagreement"] == 0.5
+
+
+# ------------------------------------------------------------------ pair sets: clusters, empty results, frames
+def _rows(group, obs, act, nxt=None, won=None) -> RolloutBatch:
+    n = len(group)
+    return RolloutBatch.from_columns(group_id=group, traj_id=list(range(n)), step=[0] * n, reward=[0] * n,
+                                     observation=obs, action=act, next_observation=nxt or [f"n{i}" for i in range(n)],
+                                     **({"won": won} if won is not None else {}))
+
+
+def _frame_ok(pairs: pd.DataFrame, expected: list[list[int]]) -> None:
+    assert list(pairs.columns) == ["row_a", "row_b"]
+    assert pairs.index.equals(pd.RangeIndex(len(expected)))
+    assert pairs["row_a"].dtype == np.int64 and pairs["row_b"].dtype == np.int64
+    assert pairs.values.tolist() == expected
+
+
+def test_same_step_pairs_of_several_clusters_in_one_group():
+    # clusters: rows 0-2 (s, a) of size 3, row 3 alone, rows 4-5 (u, c), rows 6-7 (v, d); same action in another
+    # observation (row 8: "a" in t) is not the same step
+    b = _rows([0] * 9, ["s", "s", "s", "t", "u", "u", "v", "v", "t"], ["a", "a", "A ", "b", "c", "c", "d", "d", "a"])
+    _frame_ok(same_step_pairs(b), [[0, 1], [0, 2], [1, 2], [4, 5], [6, 7]])
+    # control: same observation, other action: (3, 8) in t
+    _frame_ok(control_pairs(b), [[3, 8]])
+
+
+def test_pair_sets_without_pairs_are_empty_int_frames():
+    b = _rows([0, 0, 1], ["s", "t", "s"], ["a", "a", "a"])
+    _frame_ok(same_step_pairs(b), [])
+    _frame_ok(control_pairs(b), [])
+    _frame_ok(semantic_pairs(b, Table({})), [])
+    table = inconsistency_counts({"m": np.array([1.0, -1.0, 2.0])}, b, target=np.zeros(3))
+    assert table["n_pairs"].tolist() == [0, 0, 0, 0] and table["sum_abs_diff"].tolist() == [0.0] * 4
+
+
+def test_semantic_pairs_threshold_is_inclusive_and_checked():
+    b = _rows([0, 0], ["s", "s"], ["go", "run"], nxt=["x", "y"])
+    table = Table({("go -> x", "run -> y"): 0.9})
+    _frame_ok(semantic_pairs(b, table), [[0, 1]])                     # default threshold 0.9: inclusive
+    _frame_ok(semantic_pairs(b, table, threshold=0.91), [])
+    _frame_ok(semantic_pairs(_rows([0, 0], ["s", "s"], ["go", "go"], nxt=["x", "x"]), table, threshold=1.0), [[0, 1]])
+    with pytest.raises(ValueError, match="threshold = 0 must be in"):
+        semantic_pairs(b, table, threshold=0)
+
+
+class NoCall(Table):
+    def score_matrix(self, left, right):
+        assert len(left) > 1, "a group whose texts are all equal needs no scorer call"
+        return super().score_matrix(left, right)
+
+
+def test_semantic_pairs_per_group_with_small_groups():
+    # group 0 has one row (no pair), group 1 two rows with equal texts (scored 1 without a scorer call), group 2 three
+    # rows where the adjacent rows 4 and 5 are similar; nothing pairs across groups
+    b = _rows([0, 1, 1, 2, 2, 2], ["s"] * 6, ["go", "go", "go", "x", "y", "z"], nxt=["o"] * 6)
+    table = NoCall({("y -> o", "z -> o"): 0.95})
+    _frame_ok(semantic_pairs(b, table), [[1, 2], [4, 5]])
+
+
+def test_pair_kinds_accept_integer_flags():
+    pairs = pd.DataFrame({"row_a": [0, 0, 2], "row_b": [1, 2, 3]})
+    assert pair_kinds(np.array([1, 1, 0, 0]), pairs).tolist() == ["won_won", "won_failed", "failed_failed"]
+
+
+def test_pair_counts_with_constant_small_and_unsigned_advantages():
+    pairs = pd.DataFrame({"row_a": [0], "row_b": [1]})
+    assert pair_counts(np.array([2.0, 2.0]), pairs)["sum_abs_diff"] == 0.0        # constant: std 0 -> 0
+    small = pair_counts(np.array([0.1, -0.1]), pairs)                               # std 0.1 < 1 still divides
+    assert small["sum_abs_diff"] == pytest.approx(0.2 / 0.1)
+    assert (small["n_nonzero"], small["n_disagree"], small["n_zero"]) == (1, 1, 0)
+    unsigned = pair_counts(np.array([1, 3], dtype=np.uint8), pairs)                 # |1 - 3| = 2, not 254
+    assert unsigned["sum_abs_diff"] == pytest.approx(2 / 1.0)
+    target = np.array([1, 3], dtype=np.uint8)                                       # 1 - 3 < 0, not 254
+    assert control_counts(np.array([0.0, 1.0]), pairs, target) == {"n_control": 1, "n_ordered": 1}
+    assert control_counts(np.array([1, 3], dtype=np.uint8), pairs, np.array([0.0, 1.0])) == \
+        {"n_control": 1, "n_ordered": 1}
+
+
+def test_inconsistency_counts_rows_per_pair_set_and_kind():
+    b = _batch()
+    semantic = semantic_pairs(b, Table({("go to desk -> desk", "take mug -> done"): 0.95}))
+    adv = np.array([0.5, 1.0, -0.5, -1.0, -0.2, 0.3, 0.1])
+    table = inconsistency_counts({"m": adv}, b, target=np.array([9.5, 10, 0, 0, 0, 0, 0]), semantic=semantic)
+    table = table.set_index(["pair_set", "kind"])
+    kinds = ("all", "won_won", "failed_failed", "won_failed")
+    assert table.index.tolist() == [(s, k) for s in ("same_step", "semantic") for k in kinds]
+    # same step: one pair (0, 2), won vs failed, opposite signs; semantic: (0, 2) and (1, 3), both won vs failed
+    assert table.loc[("same_step", "all"), "n_pairs"] == 1 and table.loc[("same_step", "won_failed"), "n_disagree"] == 1
+    assert table.loc[("semantic", "all"), "n_pairs"] == 2 and table.loc[("semantic", "won_failed"), "n_disagree"] == 2
+    assert table.loc[("semantic", "won_won"), "n_pairs"] == 0
+    # the control pairs are counted once, on the same-step 'all' row: (0, 3) ordered like the target, (2, 3) a tie
+    assert table.loc[("same_step", "all"), "n_control"] == 1 and table.loc[("same_step", "all"), "n_ordered"] == 1
+    others = table.drop(index=[("same_step", "all")])
+    assert others["n_control"].isna().all() and others["n_ordered"].isna().all()
+
+
+def test_step_texts_action_only():
+    assert step_texts(_batch(), "action").tolist()[:3] == ["open drawer 1", "take mug", "Open  drawer 1 "]
+
+
+def test_semantic_pairs_of_single_row_groups_and_groups_out_of_row_order():
+    # every group has one row: no pair, an empty int frame
+    _frame_ok(semantic_pairs(_rows([0, 1, 2], ["s"] * 3, ["go"] * 3, nxt=["o"] * 3), NoCall({})), [])
+    # group 1's rows come first in the batch: the pairs are still sorted by row, with a fresh index
+    b = _rows([1, 1, 0, 0], ["s"] * 4, ["go", "go", "run", "run"], nxt=["o"] * 4)
+    _frame_ok(semantic_pairs(b, NoCall({})), [[0, 1], [2, 3]])

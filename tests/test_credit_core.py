@@ -148,3 +148,101 @@ def test_every_method_returns_one_finite_advantage_per_row(method):
     for key in ("episode_adv", "step_adv", "anchor_group_size"):
         assert len(res.diagnostics[key]) == b.n_rows
     assert 0.0 <= res.stats["frac_all_failed_groups"] <= 1.0
+
+
+# ------------------------------------------------------------------ helpers at their edges (mutation testing)
+def test_check_rows_messages_in_full():
+    with pytest.raises(ValueError, match=r"^the rollout batch has no rows$"):
+        check_rows(np.array([], dtype=int), np.array([], dtype=int))
+    with pytest.raises(ValueError, match=r"^rows of a trajectory must be contiguous \(sort the batch by trajectory, "
+                                         r"then step\)$"):
+        check_rows(np.array([0, 1, 0]), np.array([0, 0, 1]))
+    with pytest.raises(ValueError, match=r"^row 1 \(traj_id 0\) has step 2, expected 1: rows must be ordered by step "
+                                         r"0, 1, 2, \.\.\. within each trajectory$"):
+        check_rows(np.array([0, 0]), np.array([0, 2]))
+
+
+def test_combine_codes_of_empty_narrow_and_wide_columns():
+    from scpo.credit.grouping import combine_codes
+
+    assert combine_codes(np.array([], dtype=int), np.array([], dtype=int)).tolist() == []
+    # int8 codes (pandas categoricals use them) must not overflow in the mixed-radix fold: 21 x 21 = 441 distinct
+    # tuples cannot fit 256 int8 values, so an int8 fold would merge some of them
+    a, b = np.meshgrid(np.arange(21, dtype=np.int8), np.arange(21, dtype=np.int8))
+    assert len(set(combine_codes(a.ravel(), b.ravel()).tolist())) == 441
+    # five columns of radix 2^16: (1, 0, 0, 0, 0) folds to 2^64, which wraps to (0, 0, 0, 0, 0)'s 0 unless the fold
+    # re-densifies before it overflows
+    big = np.array([[0, 0, 0, 0, 0], [1, 0, 0, 0, 0], [0, 65535, 65535, 65535, 65535]], dtype=np.int64)
+    assert len(set(combine_codes(*big.T).tolist())) == 3
+    # six columns of 5,000 values each: 5000^6 > 2^63, so the fold must re-densify on the way; the result is still
+    # the partition of the row tuples
+    rng = np.random.default_rng(1)
+    cols = [rng.integers(0, 5000, 300) for _ in range(6)]
+    cols[0][150:] = cols[0][:150]
+    for c in cols[1:]:
+        c[150:] = c[:150]                                   # rows r and r + 150 are equal tuples
+    codes = combine_codes(*cols)
+    tuples = list(zip(*(c.tolist() for c in cols)))
+    assert codes[:150].tolist() == codes[150:].tolist()
+    assert len(set(codes.tolist())) == len(set(tuples)) == 150
+    assert sorted(set(codes.tolist())) == list(range(150))
+    # an int8 second column shifted by its minimum overflows int8 (34 + 80 > 127): the shift must happen in int64
+    assert len(set(combine_codes(np.array([2, 2, 0, 0]), np.array([60, -78, -80, 34], dtype=np.int8)).tolist())) == 4
+    # (0, 1) and (2, 0) with radix 2: 0 * 2 + 1 != 2 * 2 + 0
+    assert len(set(combine_codes(np.array([0, 1, 1, 2]), np.array([1, 0, 1, 0])).tolist())) == 4
+
+
+def test_factorize_lists_keep_types_and_shared_codes_cache_by_identity():
+    from scpo.credit.grouping import factorize, shared_codes
+
+    np.testing.assert_array_equal(factorize(["b", "a", "b"]), [0, 1, 0])
+    np.testing.assert_array_equal(factorize([1, "1", 1]), [0, 1, 0])           # 1 and "1" are different values
+    obs = np.array(["x", "y", "x"], dtype=object)
+    with shared_codes():
+        first = factorize(obs)
+        assert factorize(obs) is first                                         # computed once per block
+        assert factorize(obs.copy()) is not first
+    assert factorize(obs) is not factorize(obs)                                # no cache outside a block
+
+
+def test_discounted_returns_of_integer_rewards_are_floats():
+    r = np.array([0, 0, 10, 1, 1])
+    np.testing.assert_allclose(discounted_returns(r, np.array([0, 0, 0, 1, 1]), np.array([0, 1, 2, 0, 1]), 0.5),
+                               [2.5, 5.0, 10.0, 1.5, 1.0])
+    # trajectories of unequal lengths, rows of a step position not adjacent
+    r = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    traj, step = np.array([0, 1, 1, 1, 2, 2]), np.array([0, 0, 1, 2, 0, 1])
+    np.testing.assert_allclose(discounted_returns(r, traj, step, 0.5), [1.0, 2 + 1.5 + 1.0, 3 + 2.0, 4.0, 8.0, 6.0])
+
+
+def test_small_helpers_by_hand():
+    from scpo.credit.grouping import invalid_penalty, next_row_in_trajectory, shifted_codes
+
+    np.testing.assert_allclose(invalid_penalty([1, 0, True, False], 0.5), [0, 0.5, 0, 0.5])
+    assert next_row_in_trajectory(np.array([0, 0, 1, 2, 2, 2])).tolist() == [1, -1, -1, 4, 5, -1]
+    assert shifted_codes(np.array([7, 8, 9, 5]), np.array([0, 1, 2, 0]), 1).tolist() == [-1, 7, 8, -1]
+    assert shifted_codes(np.array([7, 8, 9, 5]), np.array([0, 1, 2, 0]), 2).tolist() == [-1, -1, 7, -1]
+    assert shifted_codes(np.array([7, 8, 9, 5]), np.array([0, 1, 2, 0]), 0).tolist() == [7, 8, 9, 5]
+    # default epsilon 1e-6 and unbiased std
+    np.testing.assert_allclose(segment_norm(np.array([1.0, 3.0]), np.array([0, 0])),
+                               [-1 / (np.sqrt(2) + 1e-6), 1 / (np.sqrt(2) + 1e-6)], rtol=1e-12)
+
+
+def test_episode_terms_with_default_arguments_and_single_trajectory_groups():
+    from scpo.credit.grpo import episode_advantage, episode_statistics
+
+    ret, pen = np.array([10.0, 10.0, 0.0]), np.array([0.0, 0.0, 0.5])
+    group, traj = np.array([0, 0, 0]), np.array([0, 0, 1])
+    # defaults: statistics over the rows, scale std, eps 1e-6
+    s = ret - pen
+    np.testing.assert_allclose(episode_advantage(ret, pen, group, traj),
+                               (s - s.mean()) / (s.std(ddof=1) + 1e-6), rtol=1e-12)
+    mean, std, count = episode_statistics(ret, pen, group, traj)
+    np.testing.assert_allclose([mean[0], std[0], count[0]], [s.mean(), s.std(ddof=1), 3], rtol=1e-12)
+    # one trajectory alone in group 1 (with an invalid step): 0, not -pen / eps
+    ret, pen = np.array([10.0, 0.0, 0.0, 5.0]), np.array([0.0, 0.0, 0.0, 0.5])
+    group, traj = np.array([0, 0, 0, 1]), np.array([0, 1, 1, 2])
+    out = episode_advantage(ret, pen, group, traj, stats_over="trajectories")
+    assert out[3] == 0.0
+    mean, std, count = episode_statistics(ret, pen, group, traj, stats_over="trajectories")
+    np.testing.assert_allclose([mean[1], std[1], count[1]], [5.0, 0.0, 1.0])

@@ -264,3 +264,128 @@ def test_replayed_reference_steps_are_credited_like_the_reference(reference, dat
     # exact replay, kappa 1: the episode part of each replayed step is the reference's episode advantage
     ep_ref = gig.diagnostics["episode_adv"][0]
     np.testing.assert_allclose((res.advantages - gig.diagnostics["step_adv"])[failed[:k]], ep_ref, rtol=1e-12)
+
+
+# ------------------------------------------------------------------ details found by mutation testing
+def loop_match(s, f_len, r_len, tau, match):
+    """The spec's monotone matching, one instance at a time in plain loops (docs/algorithms.md, SCPO step 4)."""
+    j_star, cred, best, adv = [], [], [], []
+    f = -1
+    for t in range(f_len):
+        cand = list(range(f + 1, r_len))
+        if not cand:
+            j_star.append(-1), cred.append(0.0), best.append(0.0), adv.append(0)
+            continue
+        best.append(max(s[t][j] for j in cand))
+        if match == "argmax":
+            j = max(cand, key=lambda c: (s[t][c], -c))
+            ok = s[t][j] >= tau
+        else:
+            hits = [c for c in cand if s[t][c] >= tau]
+            ok, j = bool(hits), (hits[0] if hits else -1)
+        if ok:
+            j_star.append(j), cred.append(s[t][j]), adv.append(j - f)
+            f = j
+        else:
+            j_star.append(-1), cred.append(0.0), adv.append(0)
+    return j_star, cred, best, adv
+
+
+@pytest.mark.parametrize("match", ["argmax", "first"])
+def test_monotone_match_equals_the_loop_definition(match):
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        n, t_f, t_r = 3, int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        s = np.round(rng.random((n, t_f, t_r)), 1)               # rounded: ties and scores equal to tau happen
+        f_len, r_len = rng.integers(1, t_f + 1, n), rng.integers(1, t_r + 1, n)
+        j, cr, best, adv = monotone_match(s, f_len, r_len, tau=0.7, match=match)
+        for i in range(n):
+            want = loop_match(s[i], f_len[i], r_len[i], 0.7, match)
+            got = (j[i, :f_len[i]].tolist(), cr[i, :f_len[i]].tolist(), best[i, :f_len[i]].tolist(),
+                   adv[i, :f_len[i]].tolist())
+            assert got == (want[0], want[1], want[2], want[3]), (s[i], f_len[i], r_len[i])
+
+
+def test_first_match_through_compute_advantages():
+    b = batch_from([(0, ["A", "B", "C"], True), (0, ["X"], False)])
+    table = {("X -> after X", "A -> after A"): 0.8, ("X -> after X", "B -> after B"): 0.95}
+    first = compute_advantages("scpo", b, scorer=TableScorer(table), match="first")
+    best = compute_advantages("scpo", b, scorer=TableScorer(table))
+    assert first.diagnostics["scpo_match"][3] == 0 and first.diagnostics["scpo_score"][3] == 0.8
+    assert best.diagnostics["scpo_match"][3] == 1 and best.diagnostics["scpo_score"][3] == 0.95
+    # first, with the only candidate exactly at tau: credited
+    at_tau = compute_advantages("scpo", b, scorer=TableScorer({("X -> after X", "C -> after C"): 0.7}), match="first")
+    assert at_tau.diagnostics["scpo_match"][3] == 2
+
+
+def test_returns_bonus_by_hand():
+    from scpo.credit.scpo import returns_bonus
+
+    credited = np.array([[1.0, 0.0, 0.8], [0.9, 0.0, 0.0]])
+    advance = np.array([[1, 0, 2], [3, 0, 0]])
+    got = returns_bonus(credited, advance, np.array([4, 3]), kappa_r=0.5, r_success=8.0)
+    # b = kappa_r R (j* - f) / T_ref s
+    np.testing.assert_allclose(got, [[0.5 * 8 * 1 / 4 * 1, 0, 0.5 * 8 * 2 / 4 * 0.8], [0.5 * 8 * 3 / 3 * 0.9, 0, 0]],
+                               rtol=1e-12)
+
+
+def test_random_reference_draw_is_pinned_to_seed_and_group_uid():
+    from scpo.rollout_types import stable_uid
+
+    b = batch_from([(0, ["A", "B"], True), (0, ["C", "D"], True), (0, ["E", "F", "G"], True),
+                    (0, ["A", "D", "G"], False)])
+    # successes sorted by (length, texts): AB, CD, EFG; the draw is rng([seed, int(sha1 uid of the group, 16)]).
+    # The failure A D G matches A (row 0) against AB, D (row 3) against CD, G (row 6) against EFG.
+    expected_ref_rows = [[0, -1, -1], [-1, 3, -1], [-1, -1, 6]]
+    uid = int(stable_uid("scpo-ref", "task0", length=8), 16)
+    drawn = set()
+    for seed in range(12):
+        k = int(np.random.default_rng([seed, uid]).integers(3))
+        drawn.add(k)
+        res = compute_advantages("scpo", b, scorer=TableScorer(), reference="random", seed=seed)
+        assert res.diagnostics["scpo_ref_row"][7:].tolist() == expected_ref_rows[k], seed
+    assert drawn == {0, 1, 2}
+
+
+def test_shortest_reference_weights_failures_by_their_return_gap():
+    # S1 = (A, B) and S2 = (C, D) tie on length; F1 (R = 0) replays A, F2 (R = 5, not a success) replays C.
+    # Total credit: S1 gives F1 (10 - 0) / sigma, S2 gives F2 (10 - 5) / sigma: S1 is the reference.
+    b = RolloutBatch.from_columns(
+        group_id=[0] * 8, traj_id=[0, 0, 1, 1, 2, 2, 3, 3], step=[0, 1] * 4, reward=[0, 10, 0, 10, 0, 0, 0, 5],
+        action=["A", "B", "C", "D", "A", "Q", "C", "Q"],
+        observation=["start", "after A", "start", "after C", "start", "after A", "start", "after C"],
+        next_observation=["after A", "after B", "after C", "after D", "after A", "after Q", "after C", "after Q"],
+        won=[True] * 4 + [False] * 4, group_uid=["task0"] * 8)
+    res = compute_advantages("scpo", b, scorer=TableScorer(), scale="none")
+    np.testing.assert_array_equal(res.diagnostics["scpo_ref_row"][4:], [0, -1, -1, -1])
+    # the gap of F2 to S1 is 10 - 5
+    np.testing.assert_allclose(res.diagnostics["scpo_gap"][4:], [10, 10, 5, 5])
+
+
+def test_shape_episode_adds_the_bonuses_to_the_failures_episode_return():
+    b = batch_from([(0, ["A", "B"], True), (0, ["A", "D"], False)])
+    res = compute_advantages("scpo", b, scorer=TableScorer(), mode="returns", shape_episode=True)
+    gig = compute_advantages("gigpo", b)
+    # F's bonus: A matches j = 0: 0.5 * 10 * 1 / 2 = 2.5 -> F's episode return 2.5; W's rows keep GiGPO's values
+    s = np.array([10, 10, 2.5, 2.5])
+    ep = (s - s.mean()) / (s.std(ddof=1) + EPS)
+    np.testing.assert_allclose(res.diagnostics["episode_adv"][2:], ep[2:], rtol=1e-12)
+    np.testing.assert_array_equal(res.diagnostics["episode_adv"][:2], gig.diagnostics["episode_adv"][:2])
+    np.testing.assert_array_equal(res.diagnostics["step_adv"][:2], gig.diagnostics["step_adv"][:2])
+    np.testing.assert_array_equal(res.diagnostics["anchor_group_size"], gig.diagnostics["anchor_group_size"])
+
+
+def test_returns_mode_with_similarity_anchors_uses_the_scorer():
+    b = batch_from([(0, ["A", "B"], True), (0, ["A", "D"], False)])
+    table = {("start", "after A"): 0.0}
+    res = compute_advantages("scpo", b, scorer=TableScorer(table), mode="returns", enable_similarity=True,
+                             similarity_thresh=0.9)
+    plain = compute_advantages("scpo", b, scorer=TableScorer(table), mode="returns")
+    np.testing.assert_allclose(res.advantages, plain.advantages, rtol=1e-12)   # nothing merges: same anchors
+
+
+def test_random_reference_with_a_single_success():
+    b = batch_from([(0, ["A", "B"], True), (0, ["A", "C"], False)])
+    for seed in range(3):
+        res = compute_advantages("scpo", b, scorer=TableScorer(), reference="random", seed=seed)
+        assert res.diagnostics["scpo_ref_row"][2:].tolist() == [0, -1]

@@ -19,6 +19,15 @@ from scpo.envs.webshop.source import Product
 CASES = Path(__file__).parent / "fixtures" / "webshop_original_cases.json"
 
 
+@pytest.fixture(autouse=True)
+def _fresh_matcher_cache():
+    """Each test computes the matcher's scores itself: token_set_ratio caches them for the whole process, so without
+    this a test would read scores that an earlier test (or another process state) computed."""
+    from scpo.envs.webshop.fuzzy import _token_set_processed
+
+    _token_set_processed.cache_clear()
+
+
 def product(**kw) -> Product:
     base = dict(asin="B000000001", title="", query="query 1", category="beauty", product_category="a › b › c",
                 price=35.0, price_tag="$35.0", attributes=(), options={}, description="", features=())
@@ -238,6 +247,9 @@ def test_token_set_ratio_by_hand():
     assert token_set_ratio("tea tree", "Tea-Tree") == 100
     assert token_set_ratio("essential oil", "essential oils") == 96   # 2 * 13 / 27
     assert token_set_ratio("", "x") == 0 and token_set_ratio(None, "x") == 0 and token_set_ratio("!!", "x") == 0
+    assert token_set_ratio(None, "none") == 0 and token_set_ratio("none", None) == 0    # None is not str(None)
+    assert token_set_ratio("abc", "xyz") == 0                 # no common token, no common character
+    assert ratio("abc", "") == 0 and ratio("", "abc") == 0 and ratio("abc", "abc") == 100
 
 
 # ------------------------------------------------------------------ cases scored by WebShop's own code
@@ -266,3 +278,80 @@ def test_reward_equals_webshops_get_reward_on_recorded_purchases(original_cases)
                     else tuple(gd["goal_options"])})
         r = get_reward(p, g, p.price, c["options"])
         assert (r.score, r.r_type, r.title_score) == (c["score"], c["r_type"], c["title_score"]), c
+
+
+# ------------------------------------------------------------------ the breakdown and the boundaries, by hand
+def fixed_nouns(table):
+    return lambda title: table[title]
+
+
+def test_breakdown_fields_by_hand():
+    nouns = fixed_nouns({"Goal Title": ["tea", "oil", "tree"], "Product Title": ["tea", "oil", "soap"]})
+    g = goal(name="Goal Title", attributes=("tea tree", "vegan", "paraben free"), goal_options={"size": "small"},
+             price_upper=20.0, query="q goal", product_category="a › b › c")
+    p = product(title="Product Title", attributes=("tea tree oil",), features=("Vegan", "formula"),
+                description="no parabens", price=20.0, query="q product", product_category="c › x › y")
+    r = get_reward(p, g, 20.0, {"Size": "small"}, nouns)
+    # attributes: "tea tree" fuzzy-matches "tea tree oil" (100, a token subset), "vegan" is in the lowercased features,
+    # "paraben free" nowhere -> 2 of 3; option ("size", "small") vs "small": 100 -> 1 of 1; price 20 <= 20
+    # type: other query, one shared category level, title score 2 / 3 > 0.2 -> r_type 1
+    assert (r.attr_matches, r.option_matches, r.price_ok, r.n_attributes, r.n_options) == (2, 1, True, 3, 1)
+    assert (r.query_match, r.category_match, r.title_score, r.r_type) == (False, False, pytest.approx(2 / 3), 1.0)
+    assert r.score == pytest.approx((2 + 1 + 1) / (3 + 1 + 1))
+    over = get_reward(p, g, 20.01, {"Size": "small"}, nouns)
+    assert over.price_ok is False and over.score == pytest.approx(3 / 5)
+    # webshop_reward compares the product's own price and passes the noun function on
+    assert webshop_reward(p, g, {"Size": "small"}, nouns) == r
+    assert webshop_reward(product(**{**p.__dict__, "price": 25.0}), g, {"Size": "small"}, nouns).price_ok is False
+
+
+def test_get_reward_from_dicts_by_hand():
+    nouns = fixed_nouns({"goal": ["tea", "oil"], "bought": ["tea"]})
+    g = {"query": "q", "product_category": "a › b", "name": "goal", "attributes": ["tea tree", "mint"],
+         "goal_options": {"size": "small"}, "price_upper": 10.0}
+    bought = {"query": "other", "product_category": "a › c", "name": "bought", "Attributes": ["tea tree"],
+              "Title": "Fresh MINT drops", "BulletPoints": [], "Description": ""}
+    # attributes 2 (fuzzy, then "mint" in the lowercased title), option 0 ("large"), price 10 <= 10; title score 1/2
+    assert get_reward_from_dicts(bought, g, 10.0, {"size": "large"}, nouns) == pytest.approx(3 / 4)
+    assert get_reward_from_dicts(bought, g, 10.5, {"size": "large"}, nouns) == pytest.approx(2 / 4)
+    low = fixed_nouns({"goal": ["tea", "oil", "a", "b", "c", "d", "e", "f", "g", "h", "i"], "bought": ["tea"]})
+    assert get_reward_from_dicts(bought, g, 10.0, {"size": "small"}, low) == pytest.approx(4 / 4 * 0.1)
+
+
+def test_attribute_reward_text_rules():
+    # the features are joined with spaces: "oil free" spans two bullets; matching is on lowercased text only
+    assert attribute_reward(["oil free"], [], "", ["Oil", "Free of parabens"], "") == 1
+    assert attribute_reward(["Oil free"], [], "", ["Oil", "Free"], "") == 0          # the goal side is not lowered
+    assert attribute_reward(["vegan"], [], "VEGAN soap", [], "") == 1
+    assert attribute_reward(["vegan"], [], "", [], "Vegan.") == 1
+    assert attribute_reward(["vegan", "vegan"], [], "", [], "vegan") == 2            # each goal attribute counts
+    # a fuzzy score of exactly 85 is no match (WebShop: > 85)
+    a = "abcdefghijklmnopqrstuvwxyz012345"
+    assert token_set_ratio(a, a + "_" * 11) == 85
+    assert attribute_reward([a], [a + "_" * 11], "", [], "") == 0
+    assert option_reward([a + "_" * 11], [a]) == 0
+    assert option_reward([a + "_" * 10], [a]) == 1                                    # 200 * 32 / 74 = 86.49 -> 86
+
+
+def test_type_reward_threshold_0_1_and_category_levels():
+    ten = fixed_nouns({"g": list("abcdefghij"), "one": ["a"]})
+    # exactly 0.1 is not < 0.1: r_type stays 0.5
+    assert type_reward("q", "r", "x", "y", "one", "g", ten) == (0.5, False, False, pytest.approx(0.1))
+    # category levels are stripped: "a ›b" and "b› a" share {a, b}
+    assert type_reward("q", "r", "a ›b", "b› a", "one", "g", ten)[2] is True
+    assert type_reward("q", "r", "a", "a", "one", "g", ten)[2] is False               # one shared level
+
+
+def test_a_query_match_alone_gives_full_type_reward():
+    # title score 1 / 5 = 0.2 (not > 0.2), no shared category level: only the equal queries make r_type 1
+    nouns = fixed_nouns({"G": ["a", "b", "c", "d", "e"], "P": ["a"]})
+    g = goal(name="G", query="shampoo", product_category="x › y", attributes=(), goal_options={}, price_upper=50.0)
+    p = product(title="P", query="shampoo", product_category="u › v", price=10.0)
+    r = get_reward(p, g, 10.0, {}, nouns)
+    assert (r.query_match, r.category_match, r.r_type, r.score) == (True, False, 1.0, 1.0)
+    d = {"query": "shampoo", "product_category": "x › y", "name": "G", "attributes": [], "goal_options": {},
+         "price_upper": 50.0}
+    bought = {"query": "shampoo", "product_category": "u › v", "name": "P", "Attributes": [], "Title": "",
+              "BulletPoints": [], "Description": ""}
+    assert get_reward_from_dicts(bought, d, 10.0, {}, nouns) == 1.0
+    assert get_reward_from_dicts({**bought, "query": "soap"}, d, 10.0, {}, nouns) == 0.5

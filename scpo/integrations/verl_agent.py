@@ -81,12 +81,13 @@ def _keys(values: Any) -> np.ndarray:
 
 
 def _broadcast(per_row: np.ndarray, response_mask: Any, like: Any):
-    """(rows,) -> (rows, response_len) tensor multiplied by the mask, with `like`'s dtype and device."""
+    """(rows,) -> (rows, response_len) tensor multiplied by the mask, with `like`'s dtype and device when `like` is a
+    tensor, else float32 on the CPU (a numpy `like` has a numpy dtype, which torch cannot take)."""
     import torch
 
     adv = torch.as_tensor(per_row, dtype=torch.float64).unsqueeze(-1) * torch.as_tensor(response_mask).double().cpu()
-    return adv.to(dtype=like.dtype if hasattr(like, "dtype") else torch.float32,
-                  device=like.device if hasattr(like, "device") else "cpu")
+    tensor = isinstance(like, torch.Tensor)
+    return adv.to(dtype=like.dtype if tensor else torch.float32, device=like.device if tensor else "cpu")
 
 
 def episode_norm_reward(scores: np.ndarray, index: np.ndarray, *, scale: str, epsilon: float) -> np.ndarray:
