@@ -1,16 +1,27 @@
 """`scpo sweep`: execute one notebook per point of a parameter grid with Papermill, then write a summary table.
 
-    run_sweep("notebooks/02_train.ipynb", ["method=grpo,scpo", "credit.scpo.tau=0.6,0.8"], "reports/sweeps/tau")
+    run_sweep("notebooks/02_train.ipynb", ["method=grpo,scpo", "credit.scpo.tau=0.6,0.8"], "reports/sweeps/tau",
+              profile="smoke", overrides=["train.iterations=2"])
 
 Grid items are `name=v1,v2,...` (values parsed as YAML); the sweep is their Cartesian product. A name that is one of the
 notebook's parameters is passed as that parameter; a dotted config key (e.g. `credit.scpo.tau`) is appended to the
 notebook's `overrides` parameter ("key=value; ..."), so it goes through the same config validation as params.yaml.
-When the notebook declares a `summary_json` parameter, each point writes its results there and they become columns of
-the summary. One failing point is recorded (status 'failed: <error>') and the sweep goes on.
+`params`, `profile` and `overrides` (`--params`, `--profile`, `--set`) apply to every point; for the project's notebooks
+(which take all three) every point's config is validated before the first one runs, so a typo fails the sweep at once
+(`SweepError`, one line).
+
+Every point gets its own folder, `<out>/<point>/` (`<point>`: the grid values, e.g. `method-scpo__credit.scpo.tau-0.8`,
+or `p003-<hash>` when that would be too long), passed as the notebook's `out_dir` parameter when it has one and the grid
+does not set it; so two points never write into one run folder. The summary lists it (`point`, `point_dir`).
+When the notebook declares a `summary_json` parameter, each point writes its results there and they become `result.*`
+columns of the summary (never overwriting a grid column). A failing point is recorded with its real error
+(`failed: <ename>: <evalue> (In [<n>]: <first line of the cell>)`) and the sweep goes on; the command exits non-zero.
+Kernels run on IPC transport (no "Kernel is running over TCP" warning per point).
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import re
@@ -22,7 +33,18 @@ import pandas as pd
 import yaml
 from tqdm.auto import tqdm
 
-__all__ = ["parse_grid", "grid_points", "point_slug", "point_parameters", "run_sweep"]
+from scpo.config import ConfigError, load_config, parse_overrides
+from scpo.errors import ExpectedError
+
+__all__ = ["parse_grid", "grid_points", "point_slug", "point_folder", "point_parameters", "failure_status",
+           "run_sweep", "SweepError", "RESERVED_COLUMNS"]
+
+RESERVED_COLUMNS = ("point", "point_dir", "status", "notebook")
+_MAX_SLUG = 100
+
+
+class SweepError(ExpectedError, ValueError):
+    """A sweep that cannot start: a bad grid, a name the notebook does not take, a point whose config is invalid."""
 
 
 def parse_grid(grid: Sequence[str]) -> dict[str, list[Any]]:
@@ -53,6 +75,14 @@ def point_slug(point: dict[str, Any]) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
 
 
+def point_folder(point: dict[str, Any], index: int) -> str:
+    """The point's folder name: its slug, or `p<index>-<sha1 of the slug>` when the slug is over 100 characters."""
+    slug = point_slug(point)
+    if len(slug) <= _MAX_SLUG:
+        return slug
+    return f"p{index:03d}-{hashlib.sha1(slug.encode()).hexdigest()[:12]}"
+
+
 def point_parameters(
     point: dict[str, Any], notebook_params: Sequence[str], base: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -78,6 +108,24 @@ def point_parameters(
     return params
 
 
+def failure_status(err: BaseException) -> str:
+    """'failed: <ename>: <evalue> (In [<n>]: <first line>)' for a Papermill cell error (the exception raised in the
+    notebook, not Papermill's wrapper), 'failed: <type>: <message>' for anything else; one line."""
+    ename, evalue = getattr(err, "ename", None), getattr(err, "evalue", None)
+    if ename is not None:
+        source = [ln.strip() for ln in str(getattr(err, "source", "") or "").splitlines() if ln.strip()]
+        cell = getattr(err, "exec_count", None)
+        where = f" (In [{cell}]: {source[0][:80]})" if source else ""
+        return f"failed: {ename}: {_first_line(str(evalue))}{where}"
+    return f"failed: {type(err).__name__}: {_first_line(str(err))}"
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    line = lines[0] if lines else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in d.items():
@@ -89,6 +137,39 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _shared_parameters(notebook_params: Sequence[str], params: str | Path | None, profile: str | None,
+                       overrides: Sequence[str]) -> dict[str, Any]:
+    """The notebook parameters every point gets from --params / --profile / --set."""
+    shared: dict[str, Any] = {}
+    for name, value in (("params", str(params) if params else None), ("profile", profile),
+                        ("overrides", "; ".join(overrides) if overrides else None)):
+        if value is None:
+            continue
+        if name not in notebook_params:
+            raise SweepError(f"--{'set' if name == 'overrides' else name} needs a {name!r} parameter, which the "
+                             f"notebook does not declare ({', '.join(notebook_params)})")
+        shared[name] = value
+    return shared
+
+
+# notebook parameters that the project's notebooks turn into config keys (checked up front with the rest)
+NOTEBOOK_KEYS = {"method": "credit.method", "env": "env.name", "seed": "train.seed"}
+
+
+def _check_configs(points: list[dict[str, Any]], all_params: list[dict[str, Any]], config_file: Path) -> None:
+    """Validate every point's config (params file, profile, `NOTEBOOK_KEYS`, the `overrides` string) before any point
+    runs."""
+    from scpo.pipeline.notebook import split_overrides
+
+    for point, p in zip(points, all_params):
+        keys = {key: p[name] for name, key in NOTEBOOK_KEYS.items() if p.get(name) not in (None, "")}
+        try:
+            load_config(config_file, profile=p.get("profile") or None,
+                        overrides={**keys, **split_overrides(p.get("overrides"))})
+        except ConfigError as err:
+            raise SweepError(f"point {point_slug(point)}: {_first_line(str(err))}") from None
+
+
 def run_sweep(
     notebook: str | Path,
     grid: Sequence[str],
@@ -96,40 +177,72 @@ def run_sweep(
     kernel: str = "python3",
     base_parameters: dict[str, Any] | None = None,
     cwd: str | Path | None = None,
+    params: str | Path | None = None,
+    profile: str | None = None,
+    overrides: Sequence[str] = (),
+    overwrite: bool = False,
 ) -> pd.DataFrame:
-    """Execute `notebook` once per grid point into `out/<slug>.ipynb`; write `out/summary.csv` and `out/summary.md`
-    (one row per point: the grid values, status, the executed notebook, and the point's summary_json values)."""
+    """Execute `notebook` once per grid point into `out/<point>.ipynb`, the point's files in `out/<point>/`; write
+    `out/summary.csv` and `out/summary.md` (one row per point: the grid values, point, point_dir, status, the executed
+    notebook, and the point's summary_json values as `result.*`). SweepError (nothing run) when the sweep cannot
+    start. `overwrite` passes `overwrite=True` to notebooks that take it (a point may replace its folder's run)."""
     import papermill as pm
+    from traitlets.config import Config as TraitletsConfig
 
     notebook, out = Path(notebook), Path(out)
     if not notebook.exists():
-        raise FileNotFoundError(f"no notebook at {notebook}")
+        raise SweepError(f"no notebook at {notebook}")
     notebook_params = list(pm.inspect_notebook(str(notebook)))
-    points = grid_points(parse_grid(grid))
+    try:
+        parse_overrides(list(overrides))
+        points = grid_points(parse_grid(grid))
+        reserved = [name for name in points[0] if name in RESERVED_COLUMNS or name.startswith("result.")]
+        if reserved:
+            raise ValueError(f"grid name {reserved[0]!r} is a column of the summary; reserved: "
+                             f"{', '.join(RESERVED_COLUMNS)}, result.*")
+        shared = {**(base_parameters or {}), **_shared_parameters(notebook_params, params, profile, overrides)}
+        all_params = [point_parameters(point, notebook_params, shared) for point in points]
+    except ValueError as err:
+        raise SweepError(str(err)) from None
+    if {"params", "profile", "overrides"} <= set(notebook_params):  # the project's notebooks (notebook_config)
+        config_file = Path(shared.get("params") or "params.yaml")
+        if not config_file.is_absolute():
+            config_file = Path(cwd or Path.cwd()) / config_file
+        if config_file.exists():
+            _check_configs(points, all_params, config_file)
     out.mkdir(parents=True, exist_ok=True)
+    if not (out / ".gitignore").exists():  # the points' folders hold whole runs (models): regenerable, not for git
+        (out / ".gitignore").write_text("# the sweep's points' folders (scpo sweep)\n/*/\n")
+    kernel_config = TraitletsConfig({"KernelManager": {"transport": "ipc"}})
     rows = []
-    for point in tqdm(points, desc=f"sweep {notebook.stem}", unit="point"):
-        slug = point_slug(point)
-        params = point_parameters(point, notebook_params, base_parameters)
-        summary_path = out / f"{slug}.json"
+    for index, (point, point_params) in enumerate(tqdm(list(zip(points, all_params)), desc=f"sweep {notebook.stem}",
+                                                       unit="point")):
+        name = point_folder(point, index)
+        point_dir = out / name
+        if "out_dir" in notebook_params and "out_dir" not in point and "out_dir" not in shared:
+            point_params["out_dir"] = str(point_dir.resolve())
+        if overwrite and "overwrite" in notebook_params:
+            point_params["overwrite"] = True
+        summary_path = out / f"{name}.json"
         if "summary_json" in notebook_params:
-            params["summary_json"] = str(summary_path.resolve())
-        row: dict[str, Any] = {**point, "notebook": str(out / f"{slug}.ipynb")}
+            summary_path.unlink(missing_ok=True)  # a stale one from an earlier sweep must not pass for this run's
+            point_params["summary_json"] = str(summary_path.resolve())
+        row: dict[str, Any] = {**point, "point": name, "point_dir": str(point_dir), "notebook": str(out / f"{name}.ipynb")}
         try:
             pm.execute_notebook(
                 str(notebook),
-                str(out / f"{slug}.ipynb"),
-                parameters=params,
+                str(out / f"{name}.ipynb"),
+                parameters=point_params,
                 kernel_name=kernel,
                 cwd=str(cwd) if cwd else None,
                 progress_bar=False,
+                config=kernel_config,
             )
             row["status"] = "ok"
-        except Exception as err:
-            first_line = str(err).strip().splitlines()[0] if str(err).strip() else ""
-            row["status"] = f"failed: {type(err).__name__}: {first_line}"
+        except Exception as err:  # noqa: BLE001 -- a failing point is recorded, the sweep goes on
+            row["status"] = failure_status(err)
         if row["status"] == "ok" and summary_path.exists():
-            row.update(_flatten(json.loads(summary_path.read_text())))
+            row.update({f"result.{k}": v for k, v in _flatten(json.loads(summary_path.read_text())).items()})
         rows.append(row)
     summary = pd.DataFrame(rows)
     summary.to_csv(out / "summary.csv", index=False)

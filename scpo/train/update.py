@@ -18,9 +18,10 @@ from typing import Sequence
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from scpo.policy.scoring import candidate_scores, choice_log_distribution
-from scpo.train.logprobs import bucketed_batches, response_logprobs
+from scpo.train.logprobs import bucketed_batches, n_minibatches, response_logprobs
 from scpo.train.loss import policy_loss
 
 __all__ = ["StepSample", "samples_from_trajectories", "step_logprobs", "batched_logprobs", "ppo_update"]
@@ -121,13 +122,14 @@ def _loss_units(sample: StepSample) -> int:
 
 
 def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pad_id: int, train_cfg,
-               temperature: float = 1.0, generator: torch.Generator | None = None) -> dict[str, float]:
+               temperature: float = 1.0, generator: torch.Generator | None = None,
+               progress: bool = True) -> dict[str, float]:
     """Clipped-ratio updates with low-variance KL to `ref_model` (skipped when None or kl_coef = 0) and an entropy bonus.
 
     Each minibatch (`train.minibatch_size` steps) is one optimizer step; its forward / backward passes take
     `train.micro_batch_size` steps at a time and accumulate the gradient, which equals the whole minibatch's.
     Returns the token-weighted means over minibatches of pg, kl, entropy, clipfrac, approx_kl, plus grad_norm and
-    the number of optimizer steps.
+    the number of optimizer steps (a progress bar counts them: `ppo_epochs * n_minibatches(...)`).
     """
     if not samples:
         return {"n_updates": 0.0}
@@ -144,6 +146,8 @@ def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pa
     n_updates = 0
     grad_norms = []
     model.train()
+    bar = tqdm(total=train_cfg.ppo_epochs * n_minibatches(len(samples), bs), desc="update", unit="step", leave=False,
+               disable=not progress)
     for _ in range(train_cfg.ppo_epochs):
         lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
         for idx in bucketed_batches(lengths, bs, generator):
@@ -168,6 +172,9 @@ def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pa
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.max_grad_norm)))
             optimizer.step()
             n_updates += 1
+            bar.update(1)
+    bar.refresh()  # draw the final count (updates within tqdm's refresh interval are not drawn)
+    bar.close()
     out = {k: v / max(weight, 1.0) for k, v in totals.items()}
     out["grad_norm"] = float(np.mean(grad_norms))
     out["n_updates"] = float(n_updates)
