@@ -44,10 +44,15 @@ class DataConfig(StrictModel):
     alfworld_require_all: bool = Field(
         True, description="true: the official game counts per split are required; false: any non-empty split will do "
                           "(small sets such as tests/fixtures)")
-    webshop_source: str | None = Field(None, description="directory with the public WebShop files (None: shared_dir/webshop, "
-                                                         "then the internet)")
-    webshop_n_products: int = Field(2000, ge=10, description="products in the generated WebShop catalogue")
-    webshop_n_goals: int = Field(1000, ge=10)
+    webshop_source: str | None = Field(None, description="directory with the public WebShop files, or WebShop's own "
+                                       "items_shuffle*.json + items_ins_v2*.json (None: shared_dir/webshop, then the "
+                                       "internet)")
+    webshop_n_products: int = Field(2000, ge=10, description="products in the WebShop catalogue (generated, or the first "
+                                    "n of WebShop's product file)")
+    webshop_n_goals: int | None = Field(1000, ge=10, description="goals drawn by weight, as WebShop's limit_goals "
+                                        "(None: all)")
+    webshop_goals: Literal["synthetic", "human"] = Field("synthetic", description="WebShop's goal mode: every option "
+                                                         "combination's synthetic instruction, or the human instructions")
     seed: int = 0
 
 

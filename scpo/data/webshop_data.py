@@ -10,6 +10,9 @@ Each needed file comes from the first place that has it:
    derived here from `items_human_ins.json`, keeping the products of that subset, as verl-agent's subset script does.
 A manifest (size, sha256 and origin of every file) is written last, beside the folder (`data/.webshop-raw.json`, so that
 the DVC output data/webshop holds the data only): without it the folder is not complete.
+A source folder holding WebShop's own product file (`items_shuffle*.json`, with its `items_ins_v2*.json` and any
+`items_human_ins*.json`) is copied instead of the public files, and the catalogue is then WebShop's real one
+(scpo.envs.webshop.catalogue); product files left in raw/ from such a source are removed when the public files are used.
 """
 
 from __future__ import annotations
@@ -125,6 +128,12 @@ def prepare_webshop_raw(dest_root: str | Path = "data/webshop", source: str | Pa
     remote = WEBSHOP_REMOTE if remote is None else remote
     raw = Path(dest_root) / "raw"
     local = Path(source) if source else Path(shared_dir) / "webshop"
+    own = _webshop_own_files(local)
+    if own:  # WebShop's own product file (+ attributes, human instructions): copied, nothing downloaded
+        files, download = own, False
+    else:  # the public files: a product file from an earlier source would make the catalogue WebShop's again
+        for stale in raw.glob("items_shuffle*.json"):
+            stale.unlink()
     if _complete(raw, files, local):
         return raw
     place = f"data.webshop_source={source}" if source else f"data.shared_dir: {local.resolve()}"
@@ -162,6 +171,18 @@ def prepare_webshop_raw(dest_root: str | Path = "data/webshop", source: str | Pa
     return raw
 
 
+def _webshop_own_files(src: Path) -> tuple[str, ...]:
+    """Names of WebShop's items_shuffle*.json, its items_ins_v2*.json (and items_human_ins*.json) in `src`, else ()."""
+    from scpo.envs.webshop.source import find_original_files
+
+    found = find_original_files(src) if src.is_dir() else None
+    if found is None or found.products is None:
+        return ()
+    if found.attributes is None:
+        raise DataError(f"{found.products} needs WebShop's attribute file items_ins_v2*.json beside it in {src.resolve()}")
+    return tuple(p.name for p in (found.products, found.attributes, found.human) if p is not None)
+
+
 def prepare_webshop(cfg) -> dict:
     """Copy or download the raw files, then build the catalogue and goals (scpo.envs.webshop.catalogue); return its
     summary."""
@@ -170,4 +191,4 @@ def prepare_webshop(cfg) -> dict:
     root = Path(cfg.data.root) / "webshop"
     raw = prepare_webshop_raw(root, source=cfg.data.webshop_source, shared_dir=cfg.data.shared_dir)
     return build_catalogue(raw_dir=raw, out_dir=root, n_products=cfg.data.webshop_n_products,
-                           n_goals=cfg.data.webshop_n_goals, seed=cfg.data.seed)
+                           n_goals=cfg.data.webshop_n_goals, seed=cfg.data.seed, goals=cfg.data.webshop_goals)

@@ -176,11 +176,12 @@ def load_policy(path: str | Path, dtype: str = "float32", device: str | None = N
 
 
 def create_policy(policy_cfg, corpus: Iterable[str] | None = None, models_dir: str | Path = "data/models",
-                  seed: int = 0, device: str | None = None, fixed_phrases: Iterable[str] = ()) -> Policy:
+                  seed: int = 0, device: str | None = None, fixed_phrases: Iterable[str] = (),
+                  lowercase: bool = False) -> Policy:
     """A fresh policy for `policy_cfg.profile` (a `PolicyConfig`).
 
     tiny: tokenizer trained on `corpus` (required; `fixed_phrases`, the prompt template's fixed text, become single
-    tokens) + a freshly initialised model; smollm2-135m: the packaged model
+    tokens; `lowercase` folds case) + a freshly initialised model; smollm2-135m: the packaged model
     (converted once under `models_dir`); anything else: a local folder or Hub name. `policy_cfg.lora` wraps it with peft.
     """
     profile = policy_cfg.profile
@@ -189,7 +190,8 @@ def create_policy(policy_cfg, corpus: Iterable[str] | None = None, models_dir: s
 
         if corpus is None:
             raise ValueError("policy.profile='tiny' needs a text corpus to train its tokenizer (got corpus=None)")
-        tokenizer = train_tokenizer(corpus, vocab_size=policy_cfg.tiny_vocab_size, fixed_phrases=fixed_phrases)
+        tokenizer = train_tokenizer(corpus, vocab_size=policy_cfg.tiny_vocab_size, fixed_phrases=fixed_phrases,
+                                    lowercase=lowercase)
         model = build_tiny_model(tokenizer, policy_cfg.tiny_hidden_size, policy_cfg.tiny_layers, policy_cfg.tiny_heads,
                                  max_positions=max(2048, policy_cfg.max_prompt_tokens + policy_cfg.max_new_tokens),
                                  seed=seed)

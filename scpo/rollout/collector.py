@@ -80,7 +80,10 @@ def collect_rollouts(env_pkg: EnvPackage, task_ids: Sequence[str], group_size: i
         prompts = [env_pkg.build_prompt(episodes[k].goal, episodes[k].obs, adm, episodes[k].history, turn,
                                         history_length=history_length) for k, adm in zip(live, admissible)]
         t0 = time.perf_counter()
-        gens = engine.generate(prompts, temperature=temperature, top_p=top_p, admissible=admissible)
+        # what an admissible-choice engine chooses among: the env's `choice_commands` when it has them (WebShop: the
+        # search placeholder replaced by candidate searches), else the admissible commands
+        choices = [list(episodes[k].info.get("choice_commands") or adm) for k, adm in zip(live, admissible)]
+        gens = engine.generate(prompts, temperature=temperature, top_p=top_p, admissible=choices)
         timing.gen_s += time.perf_counter() - t0
         timing.n_generations += len(gens)
 

@@ -152,7 +152,8 @@ def run_sft(cfg: Config, run_dir: Path) -> dict:
     else:
         policy = create_policy(cfg.policy.model_copy(update={"dtype": "float32"}), corpus=corpus,
                                models_dir=Path(cfg.data.root) / "models", seed=cfg.train.seed, device=device,
-                               fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ()))
+                               fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ()),
+                               lowercase=getattr(env.package, "TINY_TOKENIZER_LOWERCASE", False))
     with compute_precision(device, cfg.policy.dtype):
         bc = behaviour_cloning(policy, demos, epochs=cfg.train.sft.epochs, lr=cfg.train.sft.lr,
                                batch_size=cfg.train.sft.batch_size, max_prompt_tokens=cfg.policy.max_prompt_tokens,
@@ -191,7 +192,8 @@ def _initial_policy_dir(cfg: Config, env: EnvSettings, run_dir: Path) -> Path:
                                              progress=False)
             corpus = [d.prompt for d in demos] + [d.response for d in demos]
         create_policy(cfg.policy, corpus=corpus, models_dir=Path(cfg.data.root) / "models", seed=cfg.train.seed,
-                      fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ())).save(init_dir)
+                      fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ()),
+                      lowercase=getattr(env.package, "TINY_TOKENIZER_LOWERCASE", False)).save(init_dir)
     return init_dir
 
 
