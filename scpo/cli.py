@@ -112,6 +112,8 @@ def train(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: O
 
 def _train_line(summary: dict) -> str:
     where = summary["run_dir"]
+    if summary.get("skipped"):
+        return f"SFT warm start skipped ({summary['skipped']}); wrote {where}/summary.json"
     if summary["stage"] == "sft":
         bc = summary.get("bc", {})
         return (f"SFT warm start on {summary['env']} (seed {summary['seed']}): {int(summary['demos']['n_steps'])} demo "
@@ -153,15 +155,23 @@ def sweep(notebook: Path = typer.Argument(..., help="notebook to execute per gri
                                                 "notebook's own default)"),
           profile: Optional[str] = ProfileOpt, sets: Optional[List[str]] = SetOpt,
           overwrite: bool = typer.Option(False, "--overwrite", help="let each point replace what its folder holds"),
-          kernel: str = typer.Option("python3", help="Jupyter kernel"), debug: bool = DebugOpt) -> None:
+          kernel: str = typer.Option("python3", help="Jupyter kernel"),
+          backend: str = typer.Option("serial", help="serial | local (--jobs / --gpus on this machine) | ray"),
+          jobs: int = typer.Option(1, help="local: points at once (without --gpus)"),
+          gpus: Optional[str] = typer.Option(None, help="local: GPU ids, one point per GPU, e.g. 0,1,2,3"),
+          gpus_per_point: float = typer.Option(1.0, help="ray: GPUs each point asks for (0 on CPU nodes)"),
+          ray_address: Optional[str] = typer.Option(None, help="ray: cluster address (auto: the one this node "
+                                                    "joined; default: a local Ray instance)"),
+          debug: bool = DebugOpt) -> None:
     """Papermill sweep: run NOTEBOOK once per point of the grid, each point in its own folder (<out>/<point>/), then
     write summary.csv / summary.md. Exits 1 when any point failed (its status holds the error)."""
     from scpo.pipeline.sweep import SweepError, run_sweep
 
     with _one_line_errors(debug):
         try:
-            summary = run_sweep(notebook, grid, out, kernel=kernel, params=params, profile=profile,
-                                overrides=sets or [], overwrite=overwrite)
+            summary = run_sweep(notebook, grid, out, kernel=kernel, backend=backend, jobs=jobs, gpus=gpus,
+                                gpus_per_point=gpus_per_point, ray_address=ray_address, params=params,
+                                profile=profile, overrides=sets or [], overwrite=overwrite)
         except SweepError as err:
             typer.secho(str(err), fg=typer.colors.RED, err=True)
             raise typer.Exit(2) from None

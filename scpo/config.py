@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, create_model, field_validator, model_validator
@@ -29,6 +29,7 @@ from scpo.strict_model import StrictModel
 __all__ = ["Config", "ConfigError", "load_config", "validate_config", "apply_overrides", "parse_overrides", "PROFILES"]
 
 PROFILES = ("smoke", "cpu", "gpu")
+PositiveInt = Annotated[int, Field(ge=1)]
 
 
 class ConfigError(ExpectedError, ValueError):
@@ -95,10 +96,22 @@ class PolicyConfig(StrictModel):
     tiny_layers: int = Field(2, ge=1)
     tiny_heads: int = Field(4, ge=1)
     tiny_vocab_size: int = Field(2048, ge=64)
-    max_prompt_tokens: int = Field(1024, ge=16, description="longer prompts keep their end (tiny tokens: ALFWorld "
-                                   "prompts ~300, max ~800; WebShop ~630, max ~950)")
+    max_prompt_tokens: int = Field(1024, ge=16, description="the prompt budget of environments not listed in "
+                                   "max_prompt_tokens_by_env (tiny tokens: ALFWorld prompts ~300, max ~800; WebShop "
+                                   "~630, max ~950)")
+    max_prompt_tokens_by_env: dict[str, Annotated[int, Field(ge=16)]] = Field(
+        default_factory=dict, description="the prompt budget per environment (verl-agent's GiGPO scripts: ALFWorld "
+        "2048, WebShop 4096); the config resolves it into max_prompt_tokens for env.name")
+    prompt_overflow: Literal["truncate_left", "error"] = Field(
+        "truncate_left", description="a prompt over the budget: keep its last tokens, or stop with an error naming its "
+        "length (verl's data.truncation='error', the reference scripts' setting)")
     max_new_tokens: int = Field(32, ge=1, description="tiny answers are action-only: <action>go to desk 1</action> is "
                                 "6 tokens, a search ~15")
+
+    @field_validator("max_prompt_tokens_by_env", mode="after")
+    @classmethod
+    def _known_envs(cls, value: dict) -> dict:
+        return {_trainable_env(k): v for k, v in value.items()}
 
 
 class RolloutConfig(StrictModel):
@@ -111,6 +124,13 @@ class RolloutConfig(StrictModel):
     vllm_gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vLLM's share of GPU memory")
     vllm_enforce_eager: bool = Field(False, description="vLLM without CUDA graphs / torch.compile: starts in seconds, "
                                      "decodes slower (debugging, short runs)")
+    vllm_model_runner: Literal["v1", "default"] = Field(
+        "v1", description="v1: vLLM's V1 GPU model runner (VLLM_USE_V2_MODEL_RUNNER=0), the one whose weight sync a "
+        "GPU check has to verify first; default: whichever vLLM picks (V2 for most dense models from vLLM 0.24)")
+    vllm_sync_path: Literal["auto", "load_weights", "reload_weights"] = Field(
+        "auto", description="how trainer weights enter vLLM: the model's load_weights (TRL's colocate path), the "
+        "worker's reload_weights (re-runs post-load processing), or auto: reload_weights only where vLLM repacked "
+        "its weights at load (the CPU backend), else load_weights")
     action_choice: Literal["generate", "admissible"] = Field(
         "admissible", description="generate: free-text answers (the papers' setting); admissible: transformers engine "
         "draws the answer among the admissible commands by the model's likelihood (for tiny CPU policies)")
@@ -132,10 +152,20 @@ class TrainConfig(StrictModel):
     kl_coef: float = Field(0.01, ge=0, description="low-variance KL to the reference policy")
     entropy_coef: float = Field(0.001, ge=0)
     ppo_epochs: int = Field(1, ge=1)
-    minibatch_size: int = Field(64, ge=1, description="steps per optimizer step")
+    minibatch_size: int = Field(64, ge=1, description="steps per optimizer step (environments not listed in "
+                                "minibatch_size_by_env)")
+    minibatch_size_by_env: dict[str, PositiveInt] = Field(
+        default_factory=dict, description="steps per optimizer step per environment (verl-agent's GiGPO scripts: "
+        "ALFWorld 256, WebShop 64); the config resolves it into minibatch_size for env.name")
+    minibatch_order: Literal["length_buckets", "collected"] = Field(
+        "length_buckets", description="length_buckets: shuffled minibatches of similar-length steps (less padding); "
+        "collected: consecutive steps in the order they were collected (verl's split of the batch, one GPU)")
     micro_batch_size: int | None = Field(None, ge=1, description="steps per forward / backward pass; the minibatch's "
                                          "gradient is accumulated over them (None: the whole minibatch at once)")
     max_grad_norm: float = Field(1.0, gt=0)
+    dual_clip_c: float | None = Field(None, gt=1, description="dual-clip PPO bound: a negative-advantage token's loss "
+                                      "is at most -c A (verl's clip_ratio_c = 3); None: plain clipping")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of the RL updates (verl's default 0.01)")
     skip_zero_advantage: bool = Field(True, description="leave steps with advantage exactly 0 (e.g. every step of a group "
                                       "whose rollouts all got the same reward) out of the update")
     ratio_over: Literal["admissible", "tokens"] = Field(
@@ -146,12 +176,23 @@ class TrainConfig(StrictModel):
                                          "run's final model/ is always kept")
     out_dir: str = "runs"
     init_from: str | None = Field(None, description="RL start: an SFT run dir or model dir (None: fresh profile model)")
+    rl_start: Literal["warm_start", "base"] = Field(
+        "warm_start", description="warm_start: RL starts from train.init_from (the pipeline passes the SFT warm start); "
+        "base: from the profile's model itself, init_from unused and the SFT stage skipped (verl-agent: the raw "
+        "Instruct model)")
+    kl_reference: Literal["start", "base"] = Field(
+        "start", description="the KL reference: the weights RL starts from, or the profile's base model")
     save_rollouts_every: int = Field(1, ge=0, description="write rollouts/iter_XXXX.parquet every k iterations (0: never)")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where the policy trains and generates: auto = "
                                                    "cuda when torch sees a GPU, else cpu")
     torch_threads: int | None = Field(1, ge=1, description="torch CPU threads (None: torch's default); 1 is fastest for "
                                       "the tiny model on a shared machine")
     sft: SFTConfig = SFTConfig()
+
+    @field_validator("minibatch_size_by_env", mode="after")
+    @classmethod
+    def _known_envs(cls, value: dict) -> dict:
+        return {_trainable_env(k): v for k, v in value.items()}
 
 
 class EvalConfig(StrictModel):
@@ -203,6 +244,16 @@ class Config(StrictModel):
         """Where this config came from: {"params": file, "profile": name, "overrides": {dotted key: value}} (the
         explicit overrides: CLI --set and options, notebook parameters); empty for a config built by hand."""
         return copy.deepcopy(self._origin)
+
+    @model_validator(mode="after")
+    def _resolve_per_env(self) -> "Config":
+        """`*_by_env[env.name]` replaces the plain key (as credit.norm.scale_by_env does for the credit scale)."""
+        name = self.env.name
+        if name in self.policy.max_prompt_tokens_by_env:
+            self.policy.max_prompt_tokens = self.policy.max_prompt_tokens_by_env[name]
+        if name in self.train.minibatch_size_by_env:
+            self.train.minibatch_size = self.train.minibatch_size_by_env[name]
+        return self
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "Config":

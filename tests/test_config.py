@@ -33,6 +33,43 @@ def test_repo_params_yaml_validates_for_every_profile(repo_root):
     assert gpu.rollout.engine == "transformers"
 
 
+@pytest.mark.parametrize("env, prompt_tokens, minibatch", [("alfworld", 2048, 256), ("webshop", 4096, 64)])
+def test_gpu_profile_is_verl_agents_gigpo_recipe(repo_root, env, prompt_tokens, minibatch):
+    """The rows of the README's "ours vs verl-agent" table that are options (examples/gigpo_trainer/run_alfworld.sh and
+    run_webshop.sh, verl's ppo_trainer.yaml defaults): per-environment prompt budget and minibatch, over-long prompts an
+    error, dual clip c = 3, AdamW weight decay 0.01, zero-advantage steps kept, RL from the raw Instruct model, which is
+    also the KL reference, consecutive minibatches."""
+    gpu = load_config(repo_root / "params.yaml", profile="gpu", overrides={"env.name": env})
+    assert (gpu.policy.max_prompt_tokens, gpu.train.minibatch_size) == (prompt_tokens, minibatch)
+    assert (gpu.policy.profile, gpu.policy.max_new_tokens, gpu.policy.prompt_overflow) == (
+        "Qwen/Qwen2.5-1.5B-Instruct", 512, "error")
+    t = gpu.train
+    assert (t.lr, t.kl_coef, t.entropy_coef, t.clip_ratio, t.dual_clip_c, t.weight_decay, t.ppo_epochs) == (
+        1e-6, 0.01, 0.001, 0.2, 3.0, 0.01, 1)
+    assert (t.skip_zero_advantage, t.rl_start, t.kl_reference, t.minibatch_order, t.iterations) == (
+        False, "base", "start", "collected", 150)
+    assert (gpu.rollout.n_tasks, gpu.rollout.group_size, gpu.rollout.temperature, gpu.eval.temperature) == (16, 8, 1.0, 0.4)
+    assert gpu.credit.for_env(env).norm.scale == {"alfworld": "std", "webshop": "none"}[env]
+    # the cpu profile keeps its own settings
+    cpu = load_config(repo_root / "params.yaml", profile="cpu", overrides={"env.name": env})
+    assert (cpu.train.dual_clip_c, cpu.train.weight_decay, cpu.train.rl_start, cpu.policy.prompt_overflow) == (
+        None, 0.0, "warm_start", "truncate_left")
+
+
+def test_per_env_values_replace_the_plain_key_only_for_listed_envs(tmp_path):
+    p = _write(tmp_path, """
+        env: {name: webshop}
+        policy: {max_prompt_tokens: 900, max_prompt_tokens_by_env: {alfworld: 2048}}
+        train: {minibatch_size: 32, minibatch_size_by_env: {webshop: 64}}
+    """)
+    cfg = load_config(p)
+    assert (cfg.policy.max_prompt_tokens, cfg.train.minibatch_size) == (900, 64)
+    with pytest.raises(ConfigError, match="minibatch_size_by_env"):
+        load_config(p, overrides={"train.minibatch_size_by_env": {"sokoban": 8}})
+    with pytest.raises(ConfigError, match="dual_clip_c"):
+        load_config(p, overrides={"train.dual_clip_c": 1.0})
+
+
 def test_misspelled_key_is_named_with_its_dotted_path(tmp_path):
     p = _write(tmp_path, """
         train:

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from scpo.config import load_config
 from scpo.credit import available_methods
@@ -128,3 +129,43 @@ def test_evaluation_repeats_each_game_with_independent_episodes(sft_run, tmp_pat
     split = result["splits"]["valid_unseen"]
     assert split["n"] == 12 == sum(t["n"] for t in split["per_task_type"].values())
     assert len(played) == 12 and all(played.count(g) == 3 for g in set(played)) and len(set(played)) == 4
+
+
+def test_rl_start_base_ignores_the_warm_start_and_sft_is_skipped(sft_run, tmp_path, monkeypatch):
+    """verl-agent's start (gpu profile, train.rl_start: base): RL starts from the profile's model even when the pipeline
+    passes the SFT run as init_from, and the SFT stage writes only a summary saying it was skipped. 0 iterations: the
+    saved model is the start."""
+    from safetensors.torch import load_file
+
+    from scpo.train.runner import run_training
+
+    _, sft = sft_run
+    base = {**SMOKE, "train.iterations": 0, "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path)}
+    warm = load_file(f"{sft['run_dir']}/model/model.safetensors")
+    for start in ("warm_start", "base"):
+        cfg = load_config("params.yaml", profile="smoke", overrides={**base, "train.rl_start": start})
+        summary = run_training(cfg, stage="rl", out_dir=tmp_path / start)
+        saved = load_file(tmp_path / start / "model" / "model.safetensors")
+        same = all(torch.equal(saved[k], warm[k]) for k in warm)
+        assert same == (start == "warm_start") and summary["rl_start"] == start
+        assert summary["init_from"].endswith("init_model") == (start == "base")
+    skipped = run_training(load_config("params.yaml", profile="smoke", overrides={**base, "train.rl_start": "base"}),
+                           stage="sft", out_dir=tmp_path / "sft")
+    assert skipped["skipped"].startswith("train.rl_start=base") and not (tmp_path / "sft" / "model").exists()
+    assert json.loads((tmp_path / "sft" / "summary.json").read_text())["stage"] == "sft"
+
+
+def test_kl_reference_base_measures_kl_to_the_profile_model(sft_run, tmp_path, monkeypatch):
+    """From the warm start, the KL to the start is 0 at the first minibatch and small after; the KL to the profile's
+    (untrained) model is that of two different policies (train.kl_reference: base)."""
+    from scpo.train.runner import run_training
+
+    _, sft = sft_run
+    kl = {}
+    for ref in ("start", "base"):
+        cfg = load_config("params.yaml", profile="smoke", overrides={
+            **SMOKE, "train.iterations": 1, "credit.method": "gigpo", "train.kl_reference": ref,
+            "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path / ref)})
+        run_training(cfg, stage="rl")
+        kl[ref] = pd.read_csv(tmp_path / ref / "corridor" / "gigpo" / "seed0" / "history.csv")["losses/kl"].iloc[0]
+    assert kl["start"] < 0.05 < kl["base"]

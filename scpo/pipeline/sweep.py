@@ -16,7 +16,17 @@ does not set it; so two points never write into one run folder. The summary list
 When the notebook declares a `summary_json` parameter, each point writes its results there and they become `result.*`
 columns of the summary (never overwriting a grid column). A failing point is recorded with its real error
 (`failed: <ename>: <evalue> (In [<n>]: <first line of the cell>)`) and the sweep goes on; the command exits non-zero.
-Kernels run on IPC transport (no "Kernel is running over TCP" warning per point).
+Kernels of points run in this process (serial, ray) use IPC transport (no "Kernel is running over TCP" warning
+per point); `local` points are Papermill processes whose output is captured.
+
+Where the points run (`backend`), on existing engines rather than a scheduler of our own:
+- `serial`: one after the other in this process (the default);
+- `local`: `jobs` points at once on this machine, each a Papermill process; with `gpus` (e.g. "0,1,2,3") each point
+  gets one GPU through CUDA_VISIBLE_DEVICES, handed back when it ends (one point per GPU);
+- `ray`: each point a Ray task asking for `gpus_per_point` GPUs (Ray sets CUDA_VISIBLE_DEVICES), on the cluster of
+  `ray_address` (None: a local Ray instance; "auto": the cluster this machine joined). Notebook, outputs and data must be
+  on paths every node sees.
+Every backend writes the same summary: one row per point, in grid order.
 """
 
 from __future__ import annotations
@@ -24,8 +34,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
+import queue
 import re
+import subprocess
+import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +52,12 @@ from scpo.config import ConfigError, load_config, parse_overrides
 from scpo.errors import ExpectedError
 
 __all__ = ["parse_grid", "grid_points", "point_slug", "point_folder", "point_parameters", "failure_status",
-           "run_sweep", "SweepError", "RESERVED_COLUMNS"]
+           "failure_status_from_notebook", "failure_status_from_log", "run_sweep", "SweepError", "RESERVED_COLUMNS",
+           "BACKENDS"]
 
 RESERVED_COLUMNS = ("point", "point_dir", "status", "notebook")
+BACKENDS = ("serial", "local", "ray")
 _MAX_SLUG = 100
-
 
 class SweepError(ExpectedError, ValueError):
     """A sweep that cannot start: a bad grid, a name the notebook does not take, a point whose config is invalid."""
@@ -170,25 +186,79 @@ def _check_configs(points: list[dict[str, Any]], all_params: list[dict[str, Any]
             raise SweepError(f"point {point_slug(point)}: {_first_line(str(err))}") from None
 
 
-def run_sweep(
-    notebook: str | Path,
-    grid: Sequence[str],
-    out: str | Path,
-    kernel: str = "python3",
-    base_parameters: dict[str, Any] | None = None,
-    cwd: str | Path | None = None,
-    params: str | Path | None = None,
-    profile: str | None = None,
-    overrides: Sequence[str] = (),
-    overwrite: bool = False,
-) -> pd.DataFrame:
-    """Execute `notebook` once per grid point into `out/<point>.ipynb`, the point's files in `out/<point>/`; write
-    `out/summary.csv` and `out/summary.md` (one row per point: the grid values, point, point_dir, status, the executed
-    notebook, and the point's summary_json values as `result.*`). SweepError (nothing run) when the sweep cannot
-    start. `overwrite` passes `overwrite=True` to notebooks that take it (a point may replace its folder's run)."""
-    import papermill as pm
-    from traitlets.config import Config as TraitletsConfig
 
+def failure_status_from_notebook(path: str | Path) -> str | None:
+    """`failure_status` for a point run as a Papermill process, read from the executed notebook it wrote: the error
+    output's ename and evalue and its cell; None when the notebook holds no error output."""
+    try:
+        nb = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    for cell in nb.get("cells", []):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                source = [ln.strip() for ln in "".join(cell.get("source", "")).splitlines() if ln.strip()]
+                where = f" (In [{cell.get('execution_count')}]: {source[0][:80]})" if source else ""
+                return f"failed: {output.get('ename')}: {_first_line(str(output.get('evalue', '')))}{where}"
+    return None
+
+
+def failure_status_from_log(log: str) -> str:
+    """`failure_status` for a point run as a Papermill process that left no error in its notebook (the kernel died,
+    Papermill itself failed): the last `<Name>Error: message` line of its stderr."""
+    lines = [ln.rstrip() for ln in log.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:?", ln)
+              and not ln.startswith(("papermill.exceptions.", "PapermillExecutionError"))]
+    cell = next((m.group(1) for ln in lines if (m := re.search(r'Exception encountered at "In \[(\d+)\]"', ln))), None)
+    failing = next((ln.split("----> ", 1)[1].strip() for ln in lines if "----> " in ln), "")
+    failing = re.sub(r"^\d+\s+", "", failing)
+    error = errors[-1].strip() if errors else (lines[-1].strip() if lines else "no output")
+    where = f" (In [{cell}]: {failing[:80]})" if cell and failing else ""
+    return f"failed: {_first_line(error)}{where}"
+
+
+def _execute_point(notebook: str, output: str, params: dict[str, Any], kernel: str, cwd: str | None,
+                   gpu: str | None = None) -> str:
+    """Run one point's notebook -> status ('ok' | `failure_status`). In this process (gpu None; its kernel on IPC
+    transport), or as a Papermill process whose CUDA_VISIBLE_DEVICES is `gpu`."""
+    if gpu is None:
+        import papermill as pm
+        from traitlets.config import Config as TraitletsConfig
+
+        try:
+            pm.execute_notebook(notebook, output, parameters=params, kernel_name=kernel, cwd=cwd, progress_bar=False,
+                                config=TraitletsConfig({"KernelManager": {"transport": "ipc"}}))
+            return "ok"
+        except Exception as err:  # noqa: BLE001 - one failing point must not stop the sweep; the error is recorded
+            return failure_status(err)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu} if gpu != "" else dict(os.environ)
+    cmd = [sys.executable, "-m", "papermill", notebook, output, "-k", kernel, "--no-progress-bar",
+           "-y", json.dumps(params)] + (["--cwd", cwd] if cwd else [])
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode == 0:
+        return "ok"
+    return failure_status_from_notebook(output) or failure_status_from_log(done.stderr)
+
+
+def _ray_execute(notebook, output, params, kernel, cwd):  # a Ray task: Ray has set CUDA_VISIBLE_DEVICES already
+    return _execute_point(notebook, output, params, kernel, cwd)
+
+
+def run_sweep(notebook: str | Path, grid: Sequence[str], out: str | Path, kernel: str = "python3",
+              base_parameters: dict[str, Any] | None = None, cwd: str | Path | None = None, backend: str = "serial",
+              jobs: int = 1, gpus: str | None = None, gpus_per_point: float = 1.0,
+              ray_address: str | None = None, params: str | Path | None = None, profile: str | None = None,
+              overrides: Sequence[str] = (), overwrite: bool = False) -> pd.DataFrame:
+    """Execute `notebook` once per grid point into `out/<point>.ipynb`, the point's files in `out/<point>/`; write
+    `out/summary.csv` and `out/summary.md` (one row per point, in grid order: the grid values, point, point_dir,
+    status, the executed notebook, and the point's summary_json values as `result.*`). SweepError (nothing run) when
+    the sweep cannot start. `params`, `profile`, `overrides`: the notebook parameters of every point (--params,
+    --profile, --set); `overwrite` passes `overwrite=True` to notebooks that take it (a point may replace its folder's
+    run). `backend`, `jobs`, `gpus`, `gpus_per_point`, `ray_address`: where the points run (module docstring)."""
+    import papermill as pm
+
+    if backend not in BACKENDS:
+        raise SweepError(f"backend={backend!r} is not one of {', '.join(BACKENDS)}")
     notebook, out = Path(notebook), Path(out)
     if not notebook.exists():
         raise SweepError(f"no notebook at {notebook}")
@@ -213,35 +283,59 @@ def run_sweep(
     out.mkdir(parents=True, exist_ok=True)
     if not (out / ".gitignore").exists():  # the points' folders hold whole runs (models): regenerable, not for git
         (out / ".gitignore").write_text("# the sweep's points' folders (scpo sweep)\n/*/\n")
-    kernel_config = TraitletsConfig({"KernelManager": {"transport": "ipc"}})
-    rows = []
-    for index, (point, point_params) in enumerate(tqdm(list(zip(points, all_params)), desc=f"sweep {notebook.stem}",
-                                                       unit="point")):
+    tasks = []
+    for index, (point, point_params) in enumerate(zip(points, all_params)):
         name = point_folder(point, index)
-        point_dir = out / name
         if "out_dir" in notebook_params and "out_dir" not in point and "out_dir" not in shared:
-            point_params["out_dir"] = str(point_dir.resolve())
+            point_params["out_dir"] = str((out / name).resolve())
         if overwrite and "overwrite" in notebook_params:
             point_params["overwrite"] = True
-        summary_path = out / f"{name}.json"
         if "summary_json" in notebook_params:
-            summary_path.unlink(missing_ok=True)  # a stale one from an earlier sweep must not pass for this run's
-            point_params["summary_json"] = str(summary_path.resolve())
-        row: dict[str, Any] = {**point, "point": name, "point_dir": str(point_dir), "notebook": str(out / f"{name}.ipynb")}
-        try:
-            pm.execute_notebook(
-                str(notebook),
-                str(out / f"{name}.ipynb"),
-                parameters=point_params,
-                kernel_name=kernel,
-                cwd=str(cwd) if cwd else None,
-                progress_bar=False,
-                config=kernel_config,
-            )
-            row["status"] = "ok"
-        except Exception as err:  # noqa: BLE001 -- a failing point is recorded, the sweep goes on
-            row["status"] = failure_status(err)
-        if row["status"] == "ok" and summary_path.exists():
+            (out / f"{name}.json").unlink(missing_ok=True)  # a stale one from an earlier sweep must not pass for this
+            point_params["summary_json"] = str((out / f"{name}.json").resolve())
+        tasks.append((point, name, point_params))
+    args = [(str(notebook.resolve()), str((out / f"{name}.ipynb").resolve()), p, kernel,
+             str(cwd) if cwd else None) for _, name, p in tasks]
+    bar = tqdm(total=len(tasks), desc=f"sweep {notebook.stem} ({backend})", unit="point")
+    if backend == "serial":
+        statuses = []
+        for a in args:
+            statuses.append(_execute_point(*a))
+            bar.update()
+    elif backend == "local":
+        devices = [g.strip() for g in gpus.split(",")] if gpus else [""] * max(1, jobs)
+        free: queue.Queue = queue.Queue()
+        for d in devices:
+            free.put(d)
+
+        def run_one(a):
+            gpu = free.get()
+            try:
+                return _execute_point(*a, gpu=gpu)
+            finally:
+                free.put(gpu)
+                bar.update()
+
+        with ThreadPoolExecutor(max_workers=len(devices)) as pool:
+            statuses = list(pool.map(run_one, args))
+    else:
+        import ray
+
+        ray.init(address=ray_address, ignore_reinit_error=True, log_to_driver=False)
+        remote = ray.remote(num_gpus=gpus_per_point)(_ray_execute)
+        refs = [remote.remote(*a) for a in args]
+        pending = list(refs)
+        while pending:
+            _, pending = ray.wait(pending, num_returns=1)
+            bar.update()
+        statuses = ray.get(refs)
+    bar.close()
+    rows = []
+    for (point, name, _), status in zip(tasks, statuses):
+        row: dict[str, Any] = {**point, "point": name, "point_dir": str(out / name),
+                               "notebook": str(out / f"{name}.ipynb"), "status": status}
+        summary_path = out / f"{name}.json"
+        if status == "ok" and summary_path.exists():
             row.update({f"result.{k}": v for k, v in _flatten(json.loads(summary_path.read_text())).items()})
         rows.append(row)
     summary = pd.DataFrame(rows)

@@ -2,6 +2,6 @@
 interface the rest of the package relies on."""
 
 from scpo.policy.interface import PolicyLike
-from scpo.policy.profiles import Policy, create_policy, load_policy, resolve_model_dir
+from scpo.policy.profiles import Policy, PromptTooLongError, create_policy, load_policy, resolve_model_dir
 
-__all__ = ["Policy", "PolicyLike", "create_policy", "load_policy", "resolve_model_dir"]
+__all__ = ["Policy", "PolicyLike", "PromptTooLongError", "create_policy", "load_policy", "resolve_model_dir"]

@@ -16,11 +16,15 @@ from typing import Any
 
 from scpo.errors import ModelNotFoundError
 
-__all__ = ["Policy", "create_policy", "load_policy", "resolve_model_dir", "with_lora", "torch_dtype", "POLICY_META",
-           "check_model_source", "quiet_transformers"]
+__all__ = ["Policy", "PromptTooLongError", "create_policy", "load_policy", "resolve_model_dir", "with_lora",
+           "torch_dtype", "POLICY_META", "check_model_source", "quiet_transformers"]
 
 POLICY_META = "policy.json"
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+class PromptTooLongError(ValueError):
+    """A prompt over `policy.max_prompt_tokens` with `policy.prompt_overflow: error`."""
 
 
 @dataclass
@@ -39,11 +43,23 @@ class Policy:
                                                       add_generation_prompt=True)
         return prompt + "\n"
 
-    def encode_prompts(self, prompts: Sequence[str], max_prompt_tokens: int) -> list[list[int]]:
-        """Format (chat template or raw) and tokenise; over-long prompts keep their last `max_prompt_tokens` tokens (the
-        current observation, the admissible actions and the answer format live at the end)."""
+    def encode_prompts(self, prompts: Sequence[str], max_prompt_tokens: int,
+                       overflow: str = "truncate_left") -> list[list[int]]:
+        """Format (chat template or raw) and tokenise. A prompt over `max_prompt_tokens` tokens keeps its last ones with
+        `overflow="truncate_left"` (the current observation, the admissible actions and the answer format live at the
+        end), or raises `PromptTooLongError` with `overflow="error"` (verl's `data.truncation='error'`, the reference
+        scripts')."""
+        if overflow not in ("truncate_left", "error"):
+            raise ValueError(f"overflow={overflow!r} is not one of 'truncate_left', 'error'")
         texts = [self.format_prompt(p) for p in prompts]
         ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        if overflow == "error":
+            longest = max(range(len(ids)), key=lambda i: len(ids[i]), default=None)
+            if longest is not None and len(ids[longest]) > max_prompt_tokens:
+                raise PromptTooLongError(
+                    f"a prompt of {len(ids[longest])} tokens is over policy.max_prompt_tokens={max_prompt_tokens} "
+                    f"(policy.prompt_overflow=error; truncate_left keeps its last tokens): "
+                    f"...{prompts[longest][-120:]!r}")
         return [list(x[-max_prompt_tokens:]) for x in ids]
 
     @property

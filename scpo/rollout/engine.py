@@ -30,10 +30,11 @@ class TransformersEngine:
     """
 
     def __init__(self, policy: PolicyLike, max_prompt_tokens: int, max_new_tokens: int, batch_size: int = 64,
-                 action_choice: str = "generate"):
+                 action_choice: str = "generate", prompt_overflow: str = "truncate_left"):
         if action_choice not in ("generate", "admissible"):
             raise ValueError(f"action_choice={action_choice!r} is not one of 'generate', 'admissible'")
         self.policy = policy
+        self.prompt_overflow = prompt_overflow
         self.max_prompt_tokens = max_prompt_tokens
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
@@ -67,7 +68,7 @@ class TransformersEngine:
             return []
         tok = self.policy.tokenizer
         model = self.policy.model
-        ids = self.policy.encode_prompts(prompts, self.max_prompt_tokens)
+        ids = self.policy.encode_prompts(prompts, self.max_prompt_tokens, self.prompt_overflow)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out: list[Generation | None] = [None] * len(ids)
         pad, eos = tok.pad_token_id, tok.eos_token_id
@@ -103,7 +104,7 @@ class TransformersEngine:
         if not prompts:
             return []
         tok, model = self.policy.tokenizer, self.policy.model
-        prompt_ids = self.policy.encode_prompts(prompts, self.max_prompt_tokens)
+        prompt_ids = self.policy.encode_prompts(prompts, self.max_prompt_tokens, self.prompt_overflow)
         out: list[Generation | None] = [None] * len(prompts)
         answers = [[action_answer(c) for c in cmds] for cmds in commands]
         cands = [[ids + [tok.eos_token_id] for ids in tok(a, add_special_tokens=False)["input_ids"]] if a else []
@@ -150,12 +151,13 @@ def make_engine(cfg, policy: PolicyLike, model_dir=None) -> GenerationEngine:
     """The engine named by `cfg.rollout.engine` ('transformers' | 'vllm'); vLLM is imported only here, only if chosen."""
     if cfg.rollout.engine == "transformers":
         return TransformersEngine(policy, cfg.policy.max_prompt_tokens, cfg.policy.max_new_tokens, cfg.rollout.batch_size,
-                                  action_choice=cfg.rollout.action_choice)
+                                  action_choice=cfg.rollout.action_choice, prompt_overflow=cfg.policy.prompt_overflow)
     if cfg.rollout.engine == "vllm":
         from scpo.rollout.vllm_engine import VLLMEngine
 
         return VLLMEngine(policy, model_dir=model_dir, max_prompt_tokens=cfg.policy.max_prompt_tokens,
                           max_new_tokens=cfg.policy.max_new_tokens, dtype=cfg.policy.dtype,
                           gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization, seed=cfg.train.seed,
-                          enforce_eager=cfg.rollout.vllm_enforce_eager)
+                          enforce_eager=cfg.rollout.vllm_enforce_eager, model_runner=cfg.rollout.vllm_model_runner,
+                          sync_path=cfg.rollout.vllm_sync_path, prompt_overflow=cfg.policy.prompt_overflow)
     raise ValueError(f"rollout.engine={cfg.rollout.engine!r} is not one of 'transformers', 'vllm'")

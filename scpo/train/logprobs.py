@@ -13,7 +13,7 @@ import torch
 
 from scpo.policy.padding import left_pad, right_pad
 
-__all__ = ["pack", "response_logprobs", "bucketed_batches", "n_minibatches"]
+__all__ = ["pack", "response_logprobs", "bucketed_batches"]
 
 
 def pack(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int):
@@ -50,12 +50,6 @@ def response_logprobs(model, prompt_ids: Sequence[Sequence[int]], response_ids: 
     if with_entropy:
         entropy = -(log_probs.exp() * log_probs).sum(-1) * mask
     return logp, mask, entropy
-
-
-def n_minibatches(n: int, batch_size: int, pool: int = 8) -> int:
-    """How many minibatches `bucketed_batches` cuts `n` items into (pools of `batch_size * pool`, each sliced)."""
-    span = batch_size * pool
-    return sum(-(-min(span, n - start) // batch_size) for start in range(0, n, span))
 
 
 def bucketed_batches(lengths: Sequence[int], batch_size: int, generator: torch.Generator | None = None,

@@ -55,10 +55,15 @@ def check_task_list(env: EnvSettings, split: str) -> list[str]:
 
 
 def check_start_model(cfg: Config) -> str:
-    """Where the run's first policy comes from (train.init_from, else policy.profile); ModelNotFoundError if absent."""
-    if cfg.train.init_from:
-        return str(resolve_model_dir(cfg.train.init_from))
-    return check_model_source(cfg.policy.profile, Path(cfg.data.root) / "models")
+    """Where the run's first policy comes from (train.init_from with `train.rl_start: warm_start`, else
+    policy.profile), and the profile's model too when it is the KL reference; ModelNotFoundError if one is absent."""
+    models = Path(cfg.data.root) / "models"
+    if cfg.train.init_from and cfg.train.rl_start == "warm_start":
+        where = str(resolve_model_dir(cfg.train.init_from))
+        if cfg.train.kl_coef > 0 and cfg.train.kl_reference == "base":
+            check_model_source(cfg.policy.profile, models)
+        return where
+    return check_model_source(cfg.policy.profile, models)
 
 
 def _differences_line(diffs: list[tuple[str, Any, Any]]) -> str:

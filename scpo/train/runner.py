@@ -3,8 +3,10 @@
 The RL loop reads top to bottom, one iteration =
     sample tasks -> collect N rollouts per task -> RolloutBatch -> compute_advantages (+ the policy's hindsight
     log-probs for methods whose registry spec needs `policy_scores`: HCAPO)
-    -> clipped-ratio update with KL to the reference and an entropy bonus (steps with advantage 0 left out:
-    `train.skip_zero_advantage`) -> sync engine weights -> metrics, rollouts, checkpoint.
+    -> clipped-ratio update with KL to the reference and an entropy bonus (steps with advantage 0 left out with
+    `train.skip_zero_advantage`, kept by the gpu profile as verl-agent) -> sync engine weights -> metrics, rollouts,
+    checkpoint. RL starts from the SFT warm start or the profile's model (`train.rl_start`); the KL reference is the
+    start or the profile's model (`train.kl_reference`).
 Every iteration is seeded from (train.seed, iteration), so a run resumed from a checkpoint continues exactly as the
 uninterrupted run would have (tested by killing a run with SIGKILL). Seeding: `scpo.train.seeding`; the run folder's
 place: `scpo.pipeline.layout.run_dir`.
@@ -45,7 +47,7 @@ from scpo.train.provenance import PROVENANCE_FILE, git_state, provenance, read_p
 from scpo.train.run_folder import RunLock, check_fresh, clear_run_folder
 from scpo.train.seeding import iteration_seed, seed_everything, set_threads
 from scpo.train.sft import behaviour_cloning, expert_demonstrations
-from scpo.train.update import ppo_update, samples_from_trajectories
+from scpo.train.update import make_optimizer, ppo_update, update_samples
 
 __all__ = ["run_training", "run_sft", "run_rl", "sample_tasks", "iteration_rollouts"]
 
@@ -139,8 +141,15 @@ def _demo_tasks(env: EnvSettings, cfg: Config) -> list[str]:
 
 def run_sft(cfg: Config, run_dir: Path) -> dict:
     """Behaviour cloning on `train.sft.n_demos` expert demonstrations into `run_dir` (checked and locked by
-    `run_training`); writes `model/` and returns the summary."""
+    `run_training`); writes `model/` and returns the summary.
+
+    With `train.rl_start: base` (RL from the profile's model, verl-agent's recipe) no warm start is needed: only a
+    summary saying so is written (no `model/`), so the pipeline's SFT stage costs nothing."""
     t_start = time.perf_counter()
+    if cfg.train.rl_start == "base":
+        return {"stage": "sft", "env": cfg.env.name, "seed": cfg.train.seed, **_identity(cfg),
+                "skipped": "train.rl_start=base: RL starts from the profile's model, no warm start",
+                "wall_s": time.perf_counter() - t_start, "run_dir": str(run_dir)}
     env = env_settings(cfg)
     seed_everything(cfg.train.seed)
     demos, demo_stats = expert_demonstrations(env.package, _demo_tasks(env, cfg), data_root=env.data_root,
@@ -173,10 +182,16 @@ def _identity(cfg: Config) -> dict:
 
 # ------------------------------------------------------------------------------------------------------------------- RL
 def _initial_policy_dir(cfg: Config, env: EnvSettings, run_dir: Path) -> Path:
-    """`train.init_from` (an SFT run / model dir), a local profile model (smollm2-135m's converted folder, a local path),
-    or a fresh profile model saved once under `<run_dir>/init_model` (tiny, Hub names), so a resumed run finds it again."""
-    if cfg.train.init_from:
+    """Where RL starts: `train.init_from` (an SFT run / model dir) with `train.rl_start: warm_start`, else the profile's
+    model (`_profile_model_dir`)."""
+    if cfg.train.init_from and cfg.train.rl_start == "warm_start":
         return resolve_model_dir(cfg.train.init_from)
+    return _profile_model_dir(cfg, env, run_dir)
+
+
+def _profile_model_dir(cfg: Config, env: EnvSettings, run_dir: Path) -> Path:
+    """The profile's own model: a local one (smollm2-135m's converted folder, a local path), or a fresh profile model
+    saved once under `<run_dir>/init_model` (tiny, Hub names), so a resumed run finds it again."""
     if cfg.policy.profile == "smollm2-135m":
         from scpo.policy.smollm2 import ensure_smollm2
 
@@ -230,10 +245,10 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
     if cfg.policy.lora and not hasattr(policy.model, "peft_config"):
         policy.model = with_lora(policy.model, cfg.policy.lora_r, cfg.policy.lora_alpha)
     reference = None
-    if cfg.train.kl_coef > 0:
-        reference = load_policy(init_dir, dtype=cfg.policy.dtype, device=device).model.eval().requires_grad_(False)
-    optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=cfg.train.lr,
-                                  weight_decay=0.0)
+    if cfg.train.kl_coef > 0:  # the weights RL starts from, or the profile's base model (train.kl_reference)
+        ref_dir = init_dir if cfg.train.kl_reference == "start" else _profile_model_dir(cfg, env, run_dir)
+        reference = load_policy(ref_dir, dtype=cfg.policy.dtype, device=device).model.eval().requires_grad_(False)
+    optimizer = make_optimizer(policy.model, cfg.train)
     start = saved.restore(optimizer) if saved else 0
     engine = make_engine(cfg, policy, model_dir=ckpt / "model" if ckpt else init_dir)
     log = HistoryLog(run_dir, keep_iterations=start)
@@ -257,10 +272,7 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
 
             # 3. policy update, then push the new weights to the generation engine
             t0 = time.perf_counter()
-            samples = samples_from_trajectories(trajectories, credit.advantages)
-            n_steps = len(samples)
-            if cfg.train.skip_zero_advantage:  # no signal in them; their KL / entropy terms alone would move the policy
-                samples = [s for s in samples if s.advantage != 0.0]
+            samples, n_steps = update_samples(trajectories, credit.advantages, cfg.train.skip_zero_advantage)
             gen = torch.Generator().manual_seed(iteration_seed(cfg.train.seed, it))
             update = ppo_update(policy.model, reference, optimizer, samples, pad_id=pad_id, train_cfg=cfg.train,
                                 temperature=cfg.rollout.temperature or 1.0, generator=gen)
@@ -309,6 +321,7 @@ def _summary(cfg: Config, run_dir: Path, rows: list[dict], wall_s: float, init_d
     perf = {k.split("/", 1)[1]: float(np.mean([r[k] for r in rows])) for k in PERF_KEYS if rows}
     return {"stage": "rl", "env": cfg.env.name, "method": cfg.credit.method, "seed": cfg.train.seed,
             **_identity(cfg), "iterations": len(rows), "init_from": str(init_dir),
+            "rl_start": cfg.train.rl_start, "kl_reference": cfg.train.kl_reference,
             "final": {k: v for k, v in last.items() if not k.startswith("perf/")},
             "success_rate_mean": float(np.mean([r["charts/success_rate"] for r in rows])) if rows else None,
             "seconds_per_iteration": perf, "wall_s": wall_s, "run_dir": str(run_dir)}
