@@ -16,8 +16,9 @@ does not set it; so two points never write into one run folder. The summary list
 When the notebook declares a `summary_json` parameter, each point writes its results there and they become `result.*`
 columns of the summary (never overwriting a grid column). A failing point is recorded with its real error
 (`failed: <ename>: <evalue> (In [<n>]: <first line of the cell>)`) and the sweep goes on; the command exits non-zero.
-Kernels of points run in this process (serial, ray) use IPC transport (no "Kernel is running over TCP" warning
-per point); `local` points are Papermill processes whose output is captured.
+Serial points' kernels use IPC transport (no "Kernel is running over TCP" warning per point); `local` points are
+Papermill processes whose output is captured, and Ray workers' output does not reach the driver (with IPC transport
+their kernels did not answer).
 
 Where the points run (`backend`), on existing engines rather than a scheduler of our own:
 - `serial`: one after the other in this process (the default);
@@ -218,16 +219,17 @@ def failure_status_from_log(log: str) -> str:
 
 
 def _execute_point(notebook: str, output: str, params: dict[str, Any], kernel: str, cwd: str | None,
-                   gpu: str | None = None) -> str:
-    """Run one point's notebook -> status ('ok' | `failure_status`). In this process (gpu None; its kernel on IPC
-    transport), or as a Papermill process whose CUDA_VISIBLE_DEVICES is `gpu`."""
+                   gpu: str | None = None, ipc: bool = False) -> str:
+    """Run one point's notebook -> status ('ok' | `failure_status`). In this process (gpu None; with `ipc` its kernel
+    on IPC transport), or as a Papermill process whose CUDA_VISIBLE_DEVICES is `gpu`."""
     if gpu is None:
         import papermill as pm
         from traitlets.config import Config as TraitletsConfig
 
+        transport = TraitletsConfig({"KernelManager": {"transport": "ipc"}}) if ipc else TraitletsConfig()
         try:
             pm.execute_notebook(notebook, output, parameters=params, kernel_name=kernel, cwd=cwd, progress_bar=False,
-                                config=TraitletsConfig({"KernelManager": {"transport": "ipc"}}))
+                                config=transport)
             return "ok"
         except Exception as err:  # noqa: BLE001 - one failing point must not stop the sweep; the error is recorded
             return failure_status(err)
@@ -300,7 +302,7 @@ def run_sweep(notebook: str | Path, grid: Sequence[str], out: str | Path, kernel
     if backend == "serial":
         statuses = []
         for a in args:
-            statuses.append(_execute_point(*a))
+            statuses.append(_execute_point(*a, ipc=True))
             bar.update()
     elif backend == "local":
         devices = [g.strip() for g in gpus.split(",")] if gpus else [""] * max(1, jobs)
