@@ -355,7 +355,9 @@ def notebook_misspelled_parameter(c: Checkout, base: Path) -> dict:
     o = c.tool(sys.executable, "-m", "papermill", "notebooks/03_evaluate.ipynb", str(nb), "-k", "python3",
                "--no-progress-bar", "-p", "enviroment", "webshop", "-p", "profile", "smoke", "-p", "checkpoint",
                str(base), "-p", "out_dir", str(out))
-    error = next((ln for ln in o.stderr.splitlines() if "NotebookParameterError" in ln or "Passed unknown" in ln), "")
+    lines = o.stderr.splitlines()
+    error = next((ln for ln in lines if ln.startswith("NotebookParameterError")),
+                 next((ln for ln in lines if "Passed unknown" in ln), ""))
     wrote = (out / "eval.json").exists()
     return {"said": f"exit {o.rc}; \"{error.strip()[:200]}\"" + ("; wrote eval.json for alfworld" if wrote else ""),
             "lost": "no", "ok": o.rc != 0 and not wrote and "enviroment" in error}
@@ -457,20 +459,23 @@ def retention(c: Checkout, base: Path) -> dict:
             "lost": "no", "ok": o.rc == 0 and len(kept) == 3 and (run / "model").exists()}
 
 
-@case("what a smoke `train` prints")
+@case("what a smoke `train` prints (with `--set train.skip_zero_advantage=false`, so that updates happen)")
 def output(c: Checkout, base: Path) -> dict:
-    o = c.base_outcome
+    run = c.work / "c26"
+    shutil.rmtree(run, ignore_errors=True)
+    o = c.run("train", *SMOKE, "--out", run, "--set", "train.skip_zero_advantage=false")
     bars = len(re.findall(r"Loading weights|Writing model shards", o.stderr))
-    finals = []
-    for chunk in re.split(r"[\r\n]", o.stderr):
-        m = re.search(r"iter 1 rollouts:\s+\d+%\|[^|]*\|\s*(\d+/\d+)", chunk)
-        if m:
-            finals.append(m.group(1))
-    update = "update" in o.stderr
+    def final(label: str) -> str:
+        drawn = [m.group(1) for chunk in re.split(r"[\r\n]", o.stderr)
+                 if (m := re.search(rf"{label}:\s+\d+%\|[^|]*\|\s*(\d+/\d+)", chunk))]
+        return drawn[-1] if drawn else "none"
+
+    rollouts, update = final("iter 1 rollouts"), final("update")
     last = (o.stdout.strip().splitlines() or ["(nothing)"])[-1]
-    right = bars == 0 and finals and finals[-1].split("/")[0] == finals[-1].split("/")[1] and update and "wrote" in last
-    return {"said": f"{bars} transformers bars; last rollout bar drawn at {finals[-1] if finals else '?'}; update bar: "
-                    f"{'yes' if update else 'no'}; last stdout line: \"{last[:140]}\"", "lost": "no", "ok": bool(right)}
+    complete = [s != "none" and s.split("/")[0] == s.split("/")[1] for s in (rollouts, update)]
+    right = bars == 0 and all(complete) and "wrote" in last
+    return {"said": f"{bars} transformers bars; last rollout bar drawn at {rollouts}; update bar: {update}; last stdout "
+                    f"line: \"{last[:140]}\"", "lost": "no", "ok": bool(right)}
 
 
 @case("`dvc repro --dry` and `dvc exp run -S credit.scpo.tau=0.8 --dry` in the clone")

@@ -121,7 +121,8 @@ def _train_line(summary: dict) -> str:
                 f"wrote {where}/model, summary.json, provenance.json")
     final = summary.get("final", {}).get("charts/success_rate")
     success = f", success {final:.2f} on the last iteration" if final is not None else ""
-    return (f"{summary['method']} on {summary['env']} (seed {summary['seed']}): {summary['iterations']} iterations"
+    n = summary["iterations"]
+    return (f"{summary['method']} on {summary['env']} (seed {summary['seed']}): {n} iteration{'s' if n != 1 else ''}"
             f"{success}; wrote {where}/model, checkpoints/, history.csv, summary.json, provenance.json")
 
 
