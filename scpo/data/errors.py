@@ -1,5 +1,6 @@
-"""The one error type of data preparation."""
+"""The one error type of data preparation (defined in `scpo.errors`, so that training and evaluation can raise it for
+data they cannot find without importing this package)."""
 
+from scpo.errors import DataError
 
-class DataError(RuntimeError):
-    """Missing, incomplete or corrupt data; the message (one line) says where we looked and what to run."""
+__all__ = ["DataError"]

@@ -1,12 +1,24 @@
 """`scpo sweep`: execute one notebook per point of a parameter grid with Papermill, then write a summary table.
 
-    run_sweep("notebooks/02_train.ipynb", ["method=grpo,scpo", "credit.scpo.tau=0.6,0.8"], "reports/sweeps/tau")
+    run_sweep("notebooks/02_train.ipynb", ["method=grpo,scpo", "credit.scpo.tau=0.6,0.8"], "reports/sweeps/tau",
+              profile="smoke", overrides=["train.iterations=2"])
 
 Grid items are `name=v1,v2,...` (values parsed as YAML); the sweep is their Cartesian product. A name that is one of the
 notebook's parameters is passed as that parameter; a dotted config key (e.g. `credit.scpo.tau`) is appended to the
 notebook's `overrides` parameter ("key=value; ..."), so it goes through the same config validation as params.yaml.
-When the notebook declares a `summary_json` parameter, each point writes its results there and they become columns of
-the summary. One failing point is recorded (status 'failed: <error>') and the sweep goes on.
+`params`, `profile` and `overrides` (`--params`, `--profile`, `--set`) apply to every point; for the project's notebooks
+(which take all three) every point's config is validated before the first one runs, so a typo fails the sweep at once
+(`SweepError`, one line).
+
+Every point gets its own folder, `<out>/<point>/` (`<point>`: the grid values, e.g. `method-scpo__credit.scpo.tau-0.8`,
+or `p003-<hash>` when that would be too long), passed as the notebook's `out_dir` parameter when it has one and the grid
+does not set it; so two points never write into one run folder. The summary lists it (`point`, `point_dir`).
+When the notebook declares a `summary_json` parameter, each point writes its results there and they become `result.*`
+columns of the summary (never overwriting a grid column). A failing point is recorded with its real error
+(`failed: <ename>: <evalue> (In [<n>]: <first line of the cell>)`) and the sweep goes on; the command exits non-zero.
+Serial points' kernels use IPC transport (no "Kernel is running over TCP" warning per point); `local` points are
+Papermill processes whose output is captured, and Ray workers' output does not reach the driver (with IPC transport
+their kernels did not answer).
 
 Where the points run (`backend`), on existing engines rather than a scheduler of our own:
 - `serial`: one after the other in this process (the default);
@@ -20,6 +32,7 @@ Every backend writes the same summary: one row per point, in grid order.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -27,16 +40,28 @@ import queue
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 import yaml
 from tqdm.auto import tqdm
 
-__all__ = ["parse_grid", "grid_points", "point_slug", "point_parameters", "run_sweep", "BACKENDS"]
+from scpo.config import ConfigError, load_config, parse_overrides
+from scpo.errors import ExpectedError
+
+__all__ = ["parse_grid", "grid_points", "point_slug", "point_folder", "point_parameters", "failure_status",
+           "failure_status_from_notebook", "failure_status_from_log", "run_sweep", "SweepError", "RESERVED_COLUMNS",
+           "BACKENDS"]
+
+RESERVED_COLUMNS = ("point", "point_dir", "status", "notebook")
+BACKENDS = ("serial", "local", "ray")
+_MAX_SLUG = 100
+
+class SweepError(ExpectedError, ValueError):
+    """A sweep that cannot start: a bad grid, a name the notebook does not take, a point whose config is invalid."""
 
 
 def parse_grid(grid: Sequence[str]) -> dict[str, list[Any]]:
@@ -67,6 +92,14 @@ def point_slug(point: dict[str, Any]) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
 
 
+def point_folder(point: dict[str, Any], index: int) -> str:
+    """The point's folder name: its slug, or `p<index>-<sha1 of the slug>` when the slug is over 100 characters."""
+    slug = point_slug(point)
+    if len(slug) <= _MAX_SLUG:
+        return slug
+    return f"p{index:03d}-{hashlib.sha1(slug.encode()).hexdigest()[:12]}"
+
+
 def point_parameters(
     point: dict[str, Any], notebook_params: Sequence[str], base: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -92,6 +125,24 @@ def point_parameters(
     return params
 
 
+def failure_status(err: BaseException) -> str:
+    """'failed: <ename>: <evalue> (In [<n>]: <first line>)' for a Papermill cell error (the exception raised in the
+    notebook, not Papermill's wrapper), 'failed: <type>: <message>' for anything else; one line."""
+    ename, evalue = getattr(err, "ename", None), getattr(err, "evalue", None)
+    if ename is not None:
+        source = [ln.strip() for ln in str(getattr(err, "source", "") or "").splitlines() if ln.strip()]
+        cell = getattr(err, "exec_count", None)
+        where = f" (In [{cell}]: {source[0][:80]})" if source else ""
+        return f"failed: {ename}: {_first_line(str(evalue))}{where}"
+    return f"failed: {type(err).__name__}: {_first_line(str(err))}"
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    line = lines[0] if lines else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in d.items():
@@ -103,31 +154,92 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-BACKENDS = ("serial", "local", "ray")
+def _shared_parameters(notebook_params: Sequence[str], params: str | Path | None, profile: str | None,
+                       overrides: Sequence[str]) -> dict[str, Any]:
+    """The notebook parameters every point gets from --params / --profile / --set."""
+    shared: dict[str, Any] = {}
+    for name, value in (("params", str(params) if params else None), ("profile", profile),
+                        ("overrides", "; ".join(overrides) if overrides else None)):
+        if value is None:
+            continue
+        if name not in notebook_params:
+            raise SweepError(f"--{'set' if name == 'overrides' else name} needs a {name!r} parameter, which the "
+                             f"notebook does not declare ({', '.join(notebook_params)})")
+        shared[name] = value
+    return shared
+
+
+# notebook parameters that the project's notebooks turn into config keys (checked up front with the rest)
+NOTEBOOK_KEYS = {"method": "credit.method", "env": "env.name", "seed": "train.seed"}
+
+
+def _check_configs(points: list[dict[str, Any]], all_params: list[dict[str, Any]], config_file: Path) -> None:
+    """Validate every point's config (params file, profile, `NOTEBOOK_KEYS`, the `overrides` string) before any point
+    runs."""
+    from scpo.pipeline.notebook import split_overrides
+
+    for point, p in zip(points, all_params):
+        keys = {key: p[name] for name, key in NOTEBOOK_KEYS.items() if p.get(name) not in (None, "")}
+        try:
+            load_config(config_file, profile=p.get("profile") or None,
+                        overrides={**keys, **split_overrides(p.get("overrides"))})
+        except ConfigError as err:
+            raise SweepError(f"point {point_slug(point)}: {_first_line(str(err))}") from None
+
+
+
+def failure_status_from_notebook(path: str | Path) -> str | None:
+    """`failure_status` for a point run as a Papermill process, read from the executed notebook it wrote: the error
+    output's ename and evalue and its cell; None when the notebook holds no error output."""
+    try:
+        nb = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    for cell in nb.get("cells", []):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                source = [ln.strip() for ln in "".join(cell.get("source", "")).splitlines() if ln.strip()]
+                where = f" (In [{cell.get('execution_count')}]: {source[0][:80]})" if source else ""
+                return f"failed: {output.get('ename')}: {_first_line(str(output.get('evalue', '')))}{where}"
+    return None
+
+
+def failure_status_from_log(log: str) -> str:
+    """`failure_status` for a point run as a Papermill process that left no error in its notebook (the kernel died,
+    Papermill itself failed): the last `<Name>Error: message` line of its stderr."""
+    lines = [ln.rstrip() for ln in log.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:?", ln)
+              and not ln.startswith(("papermill.exceptions.", "PapermillExecutionError"))]
+    cell = next((m.group(1) for ln in lines if (m := re.search(r'Exception encountered at "In \[(\d+)\]"', ln))), None)
+    failing = next((ln.split("----> ", 1)[1].strip() for ln in lines if "----> " in ln), "")
+    failing = re.sub(r"^\d+\s+", "", failing)
+    error = errors[-1].strip() if errors else (lines[-1].strip() if lines else "no output")
+    where = f" (In [{cell}]: {failing[:80]})" if cell and failing else ""
+    return f"failed: {_first_line(error)}{where}"
 
 
 def _execute_point(notebook: str, output: str, params: dict[str, Any], kernel: str, cwd: str | None,
-                   gpu: str | None = None) -> str:
-    """Run one point's notebook -> status ('ok' | 'failed: <error>'). In this process (gpu None), or as a Papermill
-    process whose CUDA_VISIBLE_DEVICES is `gpu`."""
+                   gpu: str | None = None, ipc: bool = False) -> str:
+    """Run one point's notebook -> status ('ok' | `failure_status`). In this process (gpu None; with `ipc` its kernel
+    on IPC transport), or as a Papermill process whose CUDA_VISIBLE_DEVICES is `gpu`."""
     if gpu is None:
         import papermill as pm
+        from traitlets.config import Config as TraitletsConfig
 
+        transport = TraitletsConfig({"KernelManager": {"transport": "ipc"}}) if ipc else TraitletsConfig()
         try:
-            pm.execute_notebook(notebook, output, parameters=params, kernel_name=kernel, cwd=cwd, progress_bar=False)
+            pm.execute_notebook(notebook, output, parameters=params, kernel_name=kernel, cwd=cwd, progress_bar=False,
+                                config=transport)
             return "ok"
         except Exception as err:  # noqa: BLE001 - one failing point must not stop the sweep; the error is recorded
-            first_line = str(err).strip().splitlines()[0] if str(err).strip() else ""
-            return f"failed: {type(err).__name__}: {first_line}"
+            return failure_status(err)
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu} if gpu != "" else dict(os.environ)
     cmd = [sys.executable, "-m", "papermill", notebook, output, "-k", kernel, "--no-progress-bar",
            "-y", json.dumps(params)] + (["--cwd", cwd] if cwd else [])
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode == 0:
         return "ok"
-    lines = [x for x in done.stderr.strip().splitlines() if x.strip()]
-    error = next((x for x in reversed(lines) if "Error" in x or "Exception" in x), lines[-1] if lines else "")
-    return f"failed: {error.strip()}"
+    return failure_status_from_notebook(output) or failure_status_from_log(done.stderr)
 
 
 def _ray_execute(notebook, output, params, kernel, cwd):  # a Ray task: Ray has set CUDA_VISIBLE_DEVICES already
@@ -137,34 +249,60 @@ def _ray_execute(notebook, output, params, kernel, cwd):  # a Ray task: Ray has 
 def run_sweep(notebook: str | Path, grid: Sequence[str], out: str | Path, kernel: str = "python3",
               base_parameters: dict[str, Any] | None = None, cwd: str | Path | None = None, backend: str = "serial",
               jobs: int = 1, gpus: str | None = None, gpus_per_point: float = 1.0,
-              ray_address: str | None = None) -> pd.DataFrame:
-    """Execute `notebook` once per grid point into `out/<slug>.ipynb`; write `out/summary.csv` and `out/summary.md`
-    (one row per point: the grid values, status, the executed notebook, and the point's summary_json values).
-    `backend`, `jobs`, `gpus`, `gpus_per_point`, `ray_address`: where the points run (module docstring)."""
+              ray_address: str | None = None, params: str | Path | None = None, profile: str | None = None,
+              overrides: Sequence[str] = (), overwrite: bool = False) -> pd.DataFrame:
+    """Execute `notebook` once per grid point into `out/<point>.ipynb`, the point's files in `out/<point>/`; write
+    `out/summary.csv` and `out/summary.md` (one row per point, in grid order: the grid values, point, point_dir,
+    status, the executed notebook, and the point's summary_json values as `result.*`). SweepError (nothing run) when
+    the sweep cannot start. `params`, `profile`, `overrides`: the notebook parameters of every point (--params,
+    --profile, --set); `overwrite` passes `overwrite=True` to notebooks that take it (a point may replace its folder's
+    run). `backend`, `jobs`, `gpus`, `gpus_per_point`, `ray_address`: where the points run (module docstring)."""
     import papermill as pm
 
     if backend not in BACKENDS:
-        raise ValueError(f"backend={backend!r} is not one of {', '.join(BACKENDS)}")
+        raise SweepError(f"backend={backend!r} is not one of {', '.join(BACKENDS)}")
     notebook, out = Path(notebook), Path(out)
     if not notebook.exists():
-        raise FileNotFoundError(f"no notebook at {notebook}")
+        raise SweepError(f"no notebook at {notebook}")
     notebook_params = list(pm.inspect_notebook(str(notebook)))
-    points = grid_points(parse_grid(grid))
+    try:
+        parse_overrides(list(overrides))
+        points = grid_points(parse_grid(grid))
+        reserved = [name for name in points[0] if name in RESERVED_COLUMNS or name.startswith("result.")]
+        if reserved:
+            raise ValueError(f"grid name {reserved[0]!r} is a column of the summary; reserved: "
+                             f"{', '.join(RESERVED_COLUMNS)}, result.*")
+        shared = {**(base_parameters or {}), **_shared_parameters(notebook_params, params, profile, overrides)}
+        all_params = [point_parameters(point, notebook_params, shared) for point in points]
+    except ValueError as err:
+        raise SweepError(str(err)) from None
+    if {"params", "profile", "overrides"} <= set(notebook_params):  # the project's notebooks (notebook_config)
+        config_file = Path(shared.get("params") or "params.yaml")
+        if not config_file.is_absolute():
+            config_file = Path(cwd or Path.cwd()) / config_file
+        if config_file.exists():
+            _check_configs(points, all_params, config_file)
     out.mkdir(parents=True, exist_ok=True)
+    if not (out / ".gitignore").exists():  # the points' folders hold whole runs (models): regenerable, not for git
+        (out / ".gitignore").write_text("# the sweep's points' folders (scpo sweep)\n/*/\n")
     tasks = []
-    for point in points:
-        slug = point_slug(point)
-        params = point_parameters(point, notebook_params, base_parameters)
+    for index, (point, point_params) in enumerate(zip(points, all_params)):
+        name = point_folder(point, index)
+        if "out_dir" in notebook_params and "out_dir" not in point and "out_dir" not in shared:
+            point_params["out_dir"] = str((out / name).resolve())
+        if overwrite and "overwrite" in notebook_params:
+            point_params["overwrite"] = True
         if "summary_json" in notebook_params:
-            params["summary_json"] = str((out / f"{slug}.json").resolve())
-        tasks.append((point, slug, params))
-    args = [(str(notebook.resolve()), str((out / f"{slug}.ipynb").resolve()), params, kernel,
-             str(cwd) if cwd else None) for _, slug, params in tasks]
+            (out / f"{name}.json").unlink(missing_ok=True)  # a stale one from an earlier sweep must not pass for this
+            point_params["summary_json"] = str((out / f"{name}.json").resolve())
+        tasks.append((point, name, point_params))
+    args = [(str(notebook.resolve()), str((out / f"{name}.ipynb").resolve()), p, kernel,
+             str(cwd) if cwd else None) for _, name, p in tasks]
     bar = tqdm(total=len(tasks), desc=f"sweep {notebook.stem} ({backend})", unit="point")
     if backend == "serial":
         statuses = []
         for a in args:
-            statuses.append(_execute_point(*a))
+            statuses.append(_execute_point(*a, ipc=True))
             bar.update()
     elif backend == "local":
         devices = [g.strip() for g in gpus.split(",")] if gpus else [""] * max(1, jobs)
@@ -195,11 +333,12 @@ def run_sweep(notebook: str | Path, grid: Sequence[str], out: str | Path, kernel
         statuses = ray.get(refs)
     bar.close()
     rows = []
-    for (point, slug, _), status in zip(tasks, statuses):
-        row: dict[str, Any] = {**point, "notebook": str(out / f"{slug}.ipynb"), "status": status}
-        summary_path = out / f"{slug}.json"
+    for (point, name, _), status in zip(tasks, statuses):
+        row: dict[str, Any] = {**point, "point": name, "point_dir": str(out / name),
+                               "notebook": str(out / f"{name}.ipynb"), "status": status}
+        summary_path = out / f"{name}.json"
         if status == "ok" and summary_path.exists():
-            row.update(_flatten(json.loads(summary_path.read_text())))
+            row.update({f"result.{k}": v for k, v in _flatten(json.loads(summary_path.read_text())).items()})
         rows.append(row)
     summary = pd.DataFrame(rows)
     summary.to_csv(out / "summary.csv", index=False)

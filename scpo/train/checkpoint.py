@@ -1,6 +1,12 @@
 """Checkpoints: `checkpoints/iter_XXXX/` = `model/` (safetensors + tokenizer), `optimizer.safetensors`,
-`rng.safetensors` and a small `state.json` (iterations done). Written under a temporary name and renamed, so a SIGKILL
-never leaves a half checkpoint; `latest_checkpoint` ignores anything unfinished.
+`rng.safetensors` and a small `state.json` (iterations done, the run's provenance, and the size of every file), written
+last. A checkpoint is written under a temporary name and renamed, so a SIGKILL never leaves a half checkpoint;
+`latest_checkpoint` ignores anything unfinished. Only the newest `train.keep_checkpoints` are kept (`prune_checkpoints`;
+the run's final `model/` lives outside `checkpoints/`).
+
+A checkpoint damaged later (a truncated file, a copy cut short) is found by `checkpoint_problem` (file sizes against
+state.json, every safetensors header, both state files), which names the file; `restorable_checkpoint` then falls back
+to the newest complete checkpoint, saying so, or fails in one line.
 
 Nothing in a checkpoint is unpickled: a run folder passed around must not be able to run code. The optimizer and RNG
 states are "state files": one safetensors file whose tensors are the state's tensors and whose metadata entry
@@ -26,8 +32,11 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from scpo.errors import ExpectedError
+
 __all__ = ["CheckpointError", "TrainingState", "save_checkpoint", "latest_checkpoint", "read_training_state",
-           "write_training_state", "rng_state", "set_rng_state", "OPTIMIZER_FILE", "RNG_FILE", "LEGACY_FILES"]
+           "write_training_state", "rng_state", "set_rng_state", "OPTIMIZER_FILE", "RNG_FILE", "LEGACY_FILES",
+           "checkpoint_problem", "restorable_checkpoint", "prune_checkpoints", "finished_checkpoints", "model_problem"]
 
 _PREFIX = "iter_"
 _FORMAT = "scpo.state/1"
@@ -35,7 +44,7 @@ OPTIMIZER_FILE, RNG_FILE = "optimizer.safetensors", "rng.safetensors"
 LEGACY_FILES = ("optimizer.pt", "rng.pt")  # torch pickles, written before this format; never loaded here
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ExpectedError, ValueError):
     """A checkpoint that cannot be restored (old pickle format, missing or malformed state file); one-line message."""
 
 
@@ -128,8 +137,14 @@ def write_training_state(ckpt: Path, optimizer_state: dict, rng: dict[str, Any])
     _write_state(Path(ckpt) / RNG_FILE, rng, "rng")
 
 
-def save_checkpoint(run_dir: Path, iterations_done: int, policy, optimizer, extra: dict | None = None) -> Path:
-    """Write `run_dir/checkpoints/iter_<iterations_done>` atomically and return it."""
+def _file_sizes(folder: Path) -> dict[str, int]:
+    return {p.relative_to(folder).as_posix(): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def save_checkpoint(run_dir: Path, iterations_done: int, policy, optimizer, extra: dict | None = None,
+                    keep: int | None = None) -> Path:
+    """Write `run_dir/checkpoints/iter_<iterations_done>` atomically and return it; then keep only the newest `keep`
+    finished checkpoints (None: all)."""
     root = Path(run_dir) / "checkpoints"
     final = root / f"{_PREFIX}{iterations_done:04d}"
     tmp = root / f".{final.name}.tmp"
@@ -137,17 +152,106 @@ def save_checkpoint(run_dir: Path, iterations_done: int, policy, optimizer, extr
     tmp.mkdir(parents=True)
     policy.save(tmp / "model")
     write_training_state(tmp, optimizer.state_dict(), rng_state())
-    (tmp / "state.json").write_text(json.dumps({"iterations_done": iterations_done, **(extra or {})}, indent=2))
+    state = {"iterations_done": iterations_done, **(extra or {}), "files": _file_sizes(tmp)}
+    (tmp / "state.json").write_text(json.dumps(state, indent=2, default=str))
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
+    if keep is not None:
+        prune_checkpoints(run_dir, keep)
     return final
+
+
+def finished_checkpoints(run_dir: Path) -> list[Path]:
+    """The finished checkpoints (state.json written), oldest first."""
+    root = Path(run_dir) / "checkpoints"
+    return sorted(p for p in root.glob(f"{_PREFIX}*") if (p / "state.json").exists()) if root.exists() else []
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
     """The finished checkpoint with the most iterations, or None."""
-    root = Path(run_dir) / "checkpoints"
-    done = sorted(p for p in root.glob(f"{_PREFIX}*") if (p / "state.json").exists()) if root.exists() else []
+    done = finished_checkpoints(run_dir)
     return done[-1] if done else None
+
+
+def prune_checkpoints(run_dir: Path, keep: int) -> list[Path]:
+    """Delete all but the newest `keep` finished checkpoints (and leftovers of interrupted writes); return the
+    deleted ones."""
+    if keep < 1:
+        raise ValueError(f"train.keep_checkpoints={keep}; allowed: an integer >= 1, or null for all")
+    root = Path(run_dir) / "checkpoints"
+    old = finished_checkpoints(run_dir)[:-keep]
+    for ckpt in old:
+        shutil.rmtree(ckpt)
+    for leftover in root.glob(f".{_PREFIX}*.tmp") if root.exists() else []:
+        shutil.rmtree(leftover, ignore_errors=True)
+    return old
+
+
+def checkpoint_problem(ckpt: Path) -> str | None:
+    """Why `ckpt` cannot be restored, naming the file (one line), or None when it looks complete: state.json parses,
+    every file state.json lists exists, the others than safetensors (tokenizer, configs) with the size it recorded,
+    the model's config.json parses and every model safetensors header covers its file (cheap: no tensor is read;
+    `read_training_state` then parses the state files)."""
+    ckpt = Path(ckpt)
+    try:
+        info = json.loads((ckpt / "state.json").read_text())
+        if not isinstance(info, dict) or "iterations_done" not in info:
+            raise ValueError("no iterations_done")
+    except (OSError, ValueError) as err:
+        return f"{ckpt / 'state.json'} is unreadable ({_first_line(err)})"
+    for rel, size in (info.get("files") or {}).items():
+        path = ckpt / rel
+        if not path.is_file():
+            return f"{path} is missing"
+        if path.suffix != ".safetensors" and path.stat().st_size != size:  # safetensors: their headers say more
+            return f"{path} has {path.stat().st_size:,} bytes, {size:,} when written (truncated or replaced)"
+    return model_problem(ckpt / "model")
+
+
+def model_problem(model_dir: Path) -> str | None:
+    """Why the model folder `model_dir` cannot be loaded, naming the file (one line), or None: config.json must parse
+    and every safetensors header must cover its file (no tensor is read)."""
+    model_dir = Path(model_dir)
+    try:
+        json.loads((model_dir / "config.json").read_text())
+    except FileNotFoundError:
+        return f"{model_dir / 'config.json'} is missing"
+    except (OSError, ValueError) as err:
+        return f"{model_dir / 'config.json'} is unreadable ({_first_line(err)})"
+    for path in sorted(model_dir.glob("*.safetensors")):
+        try:
+            with safe_open(path, framework="pt") as f:
+                f.keys()
+        except (SafetensorError, OSError) as err:
+            return f"{path} is not a readable safetensors file ({_first_line(err)})"
+    return None
+
+
+def restorable_checkpoint(run_dir: Path) -> tuple[Path, TrainingState, list[str]]:
+    """The newest checkpoint of `run_dir` that is complete (`checkpoint_problem`, then its state files parse), its
+    training state, and one line per newer checkpoint skipped (naming its damaged file). CheckpointError (one line)
+    when there is none; an old pickle checkpoint is not skipped but refused (`read_training_state`)."""
+    done = finished_checkpoints(run_dir)
+    if not done:
+        raise CheckpointError(f"nothing to resume in {run_dir}: no finished checkpoint under "
+                              f"{Path(run_dir) / 'checkpoints'}; start it without --resume")
+    problems: list[tuple[str, str]] = []
+    for ckpt in reversed(done):
+        if any((ckpt / name).exists() for name in LEGACY_FILES):
+            read_training_state(ckpt)  # an old pickle checkpoint: the one-line pointer to `scpo convert-checkpoint`
+        problem = checkpoint_problem(ckpt)
+        if problem is None:
+            try:
+                state = read_training_state(ckpt)
+            except CheckpointError as err:
+                problem = str(err)
+            else:
+                notes = [f"checkpoint {name} cannot be restored: {why}; resuming from {ckpt.name} instead"
+                         for name, why in problems]
+                return ckpt, state, notes
+        problems.append((ckpt.name, problem))
+    raise CheckpointError(f"no complete checkpoint to resume from in {run_dir}: "
+                          + "; ".join(f"{name}: {why}" for name, why in problems))
 
 
 @dataclass(frozen=True)

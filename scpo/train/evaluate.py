@@ -5,24 +5,98 @@ success; task_type "all" is the split's overall row; `n` counts episodes, so gam
 
 `eval.n_episodes` tasks are taken evenly spaced over the split's sorted task list (ALFWorld's ids sort by task type, so
 the first n would cover only one or two types).
+
+What the policy was trained on comes from the run, not from the command line: `config_for_checkpoint` reads the run's
+provenance (`provenance.json` of the run folder, or a checkpoint's state.json) and takes the environment (`env.name`,
+its `env.<name>` section: step limit, options; `env.history_length`), the `policy` section (profile, prompt and
+answer lengths, dtype) and `rollout.action_choice` from it. An explicit override contradicting the run is an error
+unless forced; the evaluation splits (`env.<name>.eval_splits`) are the evaluation's choice. Every check (model files, evaluation data, an existing eval.json) runs before anything is written.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 
-from scpo.config import Config
+from scpo.config import Config, ConfigError, apply_overrides, validate_config
+from scpo.errors import RunFolderError
 from scpo.policy import load_policy, resolve_model_dir
 from scpo.policy.placement import resolve_device
 from scpo.envs.registry import env_settings
 from scpo.rollout import collect_rollouts, make_engine
+from scpo.train.checkpoint import model_problem
+from scpo.train.preflight import check_task_list
+from scpo.train.provenance import read_provenance, write_json_atomic
 from scpo.train.seeding import iteration_seed, seed_everything, set_threads
 
-__all__ = ["run_evaluation", "evaluation_tasks"]
+__all__ = ["run_evaluation", "evaluation_tasks", "config_for_checkpoint", "run_provenance", "FROM_RUN"]
+
+# dotted keys an evaluation takes from the run it evaluates ("env.<name>" is the trained environment's section) ...
+FROM_RUN = ("env.name", "env.history_length", "env.<name>", "policy", "rollout.action_choice")
+# ... except these evaluation choices, which an explicit override sets
+EVAL_CHOICES = ("env.<name>.eval_splits",)
+
+
+def run_provenance(checkpoint: Path) -> tuple[dict, Path] | None:
+    """(provenance, where it was found) for a run folder, a checkpoint folder or a model folder inside either (the
+    folder itself, then its parent, then its grandparent); None when there is none."""
+    path = Path(checkpoint).resolve()
+    for folder in (path, path.parent, path.parent.parent):
+        record = read_provenance(folder)
+        if record is not None:
+            return record, folder
+    return None
+
+
+def _covered(key: str, env_name: str, keys: tuple[str, ...] = FROM_RUN) -> bool:
+    keys = tuple(k.replace("<name>", env_name) for k in keys)
+    return any(key == k or key.startswith(k + ".") for k in keys)
+
+
+def config_for_checkpoint(cfg: Config, checkpoint: Path, force: bool = False) -> tuple[Config, str]:
+    """`cfg` with the `FROM_RUN` settings of the run that `checkpoint` belongs to, and a line saying where they came
+    from. An explicit override (`cfg.origin`) of one of them that differs from the run's raises ConfigError unless
+    `force` (then the override wins). Without any provenance, `cfg` as it is."""
+    found = run_provenance(checkpoint)
+    if found is None:
+        return cfg, (f"no run record (provenance.json, checkpoint state.json) at or above {checkpoint}: evaluating with "
+                     f"the config given (env.name={cfg.env.name!r}, policy.profile={cfg.policy.profile!r})")
+    record, where = found
+    saved = record["config"]
+    name = saved["env"]["name"]
+    from_run = {"env.name": name, "env.history_length": saved["env"]["history_length"], f"env.{name}": saved["env"][name],
+                "policy": saved["policy"], "rollout.action_choice": saved["rollout"]["action_choice"]}
+    overrides = cfg.origin.get("overrides", {})
+    choices = {k: v for k, v in overrides.items() if _covered(k, name, EVAL_CHOICES)}
+    explicit = {k: v for k, v in overrides.items() if _covered(k, name) and k not in choices}
+    flat_run = _flatten(from_run)
+    conflicts = {k: v for k, v in explicit.items()
+                 if k in flat_run and flat_run[k] != _jsonable(v) or k == "env.name" and v != name}
+    if conflicts and not force:
+        shown = "; ".join(f"{k}={v!r} (the run: {flat_run.get(k, name if k == 'env.name' else '?')!r})"
+                          for k, v in conflicts.items())
+        raise ConfigError(f"{checkpoint} was trained with other settings than asked for: {shown}; drop them (the "
+                          "evaluation takes them from the run) or add --force to evaluate with them anyway")
+    raw = apply_overrides(cfg.model_dump(mode="json"), from_run)
+    raw = apply_overrides(raw, {**(explicit if force else {}), **choices})
+    new = validate_config(raw, source=f"the run record in {where}", origin=cfg.origin)
+    return new, f"evaluating on {new.env.name} with the run's env and policy settings ({where})"
+
+
+def _jsonable(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def evaluation_tasks(all_tasks: list[str], n: int | None) -> list[str]:
@@ -33,22 +107,35 @@ def evaluation_tasks(all_tasks: list[str], n: int | None) -> list[str]:
     return [all_tasks[i] for i in idx]
 
 
-def run_evaluation(cfg: Config, checkpoint: Path, out_dir: Path) -> dict:
-    """Evaluate the policy at `checkpoint` (model / run / checkpoint dir); returns the eval.json dict."""
+def run_evaluation(cfg: Config, checkpoint: Path, out_dir: Path, force: bool = False, overwrite: bool = True,
+                   note=None) -> dict:
+    """Evaluate the policy at `checkpoint` (model / run / checkpoint dir) on the environment it was trained on
+    (`config_for_checkpoint`); returns the eval.json dict. `overwrite=False` refuses an `out_dir` that already holds
+    an eval.json. `note(line)` receives the line saying where the settings came from."""
     t_start = time.perf_counter()
-    set_threads(cfg.train.torch_threads)
+    cfg, where = config_for_checkpoint(cfg, checkpoint, force=force)
     env = env_settings(cfg)
     model_dir = resolve_model_dir(checkpoint)
+    problem = model_problem(model_dir)
+    if problem:
+        raise RunFolderError(f"cannot evaluate {checkpoint}: {problem}")
+    splits = {split: check_task_list(env, split) for split in env.eval_splits}
+    out_dir = Path(out_dir)
+    if not overwrite and (out_dir / "eval.json").exists():
+        raise RunFolderError(f"{out_dir / 'eval.json'} exists (an earlier evaluation); add --overwrite to replace it, "
+                             "or choose another --out")
+    if note is not None:
+        note(where)
+    set_threads(cfg.train.torch_threads)
     policy = load_policy(model_dir, dtype=cfg.policy.dtype, device=resolve_device(cfg.train.device))
     engine = make_engine(cfg, policy, model_dir=model_dir)
-    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     result: dict = {"checkpoint": str(model_dir), "env": cfg.env.name, "temperature": cfg.eval.temperature,
-                    "splits": {}}
+                    "settings_from": where, "splits": {}}
     rows = []
     for split in env.eval_splits:
         seed_everything(iteration_seed(cfg.train.seed, -1))
-        tasks = evaluation_tasks(env.package.list_tasks(split, data_root=env.data_root), cfg.eval.n_episodes)
+        tasks = evaluation_tasks(splits[split], cfg.eval.n_episodes)
         trajectories, timing = collect_rollouts(
             env.package, tasks, cfg.eval.episodes_per_task, engine, env_name=env.name, seed=cfg.train.seed,
             data_root=env.data_root, max_steps=env.max_steps, history_length=cfg.env.history_length,
@@ -67,8 +154,10 @@ def run_evaluation(cfg: Config, checkpoint: Path, out_dir: Path) -> dict:
             "invalid_rate": float(np.mean([not s.valid for t in trajectories for s in t.steps])),
             "per_task_type": per_type, "env_s": timing.env_s, "gen_s": timing.gen_s}
     result["wall_s"] = time.perf_counter() - t_start
-    (out_dir / "eval.json").write_text(json.dumps(result, indent=2))
     import pandas as pd
 
-    pd.DataFrame(rows, columns=["split", "task_type", "n", "success"]).to_csv(out_dir / "eval.csv", index=False)
+    tmp = out_dir / ".eval.csv.tmp"
+    pd.DataFrame(rows, columns=["split", "task_type", "n", "success"]).to_csv(tmp, index=False)
+    tmp.replace(out_dir / "eval.csv")
+    write_json_atomic(out_dir / "eval.json", result)
     return result

@@ -10,12 +10,19 @@ The RL loop reads top to bottom, one iteration =
 Every iteration is seeded from (train.seed, iteration), so a run resumed from a checkpoint continues exactly as the
 uninterrupted run would have (tested by killing a run with SIGKILL). Seeding: `scpo.train.seeding`; the run folder's
 place: `scpo.pipeline.layout.run_dir`.
+
+Before anything is written, `scpo.train.preflight.plan_training` checks the data, the starting model and the run folder
+(a fresh run needs an empty one; `overwrite` replaces it only once every check passed; `resume` needs a restorable
+checkpoint whose recorded config matches). The folder is then locked (`scpo.train.run_folder.RunLock`: a second
+writer fails at once) and gets `provenance.json` (resolved config, overrides, version, git commit); each checkpoint's
+state.json carries the same record. A finished run ends with `summary.json` and `manifest.json` (digests of the model,
+rollouts and history, which the DVC stages downstream depend on).
 """
 
 from __future__ import annotations
 
-import json
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -23,6 +30,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+import scpo
 from scpo.config import Config
 from scpo.envs.registry import EnvSettings, env_settings
 from scpo.pipeline.layout import run_dir as layout_run_dir
@@ -31,8 +39,12 @@ from scpo.policy.placement import compute_precision, resolve_device
 from scpo.policy.profiles import with_lora
 from scpo.rollout import GenerationEngine, collect_rollouts, make_engine
 from scpo.rollout_types import RolloutBatch
-from scpo.train.checkpoint import latest_checkpoint, read_training_state, save_checkpoint
+from scpo.pipeline.manifest import write_run_manifest
+from scpo.train.checkpoint import save_checkpoint
 from scpo.train.metrics import HistoryLog, credit_metrics, rollout_metrics
+from scpo.train.preflight import TrainingPlan, plan_training
+from scpo.train.provenance import PROVENANCE_FILE, git_state, provenance, read_provenance, write_json_atomic
+from scpo.train.run_folder import RunLock, check_fresh, clear_run_folder
 from scpo.train.seeding import iteration_seed, seed_everything, set_threads
 from scpo.train.sft import behaviour_cloning, expert_demonstrations
 from scpo.train.update import make_optimizer, ppo_update, update_samples
@@ -67,14 +79,57 @@ def iteration_rollouts(cfg: Config, env: EnvSettings, engine: GenerationEngine, 
         desc=desc or f"iter {it} rollouts")
 
 
-def run_training(cfg: Config, stage: str = "rl", out_dir: Path | None = None, resume: bool = False) -> dict:
-    """Run stage 'sft' or 'rl'; returns the summary dict (also written to `<out_dir>/summary.json`)."""
+def run_training(cfg: Config, stage: str = "rl", out_dir: Path | None = None, resume: bool = False,
+                 overwrite: bool = False, force: bool = False) -> dict:
+    """Run stage 'sft' or 'rl' into `out_dir` (default: `_run_dir`); returns the summary dict (also written to
+    `<out_dir>/summary.json`). Modes: fresh (the folder must be empty), `overwrite` (replace what it holds, after every
+    check passed), `resume` (continue from the newest restorable checkpoint; a config differing from the run's
+    recorded one is refused unless `force`). Every check runs before the folder is touched (module docstring)."""
+    run_dir = Path(out_dir) if out_dir is not None else _run_dir(cfg, stage)
+    plan = plan_training(cfg, stage, run_dir, resume=resume, overwrite=overwrite, force=force)
     set_threads(cfg.train.torch_threads)
-    if stage == "sft":
-        return run_sft(cfg, out_dir)
-    if stage == "rl":
-        return run_rl(cfg, out_dir, resume=resume)
-    raise ValueError(f"stage={stage!r} is not one of 'sft', 'rl'")
+    with RunLock(run_dir) as lock:
+        for line in [lock.note, *plan.notes]:
+            if line:
+                _note(line)
+        if plan.mode == "fresh":
+            check_fresh(run_dir, resumable=stage == "rl")  # again, now that no other writer can start
+        elif plan.mode == "overwrite":
+            clear_run_folder(run_dir)
+        record = _record_provenance(cfg, plan)
+        summary = run_sft(cfg, run_dir) if stage == "sft" else run_rl(cfg, plan, record)
+        write_json_atomic(run_dir / "summary.json", summary)
+        write_run_manifest(run_dir)
+    return summary
+
+
+def _note(line: str) -> None:
+    """One line for the user on stderr, between progress bars."""
+    tqdm.write(line, file=sys.stderr)
+
+
+def _record_provenance(cfg: Config, plan: TrainingPlan) -> dict:
+    """Write `<run>/provenance.json` (a new run) or add this resume to it (the first record is kept); return the record
+    that this process's checkpoints carry."""
+    record = provenance(cfg)
+    path = plan.run_dir / PROVENANCE_FILE
+    if plan.mode == "resume":
+        first = read_provenance(plan.run_dir) or {"config": None, "note": "run started before provenance was recorded"}
+        first.setdefault("resumes", []).append({**record, "from_checkpoint": plan.checkpoint.name,
+                                                "forced_differences": [list(d) for d in plan.forced]})
+        write_json_atomic(path, first)
+    else:
+        write_json_atomic(path, record)
+    return record
+
+
+def _save_model(policy: PolicyLike, path: Path) -> None:
+    """`policy.save(path)` through a temporary folder renamed into place (a killed process never leaves a half model)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    policy.save(tmp)
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.rename(path)
 
 
 # ------------------------------------------------------------------------------------------------------------------ SFT
@@ -84,21 +139,17 @@ def _demo_tasks(env: EnvSettings, cfg: Config) -> list[str]:
     return [pool[i] for i in sorted(rng.permutation(len(pool))[: cfg.train.sft.n_demos])]
 
 
-def run_sft(cfg: Config, out_dir: Path | None = None) -> dict:
-    """Behaviour cloning on `train.sft.n_demos` expert demonstrations; writes `model/` and `summary.json`.
+def run_sft(cfg: Config, run_dir: Path) -> dict:
+    """Behaviour cloning on `train.sft.n_demos` expert demonstrations into `run_dir` (checked and locked by
+    `run_training`); writes `model/` and returns the summary.
 
     With `train.rl_start: base` (RL from the profile's model, verl-agent's recipe) no warm start is needed: only a
     summary saying so is written (no `model/`), so the pipeline's SFT stage costs nothing."""
     t_start = time.perf_counter()
-    run_dir = Path(out_dir) if out_dir is not None else _run_dir(cfg, "sft")
-    run_dir.mkdir(parents=True, exist_ok=True)
     if cfg.train.rl_start == "base":
-        shutil.rmtree(run_dir / "model", ignore_errors=True)  # a warm start of an earlier setting would look current
-        summary = {"stage": "sft", "env": cfg.env.name, "seed": cfg.train.seed, "profile": cfg.policy.profile,
-                   "skipped": "train.rl_start=base: RL starts from the profile's model, no warm start",
-                   "wall_s": time.perf_counter() - t_start, "run_dir": str(run_dir)}
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-        return summary
+        return {"stage": "sft", "env": cfg.env.name, "seed": cfg.train.seed, **_identity(cfg),
+                "skipped": "train.rl_start=base: RL starts from the profile's model, no warm start",
+                "wall_s": time.perf_counter() - t_start, "run_dir": str(run_dir)}
     env = env_settings(cfg)
     seed_everything(cfg.train.seed)
     demos, demo_stats = expert_demonstrations(env.package, _demo_tasks(env, cfg), data_root=env.data_root,
@@ -116,12 +167,17 @@ def run_sft(cfg: Config, out_dir: Path | None = None) -> dict:
         bc = behaviour_cloning(policy, demos, epochs=cfg.train.sft.epochs, lr=cfg.train.sft.lr,
                                batch_size=cfg.train.sft.batch_size, max_prompt_tokens=cfg.policy.max_prompt_tokens,
                                seed=cfg.train.seed)
-    policy.save(run_dir / "model")
-    summary = {"stage": "sft", "env": cfg.env.name, "seed": cfg.train.seed, "profile": cfg.policy.profile,
-               "n_params": sum(p.numel() for p in policy.model.parameters()),
-               "demos": demo_stats, "bc": bc, "wall_s": time.perf_counter() - t_start, "run_dir": str(run_dir)}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    return summary
+    _save_model(policy, run_dir / "model")
+    return {"stage": "sft", "env": cfg.env.name, "seed": cfg.train.seed, **_identity(cfg),
+            "n_params": sum(p.numel() for p in policy.model.parameters()),
+            "demos": demo_stats, "bc": bc, "wall_s": time.perf_counter() - t_start, "run_dir": str(run_dir)}
+
+
+def _identity(cfg: Config) -> dict:
+    """What the summary says about the config: profile, policy, the explicit overrides, version and git commit (the
+    whole resolved config is in provenance.json)."""
+    return {"profile": cfg.profile, "policy": cfg.policy.profile, "overrides": cfg.origin.get("overrides", {}),
+            "scpo_version": scpo.__version__, "git": git_state()}
 
 
 # ------------------------------------------------------------------------------------------------------------------- RL
@@ -171,18 +227,14 @@ def _credit(cfg: Config, batch: RolloutBatch, trajectories, policy: PolicyLike):
     return compute_advantages(method, batch, cfg.credit.for_env(cfg.env.name), **kwargs)
 
 
-def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> dict:
-    """Group RL with `cfg.credit.method`; see the module docstring for the loop and the run directory contract."""
+def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
+    """Group RL with `cfg.credit.method` into `plan.run_dir` (checked and locked by `run_training`), from
+    `plan.checkpoint` when resuming; checkpoints carry `record` (provenance). See the module docstring."""
     t_start = time.perf_counter()
     env = env_settings(cfg)
-    run_dir = Path(out_dir) if out_dir is not None else _run_dir(cfg, "rl")
-    ckpt = latest_checkpoint(run_dir) if resume else None
-    saved = read_training_state(ckpt) if ckpt else None  # an old or tampered checkpoint is refused here, before any work
-    if ckpt is None:  # a fresh run: drop any outputs of an earlier one
-        for stale in ("checkpoints", "rollouts", "dvclive", "model", "init_model", "history.csv", "summary.json"):
-            p = run_dir / stale
-            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir, ckpt, saved = plan.run_dir, plan.checkpoint, plan.state
+    if ckpt is not None:
+        _drop_after(run_dir, int(saved.info["iterations_done"]))
 
     # ---- seeding, policy, reference policy, optimizer, engine
     seed_everything(cfg.train.seed)
@@ -239,13 +291,28 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
             if cfg.train.save_rollouts_every and (it + 1) % cfg.train.save_rollouts_every == 0:
                 batch.to_parquet(run_dir / "rollouts" / f"iter_{it:04d}.parquet")
             if (it + 1) % cfg.train.checkpoint_every == 0 or it + 1 == cfg.train.iterations:
-                save_checkpoint(run_dir, it + 1, policy, optimizer, {"method": cfg.credit.method})
+                save_checkpoint(run_dir, it + 1, policy, optimizer,
+                                {"method": cfg.credit.method, "provenance": record}, keep=cfg.train.keep_checkpoints)
 
     log.close()
-    policy.save(run_dir / "model")
-    summary = _summary(cfg, run_dir, log.rows, time.perf_counter() - t_start, init_dir)
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    return summary
+    _save_model(policy, run_dir / "model")
+    return _summary(cfg, run_dir, log.rows, time.perf_counter() - t_start, init_dir)
+
+
+def _drop_after(run_dir: Path, iterations_done: int) -> None:
+    """Before resuming from a checkpoint after `iterations_done` iterations: move aside newer checkpoints (ones that
+    could not be restored: `checkpoints/corrupt-iter_XXXX`) and delete newer saved rollouts, which the resumed run
+    writes again (history rows are trimmed by `HistoryLog`)."""
+    from scpo.train.checkpoint import finished_checkpoints
+
+    for ckpt in finished_checkpoints(run_dir):
+        if int(ckpt.name.split("_")[1]) > iterations_done:
+            target = ckpt.with_name(f"corrupt-{ckpt.name}")
+            shutil.rmtree(target, ignore_errors=True)
+            ckpt.rename(target)
+    for path in sorted((run_dir / "rollouts").glob("iter_*.parquet")) if (run_dir / "rollouts").is_dir() else []:
+        if int(path.stem.split("_")[1]) >= iterations_done:
+            path.unlink()
 
 
 def _summary(cfg: Config, run_dir: Path, rows: list[dict], wall_s: float, init_dir: Path) -> dict:
@@ -253,7 +320,7 @@ def _summary(cfg: Config, run_dir: Path, rows: list[dict], wall_s: float, init_d
     last = rows[-1] if rows else {}
     perf = {k.split("/", 1)[1]: float(np.mean([r[k] for r in rows])) for k in PERF_KEYS if rows}
     return {"stage": "rl", "env": cfg.env.name, "method": cfg.credit.method, "seed": cfg.train.seed,
-            "profile": cfg.policy.profile, "iterations": len(rows), "init_from": str(init_dir),
+            **_identity(cfg), "iterations": len(rows), "init_from": str(init_dir),
             "rl_start": cfg.train.rl_start, "kl_reference": cfg.train.kl_reference,
             "final": {k: v for k, v in last.items() if not k.startswith("perf/")},
             "success_rate_mean": float(np.mean([r["charts/success_rate"] for r in rows])) if rows else None,

@@ -18,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from scpo.policy.scoring import candidate_scores, choice_log_distribution
 from scpo.train.logprobs import bucketed_batches, response_logprobs
@@ -150,7 +151,8 @@ def minibatches(lengths: Sequence[int], batch_size: int, order: str = "length_bu
 
 
 def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pad_id: int, train_cfg,
-               temperature: float = 1.0, generator: torch.Generator | None = None) -> dict[str, float]:
+               temperature: float = 1.0, generator: torch.Generator | None = None,
+               progress: bool = True) -> dict[str, float]:
     """Clipped-ratio updates (dual clip with `train.dual_clip_c`) with low-variance KL to `ref_model` (skipped when None
     or kl_coef = 0) and an entropy bonus.
 
@@ -158,7 +160,7 @@ def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pa
     forward / backward passes take `train.micro_batch_size` steps at a time and accumulate the gradient, which equals
     the whole minibatch's.
     Returns the token-weighted means over minibatches of pg, kl, entropy, clipfrac, approx_kl, plus grad_norm and
-    the number of optimizer steps.
+    the number of optimizer steps (a progress bar counts them).
     """
     if not samples:
         return {"n_updates": 0.0}
@@ -175,6 +177,9 @@ def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pa
     n_updates = 0
     grad_norms = []
     model.train()
+    # either minibatch order cuts an epoch into ceil(n / bs) minibatches (length buckets: pools of 8 full minibatches)
+    bar = tqdm(total=train_cfg.ppo_epochs * -(-len(samples) // bs), desc="update", unit="step", leave=False,
+               disable=not progress)
     for _ in range(train_cfg.ppo_epochs):
         lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
         for idx in minibatches(lengths, bs, train_cfg.minibatch_order, generator):
@@ -200,6 +205,9 @@ def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pa
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.max_grad_norm)))
             optimizer.step()
             n_updates += 1
+            bar.update(1)
+    bar.refresh()  # draw the final count (updates within tqdm's refresh interval are not drawn)
+    bar.close()
     out = {k: v / max(weight, 1.0) for k, v in totals.items()}
     out["grad_norm"] = float(np.mean(grad_norms))
     out["n_updates"] = float(n_updates)
