@@ -11,6 +11,7 @@ import pytest
 
 from scpo.config import load_config
 from scpo.credit import available_methods
+from scpo.credit.registry import METHODS
 from scpo.rollout import env_api, toy_env
 from scpo.rollout_types import RolloutBatch
 
@@ -43,11 +44,16 @@ def test_sft_writes_a_loadable_model_and_lowers_the_loss(sft_run):
     assert policy.profile == "tiny" and json.loads((root / "alfworld/sft/seed0/summary.json").read_text())["stage"] == "sft"
 
 
+PLANNER_METHODS = [m for m in available_methods() if "oracle_progress" in METHODS[m].needs]
+
+
 @pytest.mark.parametrize("method", available_methods())
-def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path, monkeypatch):
+def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path, monkeypatch, alfworld_data_root):
+    """On the corridor env; the methods that need ALFWorld's planner (the oracle) on real ALFWorld games."""
     from scpo.train.runner import run_training
 
-    monkeypatch.setitem(env_api.ENV_PACKAGES, "alfworld", toy_env)
+    if method not in PLANNER_METHODS:
+        monkeypatch.setitem(env_api.ENV_PACKAGES, "alfworld", toy_env)
     _, sft = sft_run
     cfg = load_config("params.yaml", profile="smoke", overrides={
         **SMOKE, "credit.method": method, "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path)})
@@ -66,6 +72,8 @@ def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path, monkeypa
     assert (run / "model" / "model.safetensors").exists() and (run / "dvclive" / "metrics.json").exists()
     if method == "scpo":
         assert "credit/scpo_bonus_mean" in hist
+    if method in PLANNER_METHODS:  # the saved rollouts carry the planner's q
+        assert batch.oracle_progress is not None and np.all(batch.oracle_progress <= 1)
 
 
 @pytest.mark.parametrize("skip", [True, False])

@@ -2,7 +2,8 @@
 
 Two sources:
 - `noisy_optimal_rollouts`: a policy of controlled skill. At each step it plays the planner's optimal command with
-  probability 1 - eps, else a uniformly random admissible command ("help" excluded, as in the policy's prompt). Groups of
+  probability 1 - eps, else a uniformly random admissible command ("help" excluded, as in the policy's prompt; also
+  in a dead end, where no command leads to the goal: e.g. holding an object no receptacle accepts). Groups of
   `group_size` episodes per (task, seed); episode i of a group draws from a generator seeded by (seed, task, i) and
   makes the same draws whatever eps is (common random numbers: eps = 0.2 and 0.4 differ only where u_t falls between).
 - `label_progress`: the saved rollouts of a trained policy (RolloutBatch), replayed command by command in the fast engine
@@ -10,7 +11,8 @@ Two sources:
   is an error.
 
 V* comes from `scpo.envs.alfworld.planner.Planner` (one per game, kept in a `PlannerPool` so its cache serves every
-seed, eps and episode of the game). Full knowledge is a proxy: a step that explores (opens a cabinet to look) has q <= 0.
+seed, eps and episode of the game). A step into a dead end (no command leads to the goal any more) has q = -inf, the
+steps after it q = 0. Full knowledge is a proxy: a step that explores (opens a cabinet to look) has q <= 0.
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ def noisy_optimal_episode(task_id: str, seed: int, index: int, eps: float, plann
     while not done:
         u, pick = rng.random(), rng.random()  # both drawn every step: the same stream for every eps
         admissible = [a for a in info["admissible_commands"] if a != "help"]
-        action = admissible[int(pick * len(admissible))] if u < eps else planner.best_action(engine)
+        action = planner.best_action(engine) if u >= eps else None
+        if action is None:  # a random step, or no optimal one (a dead end: the goal cannot be reached any more)
+            action = admissible[int(pick * len(admissible))]
         next_obs, reward, done, next_info = env.step(action)
         v_next = planner.value(engine)
         steps.append(Step(observation=obs, action=action, reward=float(reward), next_observation=next_obs, valid=True,

@@ -21,6 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from scpo.config import Config
+from scpo.credit.registry import METHODS
 from scpo.policy import create_policy, load_policy, resolve_model_dir
 from scpo.policy.placement import compute_precision, resolve_device
 from scpo.rollout import collect_rollouts, env_settings, make_engine
@@ -148,6 +149,21 @@ def _initial_policy_dir(cfg: Config, env, run_dir: Path) -> Path:
     return init_dir
 
 
+def _label_progress(env, batch: RolloutBatch) -> RolloutBatch:
+    """The batch with oracle_progress (ALFWorld only: V* comes from the fast engine's planner; one planner pool per
+    process, so its caches serve every iteration)."""
+    if getattr(env.package, "__name__", "") != "scpo.envs.alfworld":
+        raise ValueError(f"oracle progress needs ALFWorld's planner (scpo.envs.alfworld); env {env.name!r} is "
+                         f"{getattr(env.package, '__name__', env.package)!r}")
+    from scpo.analysis.oracle_rollouts import PlannerPool, label_progress
+
+    pool = _PLANNERS.setdefault(str(env.data_root), PlannerPool(env.data_root))
+    return label_progress(batch, data_root=env.data_root, pool=pool, progress=False)
+
+
+_PLANNERS: dict = {}
+
+
 def _credit(cfg: Config, batch: RolloutBatch, trajectories, policy):
     from scpo.credit import compute_advantages
     from scpo.train.hindsight import hindsight_logprob
@@ -203,6 +219,8 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
             # 1. rollouts: N per task, same seed, all envs batched through generation
             trajectories, timing = iteration_rollouts(cfg, env, engine, pool, it)
             batch = RolloutBatch.from_trajectories(trajectories)
+            if "oracle_progress" in METHODS[cfg.credit.method].needs:  # the oracle estimator: q_t from the planner
+                batch = _label_progress(env, batch)
 
             # 2. credit assignment (pure estimators; HCAPO's hindsight log-probs come from the policy)
             t0 = time.perf_counter()

@@ -501,8 +501,9 @@ class Planner:
                 tie -= 1
                 heapq.heappush(heap, (g2 + hc, hc, tie, g2, child, fin))
         self.stats.expanded += expanded
-        if end is None:
-            cache[root] = (INF, None, None)
+        if end is None:  # every state reached is a dead end too (a goal reachable from one would be reachable here)
+            for key in best_g:
+                cache[key] = (INF, None, None)
             self.stats.seconds.append(time.perf_counter() - t0)
             return INF
         path: list[tuple[Key, str]] = []
