@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from scpo.credit.options import CreditConfig, StrictModel
 
@@ -149,6 +149,32 @@ class ReportConfig(StrictModel):
     credit_map_seed: int = Field(0, description="... and of this seed")
 
 
+class FidelityConfig(StrictModel):
+    """Credit fidelity against the planner's oracle progress (ALFWorld, notebook 07 / `scpo fidelity`)."""
+
+    split: Split = "valid_unseen"
+    n_tasks: int | None = Field(None, ge=1, description="first N games of the split (None: all)")
+    seeds: tuple[int, ...] = Field((0, 1, 2), min_length=1, description="task seeds: one group per task and seed")
+    eps: tuple[float, ...] = Field((0.2, 0.4, 0.6), min_length=1, description="noise levels of the noisy-optimal policy")
+    group_size: int = Field(8, ge=2)
+    max_steps: int = Field(15, ge=1, description="episode limit of the noisy-optimal rollouts (15, the cpu profile's: "
+                           "at 50 nearly every episode wins and mixed groups vanish)")
+    methods: tuple[MethodName, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo", "oracle")
+    hindsight_policy: str | None = Field(None, description="policy whose hindsight scores HCAPO uses (None: the warm "
+                                         "start <train.out_dir>/alfworld/sft/seed<train.seed>)")
+    sweep_tau: tuple[float, ...] = Field((0.5, 0.6, 0.7, 0.8, 0.9), description="SCPO defaults sweep: tau values")
+    sweep_step_text: tuple[Literal["action_next_obs", "action", "obs_action"], ...] = (
+        "action_next_obs", "action", "obs_action")
+    sweep_scorer: tuple[Literal["lexical", "bi_encoder", "cross_encoder"], ...] = ("lexical", "bi_encoder")
+
+    @field_validator("eps")
+    @classmethod
+    def _eps_in_unit_interval(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not 0.0 <= e <= 1.0 for e in v):
+            raise ValueError(f"every eps must be in [0, 1], got {list(v)}")
+        return v
+
+
 class Config(StrictModel):
     profile: Literal["smoke", "cpu", "gpu"] = "cpu"
     data: DataConfig = DataConfig()
@@ -159,6 +185,7 @@ class Config(StrictModel):
     train: TrainConfig = TrainConfig()
     eval: EvalConfig = EvalConfig()
     report: ReportConfig = ReportConfig()
+    fidelity: FidelityConfig = FidelityConfig()
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "Config":

@@ -156,3 +156,20 @@ def test_unknown_goal_shape_is_an_error(tiny_game):
     odd = type(game)(**{**game.__dict__, "goal": ["and", ["opened", "fridge_bar_1"]]})
     with pytest.raises(PlannerError, match="six shapes"):
         goal_spec(odd)
+
+
+def test_a_dead_end_has_infinite_value_and_every_state_after_it_too(alfworld_data_root):
+    """The paper towel roll fits no receptacle of this kitchen: once it is held, the hands never free and the goal
+    (a cool mug in a cabinet) cannot be reached. The search that proves it caches every state it saw as a dead end."""
+    path = game_file("valid_unseen/pick_cool_then_place_in_recep-Mug-None-Cabinet-10/trial_T20190909_121710_650938",
+                     alfworld_data_root.parent)
+    planner, e = Planner(path), FastEngine(path)
+    e.step("go to coffeemachine 1")
+    assert planner.value(e) < float("inf")
+    e.step("take papertowelroll 1 from countertop 1")
+    assert planner.value(e) == float("inf") and planner.best_action(e) is None
+    searches = planner.stats.searches
+    e.step("go to fridge 1")
+    assert planner.value(e) == float("inf") and planner.stats.searches == searches  # a cache hit
+    with pytest.raises(PlannerError, match="cannot be reached"):
+        planner.plan(e)

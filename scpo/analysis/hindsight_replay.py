@@ -1,0 +1,82 @@
+"""HCAPO's hindsight log-probs for rollouts that kept no prompts (saved batches, noisy-optimal groups).
+
+A RolloutBatch keeps observations and actions but not the prompts the policy saw nor the admissible lists in them. For an
+ALFWorld batch both are rebuilt by replaying each trajectory's commands in the fast engine (deterministic): the prompt of
+step t is `build_prompt(goal, o_t, admissible_t, history, t)` and the answer is `<action>a_t</action>` + EOS, as the
+tiny policy's admissible-choice sampler writes it (scpo.rollout.engine). Then `scpo.train.hindsight.hindsight_logprob`
+scores each answer under the prompt extended by the trajectory's final observation, at HCAPO's temperature.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from scpo.envs.alfworld import build_prompt, make_env
+from scpo.rollout_types import RolloutBatch, Step, Trajectory
+
+__all__ = ["replay_prompts", "hindsight_for_batch"]
+
+
+def _trajectory_rows(batch: RolloutBatch) -> list[np.ndarray]:
+    order = np.arange(batch.n_rows)
+    bounds = np.flatnonzero(np.diff(batch.traj_id)) + 1
+    return np.split(order, bounds)
+
+
+def replay_prompts(batch: RolloutBatch, *, data_root: str | Path = "data", history_length: int = 2,
+                   progress: bool = True) -> list[Trajectory]:
+    """Trajectories (in batch row order) whose steps carry the rebuilt `prompt`; ValueError if a replay departs from
+    the saved observations."""
+    out = []
+    for rows in tqdm(_trajectory_rows(batch), desc="replay prompts", unit="trajectory", disable=not progress,
+                     leave=False):
+        task = str(batch.task_id[rows[0]])
+        env = make_env(task, data_root, max_steps=10_000, engine="fast")
+        obs, info = env.reset()
+        history: list[tuple[str, str]] = []
+        steps = []
+        for t, r in enumerate(rows):
+            if obs != batch.observation[r]:
+                raise ValueError(f"replay of {task} (trajectory {batch.traj_uid[r]}, step {t}) departs from the saved "
+                                 "observation")
+            action = str(batch.action[r])
+            prompt = build_prompt(info["goal"], obs, list(info["admissible_commands"]), history, t,
+                                  history_length=history_length)
+            next_obs, _, _, info = env.step(action)
+            steps.append(Step(observation=obs, action=action, reward=float(batch.reward[r]), next_observation=next_obs,
+                              prompt=prompt))
+            history.append((obs, action))
+            obs = next_obs
+        out.append(Trajectory(task_id=task, seed=int(batch.seed[rows[0]]), index=0, steps=steps))
+    return out
+
+
+def hindsight_for_batch(policy, batch: RolloutBatch, *, data_root: str | Path = "data", history_length: int = 2,
+                        temperature: float = 5.0, max_prompt_tokens: int = 1024, batch_size: int = 64,
+                        progress: bool = True) -> np.ndarray:
+    """HCAPO's `hindsight_logprob` (n_rows,) for an ALFWorld batch, under `policy` (e.g. the warm start).
+
+    Rows with the same (prompt, final observation, answer) -- siblings of a group that share a prefix and an ending --
+    are scored once; the distinct ones go to the model sorted by length (less padding). Same values as scoring every
+    row in order, up to float rounding of the batch composition."""
+    from scpo.rollout.engine import ACTION_ANSWER
+    from scpo.train.hindsight import hindsight_logprob
+
+    trajs = replay_prompts(batch, data_root=data_root, history_length=history_length, progress=progress)
+    keys = [(s.prompt, tr.steps[-1].next_observation, s.action) for tr in trajs for s in tr.steps]
+    unique: dict[tuple[str, str, str], int] = {}
+    index = np.array([unique.setdefault(k, len(unique)) for k in keys], dtype=np.int64)
+    order = sorted(unique, key=lambda k: len(k[0]) + len(k[1]))
+    tok = policy.tokenizer
+    ids = tok([ACTION_ANSWER.format(action=a) for _, _, a in order], add_special_tokens=False)["input_ids"]
+    singles = [Trajectory(task_id="", seed=0, index=0, steps=[Step(
+        observation="", action=a, reward=0.0, next_observation=final, prompt=prompt,
+        extras={"response_ids": list(i) + [tok.eos_token_id]})]) for (prompt, final, a), i in zip(order, ids)]
+    scores = hindsight_logprob(policy, singles, temperature=temperature, max_prompt_tokens=max_prompt_tokens,
+                               batch_size=batch_size)
+    by_key = np.empty(len(unique))
+    by_key[[unique[k] for k in order]] = scores
+    return by_key[index]
