@@ -1,4 +1,4 @@
-"""The `scpo` command: prepare-data, train, eval, sweep, credit-map, parity, fidelity.
+"""The `scpo` command: prepare-data, train, eval, sweep, credit-map, parity, convert-checkpoint, fidelity.
 
 Every command reads params.yaml (`--params`), a profile (`--profile`) and dotted overrides (`--set key=value`, repeatable),
 validated by the same typed config as Papermill parameters. Heavy modules are imported inside each command.
@@ -68,11 +68,16 @@ def train(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: O
           out: Optional[Path] = typer.Option(None, help="run directory (default: <train.out_dir>/<env>/<method>/seed<seed>)"),
           resume: bool = typer.Option(False, "--resume", help="continue from the last checkpoint in the run directory")) -> None:
     """Behaviour-cloning warm start (--stage sft) or group RL (--stage rl --method NAME)."""
+    from scpo.train.checkpoint import CheckpointError
     from scpo.train.runner import run_training
 
     extra = {k: v for k, v in {"credit.method": method, "env.name": env, "train.seed": seed}.items() if v is not None}
     cfg = _config(params, profile, sets, extra)
-    run_training(cfg, stage=stage, out_dir=out, resume=resume)
+    try:
+        run_training(cfg, stage=stage, out_dir=out, resume=resume)
+    except CheckpointError as err:
+        typer.secho(str(err), fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from None
 
 
 @app.command("eval")
@@ -143,6 +148,27 @@ def fidelity(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets
     cfg = _config(params, profile, sets, extra)
     paths, res = write_fidelity_report(cfg, reports_dir, trained=trained, sweep=sweep)
     typer.echo(json.dumps({"written": paths, "seconds": res.seconds, "planner": res.planner}, indent=1))
+
+
+@app.command("convert-checkpoint")
+def convert_checkpoint(path: Path = typer.Argument(..., help="a checkpoint folder, or a run folder (all its checkpoints)")
+                       ) -> None:
+    """Rewrite old checkpoints' optimizer.pt / rng.pt (pickles) as safetensors; only for checkpoints you trust."""
+    from scpo.train.checkpoint import CheckpointError
+    from scpo.train.legacy_checkpoint import WARNING, convert_checkpoint as convert, legacy_checkpoints
+
+    typer.secho(f"WARNING: {WARNING}", fg=typer.colors.YELLOW, err=True)
+    todo = legacy_checkpoints(path)
+    if not todo:
+        typer.secho(f"no checkpoint with optimizer.pt and rng.pt to convert at {path}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(1)
+    try:
+        for ckpt in todo:
+            convert(ckpt)
+            typer.echo(f"converted {ckpt}: optimizer.safetensors, rng.safetensors written; optimizer.pt, rng.pt removed")
+    except CheckpointError as err:
+        typer.secho(str(err), fg=typer.colors.RED, err=True)
+        raise typer.Exit(1) from None
 
 
 if __name__ == "__main__":

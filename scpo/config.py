@@ -140,9 +140,12 @@ class ReportConfig(StrictModel):
     methods: tuple[MethodName, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo")
     envs: tuple[Literal["alfworld", "webshop"], ...] = ("alfworld", "webshop")
     seeds: tuple[int, ...] = (0, 1, 2)
-    similarity_thresh: float = Field(0.9, gt=0, le=1, description="near-identical steps for the inconsistency metric")
+    similarity_thresh: float = Field(0.9, gt=0, le=1, description="semantic variant of the inconsistency metric: "
+                                     "`action -> next observation` texts scoring >= this")
     similarity_scorer: Literal["lexical", "bi_encoder", "cross_encoder"] = Field(
-        "lexical", description="scorer that finds near-identical steps (scpo.scorers)")
+        "bi_encoder", description="scorer of the semantic variant (scpo.scorers); exact same-step pairs need none")
+    scpo_match_scorers: tuple[Literal["lexical", "bi_encoder", "cross_encoder"], ...] = Field(
+        ("lexical", "bi_encoder"), description="scorers whose SCPO matches are checked for pairing different actions")
     hard_task_types: tuple[str, ...] = Field(
         ("pick_two", "heat", "cool", "clean"), description="substrings of the task types reported as hard multi-step")
     credit_map_method: MethodName = Field("scpo", description="credit maps draw the saved rollouts of this method's run")

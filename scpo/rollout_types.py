@@ -233,6 +233,11 @@ class RolloutBatch:
     def n_rows(self) -> int:
         return len(self.step)
 
+    @property
+    def q(self) -> np.ndarray | None:
+        """The oracle progress column (`oracle_progress`) under its short name."""
+        return self.oracle_progress
+
     def __len__(self) -> int:
         return self.n_rows
 

@@ -47,10 +47,10 @@ def test_scpo_matches_read_reference_rows():
     b = _batch()
     diag = {"scpo_ref_row": np.array([3, -1, 4, -1, -1, -1, -1, -1]),
             "scpo_score": np.array([0.9, 0.2, 0.8, 0, 0, 0, 0, 0]),
-            "scpo_bonus": np.array([2.5, 0, 1.0, 0, 0, 0, 0, 0])}
+            "scpo_credit": np.array([2.5, 0, 1.0, 0, 0, 0, 0, 0])}
     m = scpo_matches(b, 0, diag)
     assert m[["traj_id", "step", "ref_traj_id", "ref_step"]].values.tolist() == [[0, 0, 1, 0], [0, 2, 1, 1]]
-    assert m["bonus"].tolist() == [2.5, 1.0]
+    assert m["credit"].tolist() == [2.5, 1.0]
     with pytest.raises(KeyError, match="scpo_ref_row"):
         scpo_matches(b, 0, {"scpo_score": diag["scpo_score"]})
 

@@ -28,20 +28,30 @@ def two_step_group(obs_w=("s0", "s1"), obs_f=("s0", "s2")) -> RolloutBatch:
 
 # ------------------------------------------------------------------------------------------------ ProGPO-C
 def all_failed_group() -> RolloutBatch:
-    # T1: o0 -> n1 -> n2 ; T2: o0 -> n1 -> n3 (T1 reaches n1 first: same time, lower trajectory index)
+    # T1: o0 -> n1 -> n2 ; T2: o0 -> n3 -> n1 (T2 reaches n1 at index 2, after T1 reached it at index 1)
     return RolloutBatch.from_columns(group_id=[0] * 4, traj_id=[0, 0, 1, 1], step=[0, 1, 0, 1], reward=[0] * 4,
-                                     observation=["o0", "n1", "o0", "n1"], next_observation=["n1", "n2", "n1", "n3"])
+                                     observation=["o0", "n1", "o0", "n3"], next_observation=["n1", "n2", "n3", "n1"])
 
 
 def test_progpo_c_by_hand():
     res = compute_advantages("progpo_c", all_failed_group())
-    np.testing.assert_array_equal(res.diagnostics["coverage"], [1, 1, 0, 1])
-    # C = [2, 1] -> episode 0.5 * (+-0.5 / 0.7071) ; coverage returns T1: 1.95, 1 ; T2: 0.95, 1
+    np.testing.assert_array_equal(res.diagnostics["coverage"], [1, 1, 1, 0])
+    # C = [2, 1] -> episode 0.5 * (+-0.5 / 0.7071) ; coverage returns T1: 1.95, 1 ; T2: 1, 0 ; anchor o0 {1.95, 1}
     ep = 0.5 * 0.5 / (np.sqrt(0.5) + EPS)
-    step = 0.5 / (np.sqrt(0.5) + EPS)
+    step = 0.475 / (np.sqrt(2 * 0.475**2) + EPS)
     np.testing.assert_allclose(res.advantages, [ep + step, ep, -ep - step, -ep])
-    np.testing.assert_allclose(res.returns, [1.95, 1.0, 0.95, 1.0])
+    np.testing.assert_allclose(res.returns, [1.95, 1.0, 1.0, 0.0])
     assert res.stats["frac_all_failed_groups"] == 1.0
+
+
+def test_progpo_c_simultaneous_first_visits_all_count_whatever_the_order():
+    # both trajectories reach n1 first at index 1: both count it (revision 1 credited only the lower index)
+    cols = dict(group_id=[0] * 4, step=[0, 1, 0, 1], reward=[0] * 4, observation=["o0", "n1", "o0", "n1"])
+    b = RolloutBatch.from_columns(traj_id=[0, 0, 1, 1], next_observation=["n1", "n2", "n1", "n3"], **cols)
+    swapped = RolloutBatch.from_columns(traj_id=[0, 0, 1, 1], next_observation=["n1", "n3", "n1", "n2"], **cols)
+    np.testing.assert_array_equal(compute_advantages("progpo_c", b).diagnostics["coverage"], [1, 1, 1, 1])
+    np.testing.assert_array_equal(compute_advantages("progpo_c", b).advantages,
+                                  compute_advantages("progpo_c", swapped).advantages[[2, 3, 0, 1]])
 
 
 def test_progpo_c_trajectory_scope_counts_own_visits_only():
@@ -54,9 +64,10 @@ def test_progpo_c_leaves_groups_with_a_success_to_gigpo():
     b = RolloutBatch.from_columns(
         group_id=[0, 0, 0, 0, 1, 1, 1, 1], traj_id=[0, 0, 1, 1, 2, 2, 3, 3], step=[0, 1] * 4,
         reward=[0, 10, 0, 0, 0, 0, 0, 0], observation=["s0", "s1", "s0", "s2", "o0", "n1", "o0", "n1"],
-        next_observation=["s1", "s3", "s2", "s4", "n1", "n2", "n1", "n3"])
+        next_observation=["s1", "s3", "s2", "s4", "n1", "n2", "n1", "n1"])
     res, gig = compute_advantages("progpo_c", b), compute_advantages("gigpo", b)
     np.testing.assert_array_equal(res.advantages[:4], gig.advantages[:4])
+    np.testing.assert_array_equal(res.diagnostics["coverage"][4:], [1, 1, 1, 0])
     assert not np.allclose(res.advantages[4:], gig.advantages[4:])
 
 
@@ -100,28 +111,47 @@ def test_progpo_c_changes_only_all_failed_groups(trajs):
 # ------------------------------------------------------------------------------------------------ G2PO
 def test_g2po_by_hand():
     res = compute_advantages("g2po", two_step_group())
-    # V(s0) = mean(0.95 * 10, 0) = 4.75, V(s1) = 10, V(s2) = 0 ; next: W0 -> 10, W1 -> success 10, F0 -> 0, F1 -> 0
-    np.testing.assert_allclose(res.diagnostics["node_value"], [4.75, 10, 4.75, 0])
-    nc = np.array([5 / (np.sqrt(50) + EPS), 0, -5 / (np.sqrt(50) + EPS), 0])
-    ec = norm([10 - 4.75, 0, -4.75, 0])
+    # V = mean of 0.95^(T - t) R (public exponent): V(s0) = mean(0.95^2 * 10, 0) = 4.5125, V(s1) = 9.5, V(s2) = 0
+    # next: W0 -> s1 (9.5), W1 -> success sentinel (10), F0 -> s2 (0), F1 -> failure sentinel (0)
+    np.testing.assert_allclose(res.diagnostics["node_value"], [4.5125, 9.5, 4.5125, 0])
+    np.testing.assert_allclose(res.diagnostics["next_value"], [9.5, 10, 0, 0])
+    nc = np.array([4.75 / (np.sqrt(2 * 4.75**2) + EPS), 0, -4.75 / (np.sqrt(2 * 4.75**2) + EPS), 0])
+    ec = norm([9.5 - 4.5125, 10 - 9.5, 0 - 4.5125, 0])
     np.testing.assert_allclose(res.diagnostics["node_centric"], nc)
+    np.testing.assert_allclose(res.diagnostics["edge_centric"], ec)
     np.testing.assert_allclose(res.advantages, norm([10, 10, 0, 0]) + nc + ec)
+    half = compute_advantages("g2po", two_step_group(), w=0.5)
+    np.testing.assert_allclose(half.advantages, norm([10, 10, 0, 0]) + 0.5 * (nc + ec))
 
 
 # ------------------------------------------------------------------------------------------------ HGPO
+def hgpo_batch() -> RolloutBatch:
+    # T0: a -> b (10 at its last step), T1: a -> b, T2: c -> b ; G: T0 9.5, 10 ; T1 0, 0 ; T2 0, 0
+    return RolloutBatch.from_columns(group_id=[0] * 6, traj_id=[0, 0, 1, 1, 2, 2], step=[0, 1] * 3,
+                                     reward=[0, 10, 0, 0, 0, 0], observation=["a", "b", "a", "b", "c", "b"])
+
+
+def pop(x, v):
+    return (x - np.mean(v)) / (np.std(v) + EPS)
+
+
 def test_hgpo_by_hand():
-    b = RolloutBatch.from_columns(group_id=[0] * 6, traj_id=[0, 0, 1, 1, 2, 2], step=[0, 1] * 3,
-                                  reward=[0, 10, 0, 0, 0, 0], observation=["a", "b", "a", "b", "c", "b"])
-    res = compute_advantages("hgpo", b, history_length=1, alpha=1.0)
-    # k=1: {a: 9.5, 0 -> +-1}, {b: 10, 0, 0 -> 1.4142, -0.7071, -0.7071}, {c} -> 0
-    # k=2: {(_, a): +-1}, {(a, b): 10, 0 -> +-1}, {(_, c)}, {(c, b)} -> 0 ; weights k=1: 2, k=2: 3
-    pop = lambda x, v: (x - np.mean(v)) / (np.std(v) + EPS)  # noqa: E731
-    b1 = [pop(10, [10, 0, 0]), pop(0, [10, 0, 0])]
+    res = compute_advantages("hgpo", hgpo_batch(), history_length=1, alpha=1.0)
+    # l=0 (same o_t): {a: 9.5, 0}, {b: 10, 0, 0}, {c} -> 0 ; l=1 (o_{t-1}, o_t), only t >= 1: {(a, b): 10, 0}, {(c, b)}
+    # weights (l + 1)^1: l=0 -> 1, l=1 -> 2, renormalised over the depths with a non-zero term
+    b0 = [pop(10, [10, 0, 0]), pop(0, [10, 0, 0])]
     one = pop(9.5, [9.5, 0])
-    expected = [(2 * one + 3 * one) / 5, (2 * b1[0] + 3 * pop(10, [10, 0])) / 5,
-                -(2 * one + 3 * one) / 5, (2 * b1[1] + 3 * pop(0, [10, 0])) / 5, 0.0, b1[1]]
-    np.testing.assert_allclose(res.advantages, expected)
-    np.testing.assert_array_equal(res.diagnostics["hgpo_size2"], [2, 2, 2, 2, 1, 1])
+    expected = [one, (1 * b0[0] + 2 * pop(10, [10, 0])) / 3, -one, (1 * b0[1] + 2 * pop(0, [10, 0])) / 3, 0.0, b0[1]]
+    np.testing.assert_allclose(res.advantages, expected, rtol=1e-12)
+    np.testing.assert_array_equal(res.diagnostics["hgpo_size1"], [0, 2, 0, 2, 0, 1])
+    np.testing.assert_array_equal(res.diagnostics["hgpo_size0"], [2, 3, 2, 3, 1, 3])
+
+
+def test_hgpo_alpha_and_scale_none():
+    res = compute_advantages("hgpo", hgpo_batch(), history_length=1, alpha=2.0, scale="none")
+    # weights (l + 1)^2: 1 and 4 ; scale none: centred only
+    np.testing.assert_allclose(res.advantages[1], (1 * (10 - 10 / 3) + 4 * 5) / 5)
+    np.testing.assert_allclose(res.advantages[0], 4.75)
 
 
 # ------------------------------------------------------------------------------------------------ HCAPO
@@ -150,12 +180,25 @@ def test_progpo_r_by_hand():
                                   observation=["a", "b", "a", "c"], action=["x", "y", "x", "y"])
     res = compute_advantages("progpo_r", b, depths=(1,), similarity_scorer="none")
     # prefix (a): returns 9.5, 0 -> +-0.7071 ; (a, x, b) and (a, x, c) singletons -> 0
-    # Phi(a) = 4.75, Phi(b) = 10, Phi(c) = 0 ; delta = 9.5 - 4.75, 0.95 * 10 - 10, 0 - 4.75, 0 - 0
+    # Phi(a) = 4.75, Phi(b) = 10, Phi(c) = 0 ; delta = r + 0.95 Phi(next) - Phi (terminal 0):
+    # 0 + 9.5 - 4.75, 10 + 0 - 10 (the winning final step: 0, not negative), 0 + 0 - 4.75, 0
     np.testing.assert_allclose(res.diagnostics["potential"], [4.75, 10, 4.75, 0])
+    np.testing.assert_allclose(res.diagnostics["delta"], [4.75, 0, -4.75, 0])
     np.testing.assert_allclose(res.diagnostics["prefix_adv"], [4.75 / (np.sqrt(2 * 4.75**2) + EPS), 0,
                                                               -4.75 / (np.sqrt(2 * 4.75**2) + EPS), 0])
-    expected = norm([10, 10, 0, 0]) + res.diagnostics["prefix_adv"] + norm([4.75, -0.5, -4.75, 0])
+    expected = norm([10, 10, 0, 0]) + res.diagnostics["prefix_adv"] + norm([4.75, 0, -4.75, 0])
     np.testing.assert_allclose(res.advantages, expected)
+
+
+def test_progpo_r_penalty_is_subtracted_from_delta_not_from_the_potentials():
+    b = RolloutBatch.from_columns(group_id=[0] * 4, traj_id=[0, 0, 1, 1], step=[0, 1, 0, 1], reward=[0, 10, 0, 0],
+                                  observation=["a", "b", "a", "c"], action=["x", "y", "x", "y"],
+                                  valid=[True, True, False, True])
+    res = compute_advantages("progpo_r", b, depths=(1,), similarity_scorer="none", omega_p=0.0)
+    np.testing.assert_allclose(res.diagnostics["potential"], [4.75, 10, 4.75, 0])
+    np.testing.assert_allclose(res.diagnostics["delta"], [4.75, 0, -4.75, 0])
+    ep = np.array([10, 10, -0.1, 0.0])
+    np.testing.assert_allclose(res.advantages, norm(ep) + norm([4.75, 0, -4.85, 0]))
 
 
 def test_fuse_potentials_inverse_variance():

@@ -77,5 +77,8 @@ def test_cross_encoder_from_a_local_tiny_model(tmp_path):
     b = RolloutBatch.from_columns(group_id=[0, 0, 0, 0], traj_id=[0, 0, 1, 1], step=[0, 1, 0, 1], reward=[0, 10, 0, 0],
                                   action=["go to desk 1", "open the drawer", "go to desk 1", "open the drawer"])
     res = compute_advantages("scpo", b, scorer=s, tau=0.0)
-    assert 0 < res.diagnostics["scpo_bonus"][2:].sum() <= 0.5 * 10.0
+    credit, score = res.diagnostics["scpo_credit"][2:], res.diagnostics["scpo_score"][2:]
+    gap = res.diagnostics["scpo_gap"][2:]
+    assert score[0] > 0 and credit[0] > 0                    # tau 0: the first failed step is always credited
+    np.testing.assert_allclose(credit, score * gap)
     assert res.stats["scpo_cache_hits"] + res.stats["scpo_pairs_scored"] > 0

@@ -68,10 +68,10 @@ def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path, monkeypa
     assert np.isfinite(hist["losses/pg"]).all() and (hist["losses/n_updates"] >= 1).all()
     batch = RolloutBatch.read(run / "rollouts" / "iter_0001.parquet")
     assert batch.n_rows == hist["perf/steps"].iloc[1] and batch.n_groups == 2 and batch.n_trajectories == 6
-    assert (run / "checkpoints" / "iter_0002" / "optimizer.pt").exists()
+    assert (run / "checkpoints" / "iter_0002" / "optimizer.safetensors").exists()
     assert (run / "model" / "model.safetensors").exists() and (run / "dvclive" / "metrics.json").exists()
     if method == "scpo":
-        assert "credit/scpo_bonus_mean" in hist
+        assert "credit/scpo_credit_mean" in hist and "credit/scpo_frac_steps_credited" in hist
     if method in PLANNER_METHODS:  # the saved rollouts carry the planner's q
         assert batch.oracle_progress is not None and np.all(batch.oracle_progress <= 1)
 

@@ -44,20 +44,20 @@ def trajectory_labels(batch: RolloutBatch, traj_ids: np.ndarray) -> list[str]:
 
 
 def scpo_matches(batch: RolloutBatch, group: int, diagnostics: Mapping[str, np.ndarray]) -> pd.DataFrame:
-    """SCPO's matches in `group`, one row per failed step that earned a bonus: traj_id, step, ref_traj_id, ref_step,
-    score, bonus. Reads SCPO's per-row diagnostics 'scpo_ref_row' (row of the matched reference step, -1 when none),
-    'scpo_score' and 'scpo_bonus'."""
-    needed = ("scpo_ref_row", "scpo_score", "scpo_bonus")
+    """SCPO's matches in `group`, one row per credited failed step: traj_id, step, ref_traj_id, ref_step, score (s_t)
+    and credit (what SCPO added to the step's advantage). Reads SCPO's per-row diagnostics 'scpo_ref_row' (row of the
+    matched reference step, -1 when none), 'scpo_score' and 'scpo_credit'."""
+    needed = ("scpo_ref_row", "scpo_score", "scpo_credit")
     absent = [k for k in needed if k not in diagnostics]
     if absent:
         raise KeyError(f"SCPO diagnostics lack {absent}; present: {sorted(diagnostics)}")
     ref_row = np.asarray(diagnostics["scpo_ref_row"], dtype=np.int64)
-    rows = np.flatnonzero((batch.group_id == group) & (ref_row >= 0) & (np.asarray(diagnostics["scpo_bonus"]) > 0))
+    rows = np.flatnonzero((batch.group_id == group) & (ref_row >= 0))
     return pd.DataFrame({
         "traj_id": batch.traj_id[rows], "step": batch.step[rows],
         "ref_traj_id": batch.traj_id[ref_row[rows]], "ref_step": batch.step[ref_row[rows]],
         "score": np.asarray(diagnostics["scpo_score"], dtype=np.float64)[rows],
-        "bonus": np.asarray(diagnostics["scpo_bonus"], dtype=np.float64)[rows],
+        "credit": np.asarray(diagnostics["scpo_credit"], dtype=np.float64)[rows],
     })
 
 
@@ -174,6 +174,7 @@ def credit_map_figure(rollouts_path: str | Path, cfg: Config, group: int = -1, o
     anchor = results["gigpo"].diagnostics.get("anchor_group_size") if "gigpo" in results else None
     matches = scpo_matches(batch, group, results["scpo"].diagnostics) if "scpo" in results else None
     run = "/".join(Path(file).resolve().parts[-5:-2])  # <env>/<method>/seed<k> of the run that saved the rollouts
-    title = f"Credit maps on the rollouts of run {run}, {Path(file).stem}, group {group}"
+    title = (f"Credit maps on the rollouts of run {run}, {Path(file).stem}, group {group}; SCPO revision 2, "
+             f"scorer {cfg.credit.scpo.scorer}")
     advantages = {m: r.advantages for m, r in results.items()}
     return draw_credit_maps(batch, group, advantages, anchor, matches, Path(out), title)

@@ -1,38 +1,51 @@
-"""The semantic-inconsistency metric: how often an estimator gives opposite-sign credit to near-identical steps.
+"""Semantic credit inconsistency, revision 2: do the same steps get the same credit? Spec: docs/algorithms.md,
+"Measuring credit".
 
-Two steps of the same group (same task, same seed) are *near-identical* when the similarity of their step texts
-(observation + action, by default) is >= `threshold` (report.similarity_thresh, 0.9). For an estimator with per-step
-advantages A, the inconsistency rate is
+Pairs (always two steps p < q of one group):
+- *same step* (exact): identical raw observation and identical normalised action (`normalise_action`);
+- *semantic* (a labelled variant): `action -> next_observation` texts with similarity >= threshold under a named scorer;
+- *control*: identical raw observation, different normalised actions; there opposite credit is often right.
 
-    rate = #{pairs (p, q) near-identical : A_p * A_q < 0} / #{near-identical pairs}
-
-(a zero advantage is neither sign, so it never counts as opposite). Trajectory-level credit (GRPO) gives the same
-state-action opposite signs whenever it occurs in a won and a lost sibling; step-level estimators should lower the rate.
-The rate is also split by the outcomes of the pair's two trajectories (`PAIR_KINDS`: both won, both failed, one of each),
-which tells an estimator that reconciles won and failed siblings from one that splits failed siblings apart.
-This is the quantity SCPO's name refers to (algorithms.md, SCPO); the precise definition here is ours.
+Per estimator, per pair set and per pair kind (both won / both failed / one won and one failed):
+    disagreement = #{A_p A_q < 0} / #{A_p != 0 and A_q != 0}      (sign disagreement among non-zero pairs)
+    zero share   = #{A_p = 0 or A_q = 0} / #pairs
+    mean |dA|    = mean over pairs of |A_p - A_q| / std(A)           (std over every row of the batch)
+and on control pairs whose targets differ: the share with sign(A_p - A_q) = sign(y_p - y_q), y the discounted return
+(env rewards, no penalty) or, when the batch carries it, the oracle progress q. Counts (not rates) are returned so that
+files pool exactly. Revision 1 paired steps by lexical similarity >= 0.9 of observation + action, which the long
+observation dominates ("go to countertop 1" and "go to drawer 3" from one room score 0.98): most of its pairs were the
+same state with different actions, where opposite credit is correct.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Literal, Mapping
+import re
+from typing import Literal, Mapping
 
 import numpy as np
 import pandas as pd
 
 from scpo.rollout_types import RolloutBatch
 
-__all__ = ["StepText", "PAIR_KINDS", "step_texts", "lexical_similarity", "near_identical_pairs", "pair_kinds",
-           "opposite_sign_rate", "inconsistency_by_method"]
+__all__ = ["PAIR_KINDS", "PAIR_SETS", "COUNT_COLUMNS", "normalise_action", "step_texts", "same_step_pairs",
+           "semantic_pairs", "control_pairs", "pair_kinds", "pair_counts", "control_counts", "inconsistency_counts",
+           "rates"]
 
-StepText = Literal["obs_action", "action", "action_next_obs"]
-SimilarityFn = Callable[[list[str]], np.ndarray]
 PAIR_KINDS = ("won_won", "failed_failed", "won_failed")
+PAIR_SETS = ("same_step", "semantic")
+COUNT_COLUMNS = ("n_pairs", "n_nonzero", "n_disagree", "n_zero", "sum_abs_diff")
+StepText = Literal["obs_action", "action", "action_next_obs"]
+_SPACES = re.compile(r"\s+")
 
 
-def step_texts(batch: RolloutBatch, kind: StepText = "obs_action") -> np.ndarray:
-    """Per-row text that defines 'the same step': observation + ' || ' + action (default), the action alone, or
-    action + ' -> ' + next observation (SCPO's step text)."""
+def normalise_action(action: str) -> str:
+    """The action as the environment reads it: lower case, surrounding blanks stripped, inner blanks collapsed."""
+    return _SPACES.sub(" ", str(action).strip().lower())
+
+
+def step_texts(batch: RolloutBatch, kind: StepText = "action_next_obs") -> np.ndarray:
+    """Per-row text: action + ' -> ' + next observation (default, SCPO's), the action alone, or observation + ' || ' +
+    action (revision 1's)."""
     if kind == "obs_action":
         parts = (batch.observation, " || ", batch.action)
     elif kind == "action":
@@ -47,45 +60,71 @@ def step_texts(batch: RolloutBatch, kind: StepText = "obs_action") -> np.ndarray
     return out
 
 
-def lexical_similarity(texts: list[str]) -> np.ndarray:
-    """(k, k) normalised Indel similarity in [0, 1] (rapidfuzz `fuzz.ratio` / 100; 1.0 iff the texts are equal)."""
-    from rapidfuzz import fuzz, process
+def _pairs_within(key: np.ndarray) -> pd.DataFrame:
+    """Every pair of rows (row_a < row_b) sharing `key` (int codes), vectorised by sorting."""
+    order = np.argsort(key, kind="stable")
+    k = key[order]
+    starts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    sizes = np.diff(np.r_[starts, len(k)])
+    a_list, b_list = [], []
+    for size in np.unique(sizes[sizes > 1]):
+        i, j = np.triu_indices(int(size), k=1)
+        block = starts[sizes == size][:, None]
+        a_list.append(order[(block + i).ravel()])
+        b_list.append(order[(block + j).ravel()])
+    if not a_list:
+        return pd.DataFrame({"row_a": np.empty(0, np.int64), "row_b": np.empty(0, np.int64)})
+    a, b = np.concatenate(a_list), np.concatenate(b_list)
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    return pd.DataFrame({"row_a": lo, "row_b": hi}).sort_values(["row_a", "row_b"], ignore_index=True)
 
-    return process.cdist(texts, texts, scorer=fuzz.ratio, dtype=np.float32, workers=1) / 100.0
+
+def _codes(*columns) -> np.ndarray:
+    from scpo.credit.grouping import combine_codes, factorize
+
+    return combine_codes(*(factorize(np.asarray(c, dtype=object)) if np.asarray(c).dtype == object else
+                           np.asarray(c, dtype=np.int64) for c in columns))
 
 
-def near_identical_pairs(group_id: np.ndarray, texts: np.ndarray, threshold: float,
-                         similarity: SimilarityFn = lexical_similarity) -> pd.DataFrame:
-    """Every pair of rows (row_a < row_b) of one group whose texts have similarity >= `threshold`.
+def same_step_pairs(batch: RolloutBatch) -> pd.DataFrame:
+    """Pairs of one group with the identical raw observation and the identical normalised action."""
+    actions = np.array([normalise_action(a) for a in batch.action], dtype=object)
+    return _pairs_within(_codes(batch.group_id, batch.observation, actions))
 
-    Similarities are computed once per distinct text of a group (equal texts -> 1.0 without calling `similarity`).
-    Returns a DataFrame with int64 columns row_a, row_b and float column similarity (sorted by row_a, row_b).
-    """
+
+def control_pairs(batch: RolloutBatch) -> pd.DataFrame:
+    """Pairs of one group with the identical raw observation and different normalised actions."""
+    actions = np.array([normalise_action(a) for a in batch.action], dtype=object)
+    same_obs = _pairs_within(_codes(batch.group_id, batch.observation))
+    keep = actions[same_obs["row_a"].to_numpy()] != actions[same_obs["row_b"].to_numpy()]
+    return same_obs[keep].reset_index(drop=True)
+
+
+def semantic_pairs(batch: RolloutBatch, scorer, threshold: float = 0.9) -> pd.DataFrame:
+    """Pairs of one group whose `normalised action -> next_observation` texts score >= threshold under `scorer` (one
+    `score_matrix` call per group over its distinct texts; equal texts score 1 without a call)."""
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold = {threshold!r} must be in (0, 1]")
-    group_id = np.asarray(group_id)
-    texts = np.asarray(texts, dtype=object)
-    if len(group_id) != len(texts):
-        raise ValueError(f"group_id has {len(group_id)} rows but texts has {len(texts)}")
-    found_a, found_b, found_s = [], [], []
-    for g in np.unique(group_id):
-        rows = np.flatnonzero(group_id == g)
+    texts = np.array([f"{normalise_action(a)} -> {o}" for a, o in zip(batch.action, batch.next_observation)],
+                     dtype=object)
+    found_a, found_b = [], []
+    for g in np.unique(batch.group_id):
+        rows = np.flatnonzero(batch.group_id == g)
         if len(rows) < 2:
             continue
         uniq, inverse = np.unique(texts[rows].astype(str), return_inverse=True)
-        sim_u = similarity(list(uniq)) if len(uniq) > 1 else np.ones((1, 1))
-        sim_u = np.asarray(sim_u, dtype=np.float64)
-        np.fill_diagonal(sim_u, 1.0)
-        sim = sim_u[inverse][:, inverse]
-        a, b = np.nonzero(np.triu(sim >= threshold, k=1))
+        sim = np.ones((1, 1)) if len(uniq) == 1 else np.asarray(scorer.score_matrix(list(uniq), list(uniq)), float)
+        sim = np.maximum(sim, sim.T)                 # a pair is similar if either direction scores high
+        np.fill_diagonal(sim, 1.0)
+        inverse = inverse.reshape(-1)
+        a, b = np.nonzero(np.triu(sim[inverse][:, inverse] >= threshold, k=1))
         found_a.append(rows[a])
         found_b.append(rows[b])
-        found_s.append(sim[a, b])
     if not found_a:
-        return pd.DataFrame({"row_a": np.empty(0, np.int64), "row_b": np.empty(0, np.int64), "similarity": np.empty(0)})
+        return pd.DataFrame({"row_a": np.empty(0, np.int64), "row_b": np.empty(0, np.int64)})
     return pd.DataFrame({"row_a": np.concatenate(found_a).astype(np.int64),
-                         "row_b": np.concatenate(found_b).astype(np.int64),
-                         "similarity": np.concatenate(found_s)}).sort_values(["row_a", "row_b"], ignore_index=True)
+                         "row_b": np.concatenate(found_b).astype(np.int64)}).sort_values(["row_a", "row_b"],
+                                                                                          ignore_index=True)
 
 
 def pair_kinds(won: np.ndarray, pairs: pd.DataFrame) -> np.ndarray:
@@ -95,25 +134,61 @@ def pair_kinds(won: np.ndarray, pairs: pd.DataFrame) -> np.ndarray:
     return np.where(a & b, "won_won", np.where(~a & ~b, "failed_failed", "won_failed")).astype(object)
 
 
-def opposite_sign_rate(advantages: np.ndarray, pairs: pd.DataFrame) -> dict[str, float]:
-    """{'n_pairs', 'n_opposite', 'rate'} for per-row `advantages` over `pairs` (rate NaN when there are no pairs)."""
+def pair_counts(advantages: np.ndarray, pairs: pd.DataFrame) -> dict[str, float]:
+    """{n_pairs, n_nonzero, n_disagree, n_zero, sum_abs_diff} of `advantages` over `pairs` (sum_abs_diff: the sum of
+    |A_p - A_q| / std(A), std over all rows; 0 when A is constant)."""
     adv = np.asarray(advantages, dtype=np.float64)
-    product = adv[pairs["row_a"].to_numpy()] * adv[pairs["row_b"].to_numpy()]
-    n_pairs = int(len(product))
-    n_opposite = int(np.count_nonzero(product < 0))
-    return {"n_pairs": n_pairs, "n_opposite": n_opposite, "rate": n_opposite / n_pairs if n_pairs else float("nan")}
+    a, b = adv[pairs["row_a"].to_numpy()], adv[pairs["row_b"].to_numpy()]
+    nonzero = (a != 0) & (b != 0)
+    std = adv.std()
+    return {"n_pairs": int(len(a)), "n_nonzero": int(nonzero.sum()), "n_disagree": int(np.count_nonzero(a * b < 0)),
+            "n_zero": int((~nonzero).sum()), "sum_abs_diff": float(np.abs(a - b).sum() / std) if std > 0 else 0.0}
 
 
-def inconsistency_by_method(advantages: Mapping[str, np.ndarray], pairs: pd.DataFrame,
-                            kinds: np.ndarray | None = None) -> pd.DataFrame:
-    """One row per estimator: method, n_pairs, n_opposite, rate (same pairs for every estimator); with `kinds` (see
-    `pair_kinds`) also n_pairs_<kind> and n_opposite_<kind> for every kind of `PAIR_KINDS`."""
+def control_counts(advantages: np.ndarray, pairs: pd.DataFrame, target: np.ndarray) -> dict[str, int]:
+    """{n_control, n_ordered}: control pairs whose targets differ, and those among them whose advantages are ordered
+    like the targets (sign(A_p - A_q) = sign(y_p - y_q); equal advantages are not ordered)."""
+    adv, y = np.asarray(advantages, dtype=np.float64), np.asarray(target, dtype=np.float64)
+    ra, rb = pairs["row_a"].to_numpy(), pairs["row_b"].to_numpy()
+    dy, da = np.sign(y[ra] - y[rb]), np.sign(adv[ra] - adv[rb])
+    informative = dy != 0
+    return {"n_control": int(informative.sum()), "n_ordered": int(np.count_nonzero(informative & (da == dy)))}
+
+
+def inconsistency_counts(advantages: Mapping[str, np.ndarray], batch: RolloutBatch, *, target: np.ndarray,
+                         semantic: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Long table of counts for one batch: one row per (estimator, pair_set, kind) with `COUNT_COLUMNS`, kind 'all'
+    and each of `PAIR_KINDS`, plus, on pair_set 'same_step' kind 'all', n_control / n_ordered of the control pairs
+    against `target`. `semantic`: precomputed semantic pairs (None: that pair set is left out)."""
+    sets = {"same_step": same_step_pairs(batch)}
+    if semantic is not None:
+        sets["semantic"] = semantic
+    control = control_pairs(batch)
     rows = []
-    for m, a in advantages.items():
-        row = {"method": m, **opposite_sign_rate(a, pairs)}
-        if kinds is not None:
-            for kind in PAIR_KINDS:
-                part = opposite_sign_rate(a, pairs[kinds == kind])
-                row[f"n_pairs_{kind}"], row[f"n_opposite_{kind}"] = part["n_pairs"], part["n_opposite"]
-        rows.append(row)
+    for name, adv in advantages.items():
+        for pair_set, pairs in sets.items():
+            kinds = pair_kinds(batch.won, pairs)
+            for kind in ("all", *PAIR_KINDS):
+                sub = pairs if kind == "all" else pairs[kinds == kind]
+                row = {"estimator": name, "pair_set": pair_set, "kind": kind, **pair_counts(adv, sub)}
+                if pair_set == "same_step" and kind == "all":
+                    row.update(control_counts(adv, control, target))
+                rows.append(row)
     return pd.DataFrame(rows)
+
+
+def rates(counts: pd.DataFrame) -> pd.DataFrame:
+    """Rates from (pooled) counts: disagreement = n_disagree / n_nonzero, zero_share = n_zero / n_pairs,
+    mean_abs_diff = sum_abs_diff / n_pairs, control_ordered = n_ordered / n_control (NaN where undefined)."""
+    out = counts.copy()
+
+    def ratio(num, den):
+        d = out[den].astype(float)
+        return np.where(d > 0, out[num].astype(float) / d.where(d > 0, 1.0), np.nan)
+
+    out["disagreement"] = ratio("n_disagree", "n_nonzero")
+    out["zero_share"] = ratio("n_zero", "n_pairs")
+    out["mean_abs_diff"] = ratio("sum_abs_diff", "n_pairs")
+    if "n_control" in out:
+        out["control_ordered"] = ratio("n_ordered", "n_control")
+    return out

@@ -1,14 +1,15 @@
-"""G2PO (Group-Graph Policy Optimization): credit from a state graph built over each group.
+"""G2PO (Group-Graph Policy Optimization): credit from a state graph built over each group, as the public G2PO code
+(Nala-YN/G2PO, `g2po/core_g2po.py`) computes it. Spec: docs/algorithms.md, "G2PO".
 
     nodes      : distinct anchor observations of group g, plus terminal sentinels (success: V = 10, failure: V = 0)
     edges      : step t is the edge node(o_t) -> node(o_{t+1}); a trajectory's last step leads to its terminal sentinel
-    V(n)       = mean over member steps (o_t = n) of gamma^(T_i - 1 - t) R_i
+    V(n)       = mean over member steps (o_t = n) of gamma^(T_i - t) R_i   (t 0-based: the last step is discounted once)
     A^NC_{i,t} = norm(V(next) - pen_t, steps leaving the same node)        (singleton -> 0)
     A^EC_{i,t} = norm(V(next) - V(curr), all steps of group g)
     A          = A^E + w (A^NC + A^EC)
 
 o_{t+1} is the observation of the trajectory's next row (so every non-terminal next node has members and a value).
-Source: ../shared/algorithms.md, "G2PO".
+Deviation: a group of one step row gets A^EC = 0 where the public code divides by a NaN std.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ __all__ = ["node_values", "compute_g2po"]
 
 def node_values(node: np.ndarray, episode_return: np.ndarray, step: np.ndarray, traj_len: np.ndarray,
                 gamma: float) -> np.ndarray:
-    """V(node) per node code: mean over the node's member steps of gamma^(T_i - 1 - t) R_i."""
-    target = gamma ** (np.asarray(traj_len) - 1 - np.asarray(step)) * np.asarray(episode_return, dtype=np.float64)
+    """V(node) per node code: mean over the node's member steps of gamma^(T_i - t) R_i (public code's exponent)."""
+    target = gamma ** (np.asarray(traj_len) - np.asarray(step)) * np.asarray(episode_return, dtype=np.float64)
     counts = np.bincount(node)
     return np.bincount(node, weights=target, minlength=len(counts)) / np.maximum(counts, 1)
 

@@ -15,7 +15,25 @@ from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
 from scpo.rollout_types import RolloutBatch
 
-__all__ = ["episode_advantage", "compute_grpo", "group_stats"]
+__all__ = ["episode_advantage", "episode_statistics", "compute_grpo", "group_stats"]
+
+
+def episode_statistics(episode_return: np.ndarray, penalty: np.ndarray, group_id: np.ndarray, traj_id: np.ndarray, *,
+                       stats_over: str = "steps") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, std, count) per group code of the statistics `episode_advantage` normalises with: over every step row's
+    R_i - pen_t ("steps", the reference) or over one R_i per trajectory ("trajectories"); std is unbiased (ddof 1)."""
+    group_id = np.asarray(group_id)
+    if stats_over == "steps":
+        x, g = np.asarray(episode_return, dtype=np.float64) - penalty, group_id
+    elif stats_over == "trajectories":
+        first = trajectory_first_rows(traj_id)
+        x, g = np.asarray(episode_return, dtype=np.float64)[first], group_id[first]
+    else:
+        raise ValueError(f"stats_over={stats_over!r} is not one of 'steps', 'trajectories'")
+    counts = np.bincount(g).astype(np.float64)
+    mean = np.bincount(g, weights=x, minlength=len(counts)) / np.maximum(counts, 1)
+    sq = np.bincount(g, weights=(x - mean[g]) ** 2, minlength=len(counts))
+    return mean, np.sqrt(sq / np.maximum(counts - 1, 1)), counts
 
 
 def episode_advantage(episode_return: np.ndarray, penalty: np.ndarray, group_id: np.ndarray, traj_id: np.ndarray, *,
@@ -25,17 +43,9 @@ def episode_advantage(episode_return: np.ndarray, penalty: np.ndarray, group_id:
     score = np.asarray(episode_return, dtype=np.float64) - penalty
     if stats_over == "steps":
         return segment_norm(score, group_id, scale=scale, epsilon=epsilon)
-    if stats_over != "trajectories":
-        raise ValueError(f"stats_over={stats_over!r} is not one of 'steps', 'trajectories'")
-    first = trajectory_first_rows(traj_id)
-    g = group_id[first]
-    r = np.asarray(episode_return, dtype=np.float64)[first]
-    counts = np.bincount(g).astype(np.float64)
-    mean = np.bincount(g, weights=r, minlength=len(counts)) / np.maximum(counts, 1)
+    mean, std, counts = episode_statistics(episode_return, penalty, group_id, traj_id, stats_over=stats_over)
     out = score - mean[group_id]
     if scale == "std":
-        sq = np.bincount(g, weights=(r - mean[g]) ** 2, minlength=len(counts))
-        std = np.sqrt(sq / np.maximum(counts - 1, 1))
         out = out / (std[group_id] + epsilon)
     return np.where(counts[group_id] > 1, out, 0.0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "StrictModel", "NormOptions", "GRPOOptions", "GiGPOOptions", "SCPOOptions", "ProGPOCOptions", "ProGPOROptions",
@@ -23,7 +23,14 @@ class StrictModel(BaseModel):
 
 
 class NormOptions(StrictModel):
-    scale: Scale = Field("std", description="norm(x,S) = (x-mean)/(std+eps) for 'std', x-mean for 'none'")
+    """norm(x, S) and the invalid-action penalty (docs/algorithms.md, "Notation")."""
+
+    scale: Scale = Field("std", description="norm(x,S) = (x-mean)/(std+eps) for 'std', x-mean for 'none'; the scale of "
+                         "environments not listed in scale_by_env")
+    scale_by_env: dict[str, Scale] = Field(
+        default_factory=lambda: {"alfworld": "std", "webshop": "none"},
+        description="the scale per environment, as verl-agent's reference scripts set it (GiGPO: 'std' on ALFWorld, "
+        "'none' on WebShop); `CreditConfig.for_env(name)` applies it")
     epsilon: float = Field(1e-6, gt=0, description="eps in the std normalisation")
     lambda_invalid: float = Field(0.1, ge=0, description="penalty subtracted from an invalid step's score, after discounting")
 
@@ -43,27 +50,45 @@ class GiGPOOptions(StrictModel):
 
 
 class SCPOOptions(StrictModel):
-    """[ours] SCPO's shaping in front of GiGPO (algorithms.md, SCPO steps 1-5)."""
+    """[ours] SCPO revision 2 (docs/algorithms.md, "SCPO"): credit in advantage space for failed steps that make new,
+    monotone progress along a successful sibling."""
 
-    reference: Literal["shortest", "random", "all"] = "shortest"
+    mode: Literal["advantage", "returns"] = Field(
+        "advantage", description="advantage: A' = A + kappa s_t (A^E_ref - A^E_i) on credited failed steps (revision 2); "
+        "returns: revision 1's bonus in GiGPO's step returns (an ablation: it cannot make credit consistent)")
+    match: Literal["argmax", "first"] = Field(
+        "argmax", description="candidate j* after the frontier f: the best-scoring j > f, or the first j > f scoring >= tau")
+    reference: Literal["shortest", "random", "all"] = Field(
+        "shortest", description="the successful sibling matched against: the shortest (ties by content), one drawn by "
+        "content-seeded rng, or per failure the one giving it most credit")
     step_text: Literal["action_next_obs", "action", "obs_action"] = "action_next_obs"
-    scorer: ScorerName = "lexical"
+    scorer: ScorerName = Field("lexical", description="frozen scorer of S[t, j] (cross_encoder is the method's intent; "
+                               "bi_encoder and lexical are fallbacks, named in every output)")
     scorer_model: str | None = Field(None, description="local path or Hub name for model scorers (None: the default)")
-    tau: float = Field(0.7, ge=0, le=1, description="minimum match score that counts as progress")
-    kappa: float = Field(0.5, ge=0, lt=1, description="total bonus of a failed trajectory <= kappa * R_success")
-    shape_episode: bool = Field(False, description="also shape the episode advantage's returns")
-    seed: int = Field(0, description="seed for reference='random'")
+    tau: float = Field(0.7, ge=0, le=1, description="minimum match score that credits a step")
+    kappa: float = Field(1.0, ge=0, le=1, description="mode advantage: share of the episode-credit gap moved to a "
+                         "credited step (1: fully like the reference's step at s_t = 1)")
+    kappa_r: float = Field(0.5, ge=0, lt=1, description="mode returns: total bonus of a failed trajectory <= kappa_r R_success")
+    shape_episode: bool = Field(False, description="mode returns: also shape the episode advantage's returns")
+    seed: int = Field(0, description="seed for reference='random' (combined with the group's uid)")
+
+    @model_validator(mode="after")
+    def _returns_only_options(self) -> "SCPOOptions":
+        if self.shape_episode and self.mode != "returns":
+            raise ValueError("shape_episode=True belongs to mode='returns' (revision 1); mode='advantage' never "
+                             "touches the episode term's statistics")
+        return self
 
 
 class ProGPOCOptions(StrictModel):
-    """[ours] first-visit coverage in all-failed groups."""
+    """[ours] first-visit coverage in all-failed groups (order-free: simultaneous first visits all count)."""
 
     kappa_c: float = Field(0.5, ge=0)
     coverage_scope: Literal["group", "trajectory"] = "group"
 
 
 class ProGPOROptions(StrictModel):
-    """[ours] exact-prefix groups + fused multi-depth state potentials."""
+    """[ours] exact-prefix groups + fused multi-depth state potentials, TD transition credit with terminal Phi = 0."""
 
     depths: tuple[int, ...] = Field((1, 2, 4), min_length=1, description="history depths d of the potentials Phi_d")
     min_members: int = Field(2, ge=1, description="m: keys with fewer members pool similar keys (semantic expansion)")
@@ -72,9 +97,8 @@ class ProGPOROptions(StrictModel):
         "lexical", description="scorer of the semantic expansion ('none': exact keys only)")
     prior_variance: float = Field(25.0, gt=0, description="variance given to single-member keys")
     variance_floor: float = Field(1e-6, gt=0, description="lower bound of var_d(s) (keys whose returns all agree)")
-    omega_p: float = Field(1.0, ge=0)
-    omega_d: float = Field(1.0, ge=0)
-    success_value: float = Field(10.0, description="terminal Phi on success (0 on failure)")
+    omega_p: float = Field(1.0, ge=0, description="weight of the exact-prefix step term A^P")
+    omega_d: float = Field(1.0, ge=0, description="weight of the TD transition term norm(delta)")
 
     @field_validator("depths")
     @classmethod
@@ -85,13 +109,17 @@ class ProGPOROptions(StrictModel):
 
 
 class G2POOptions(StrictModel):
+    """G2PO as its public code (docs/algorithms.md, "G2PO")."""
+
     w: float = Field(1.0, ge=0, description="A = A^E + w (A^NC + A^EC)")
-    success_value: float = 10.0
+    success_value: float = Field(10.0, description="value of the success sentinel node (failure: 0)")
 
 
 class HGPOOptions(StrictModel):
-    history_length: int = Field(2, ge=0, description="K: context keys for k = 1..K+1")
-    alpha: float = Field(1.0, description="w_k proportional to (k+1)^alpha")
+    """HGPO as its public code (docs/algorithms.md, "HGPO")."""
+
+    history_length: int = Field(2, ge=0, description="K: context depths l = 0..K (l earlier observations in the key)")
+    alpha: float = Field(1.0, description="w_l proportional to (l+1)^alpha")
 
 
 class HCAPOOptions(StrictModel):
@@ -125,3 +153,10 @@ class CreditConfig(StrictModel):
     hgpo: HGPOOptions = HGPOOptions()
     hcapo: HCAPOOptions = HCAPOOptions()
     oracle: OracleOptions = OracleOptions()
+
+    def for_env(self, env: str | None) -> "CreditConfig":
+        """This config with `norm.scale` set to the environment's reference scale (`norm.scale_by_env`, else `norm.scale`)."""
+        scale = self.norm.scale_by_env.get(env, self.norm.scale) if env else self.norm.scale
+        if scale == self.norm.scale:
+            return self
+        return self.model_copy(update={"norm": self.norm.model_copy(update={"scale": scale})})

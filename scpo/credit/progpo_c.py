@@ -7,9 +7,10 @@ reward there by first-visit coverage:
     A^E_i   = kappa_c * norm(C_i, trajectories of g);   A^S = GiGPO's step advantage on rewards c_{i,t}
     A       = A^E + omega * A^S
 
-"Seen earlier" orders the visits of the group by (time, trajectory index): time 0 are the initial observations, step t
-visits o_{t+1} at time t+1 (scope "trajectory": only the trajectory's own earlier visits). Groups with a success use
-GiGPO unchanged. Source: ../shared/algorithms.md, "ProGPO-C".
+"Seen earlier" compares step indices only: time 0 are the initial observations, step t visits o_{t+1} at time t+1, and
+c_{i,t} = 1 iff no visit of the group at a smaller time reached o_{t+1} (scope "trajectory": only the trajectory's own
+visits). Several trajectories first reaching a state at the same time all count it, so the result never depends on the
+order of the trajectories. Groups with a success use GiGPO unchanged. Spec: docs/algorithms.md, "ProGPO-C".
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from scpo.credit.gigpo import anchor_groups, compute_gigpo, gigpo_from_returns, similarity_anchor_groups
-from scpo.credit.grouping import discounted_returns, factorize, invalid_penalty, segment_norm, trajectory_first_rows
+from scpo.credit.grouping import (combine_codes, discounted_returns, factorize, invalid_penalty, segment_norm,
+                                  trajectory_first_rows)
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
 from scpo.rollout_types import RolloutBatch
@@ -27,7 +29,7 @@ __all__ = ["first_visit_coverage", "coverage_episode_term", "compute_progpo_c"]
 
 def first_visit_coverage(group_id: np.ndarray, traj_id: np.ndarray, step: np.ndarray, observation: np.ndarray,
                          next_observation: np.ndarray, scope: str = "group") -> np.ndarray:
-    """c_{i,t} in {0, 1} per row: is o_{t+1} a first visit (see the module docstring)? One lexsort, no row loop."""
+    """c_{i,t} in {0, 1} per row: is o_{t+1} a first visit (see the module docstring)? No row loop."""
     if scope not in ("group", "trajectory"):
         raise ValueError(f"coverage_scope={scope!r} is not one of 'group', 'trajectory'")
     n = len(step)
@@ -39,11 +41,10 @@ def first_visit_coverage(group_id: np.ndarray, traj_id: np.ndarray, step: np.nda
     ev_owner = np.r_[owner[first], owner]
     ev_state = np.r_[obs_code[first], next_code]
     ev_time = np.r_[np.zeros(len(first), dtype=np.int64), np.asarray(step) + 1]
-    ev_traj = np.r_[traj_id[first], traj_id]
-    order = np.lexsort((ev_traj, ev_time, ev_state, ev_owner))
-    is_first = np.r_[True, (ev_owner[order][1:] != ev_owner[order][:-1]) | (ev_state[order][1:] != ev_state[order][:-1])]
-    first_visit = np.empty(len(order), dtype=bool)
-    first_visit[order] = is_first
+    key = combine_codes(ev_owner, ev_state)                  # (owner, state) of every visit
+    earliest = np.full(int(key.max()) + 1, np.iinfo(np.int64).max)
+    np.minimum.at(earliest, key, ev_time)
+    first_visit = ev_time == earliest[key]
     return first_visit[len(first):].astype(np.float64)
 
 

@@ -5,13 +5,16 @@
                  (one member: `prior_variance`; floored at `variance_floor`). A key with fewer than `min_members`
                  members also pools the members of similar keys of its group (semantic expansion, below).
     Phi(s)     = sum_d Phi_d(s) / var_d(s) / sum_d 1 / var_d(s)                        (inverse-variance fusion)
-    delta_t    = gamma Phi(s_{t+1}) - Phi(s_t),  Phi(terminal) = success_value if won else 0
-    A          = A^E + omega_p A^P + omega_d norm(delta, steps of g)
+    delta_t    = r_t + gamma Phi(s_{t+1}) - Phi(s_t),  Phi(terminal) = 0                  (a TD error)
+    A          = A^E + omega_p A^P + omega_d norm(delta - pen, steps of g)
 
-G is the discounted return minus the invalid penalty. Two keys are similar when their current observations score
+In A^P, G is GiGPO's step return (discounted, minus the invalid penalty). The potentials average the discounted return
+without the penalty (Phi(s) is the mean return from s onward, r at s included), so that delta_t of an exact potential is
+0; the penalty is then subtracted from delta_t itself and never leaks to earlier steps. Revision 1 used terminal
+Phi = 10 without r_t, which gave a winning final step a negative delta. Two keys are similar when their current observations score
 >= `similarity_thresh` and the mean over the d aligned positions of the observation scores is >= `similarity_thresh`
 (padding before the start matches only padding) [ours]: it needs scores between the distinct observations of a group
-only, and a sparse neighbour list, never a history-by-history matrix. Source: ../shared/algorithms.md, "ProGPO-R".
+only, and a sparse neighbour list, never a history-by-history matrix. Spec: docs/algorithms.md, "ProGPO-R".
 """
 
 from __future__ import annotations
@@ -156,7 +159,8 @@ def compute_progpo_r(batch: RolloutBatch, cfg: CreditConfig, *, scorer=None, **_
     pen = invalid_penalty(batch.valid, norm.lambda_invalid)
     ep_adv = episode_advantage(batch.episode_return, pen, batch.group_id, batch.traj_id, stats_over=cfg.grpo.stats_over,
                                scale=norm.scale, epsilon=norm.epsilon)
-    g_ret = discounted_returns(batch.reward, batch.traj_id, batch.step, cfg.gigpo.gamma) - pen
+    disc = discounted_returns(batch.reward, batch.traj_id, batch.step, cfg.gigpo.gamma)
+    g_ret = disc - pen
     obs = combine_codes(batch.group_id, factorize(batch.observation))     # group-specific observation codes
     prefix = prefix_groups(batch.group_id, obs, factorize(batch.action), batch.traj_id, batch.step)
     a_p = segment_norm(g_ret, prefix, scale=norm.scale, epsilon=norm.epsilon)
@@ -167,17 +171,17 @@ def compute_progpo_r(batch: RolloutBatch, cfg: CreditConfig, *, scorer=None, **_
         similarity = ObservationSimilarity(batch.group_id, obs, batch.observation, scorer, opts.similarity_thresh)
     phis, variances = [], []
     for d in opts.depths:
-        phi_d, var_d = depth_potential(g_ret, batch.group_id, obs, batch.step, d, min_members=opts.min_members,
+        phi_d, var_d = depth_potential(disc, batch.group_id, obs, batch.step, d, min_members=opts.min_members,
                                        prior_variance=opts.prior_variance, variance_floor=opts.variance_floor,
                                        similarity=similarity, thresh=opts.similarity_thresh)
         phis.append(phi_d)
         variances.append(var_d)
     phi = fuse_potentials(phis, variances)
     nxt = next_row_in_trajectory(batch.traj_id)
-    phi_next = np.where(nxt >= 0, phi[np.maximum(nxt, 0)], np.where(batch.won, opts.success_value, 0.0))
-    delta = cfg.gigpo.gamma * phi_next - phi
-    a_d = segment_norm(delta, batch.group_id, scale=norm.scale, epsilon=norm.epsilon)
+    phi_next = np.where(nxt >= 0, phi[np.maximum(nxt, 0)], 0.0)
+    delta = batch.reward + cfg.gigpo.gamma * phi_next - phi
+    a_d = segment_norm(delta - pen, batch.group_id, scale=norm.scale, epsilon=norm.epsilon)
     step_adv = opts.omega_p * a_p + opts.omega_d * a_d
     diag = {"episode_adv": ep_adv, "step_adv": step_adv, "anchor_group_size": segment_sizes(prefix),
             "potential": phi, "prefix_adv": a_p, "delta": delta}
-    return CreditResult("progpo_r", ep_adv + step_adv, g_ret + pen, diag, group_stats(batch))
+    return CreditResult("progpo_r", ep_adv + step_adv, disc, diag, group_stats(batch))

@@ -1,30 +1,51 @@
-"""SCPO (Semantic Consistency Policy Optimization): reward shaping in front of GiGPO [our definition of the details].
+"""SCPO (Semantic Consistency Policy Optimization), revision 2: credit in advantage space [our definition of the details].
 
-In a group with at least one success and one failure, each failed trajectory is matched, in order, against a successful
-sibling (the reference, T_ref steps) by a frozen scorer S[t, j] in [0, 1] over step texts (default action + " -> " +
-next observation). Monotone matching, frontier f = -1, for t = 0, 1, ...:
+Spec: docs/algorithms.md, "SCPO". In a group with at least one success and one failure, each failed trajectory i is
+matched, in order, against a successful sibling (the reference, T_ref steps) by a frozen scorer S[t, j] in [0, 1] over
+step texts (default: action + " -> " + next observation). Monotone matching, frontier f = -1, for t = 0, 1, ...:
 
-    j* = argmax_{j > f} S[t, j]   (ties: smallest j);   if S[t, j*] >= tau:  b_t = kappa R_success (j* - f) / T_ref S[t, j*],
-                                                                             f = j*;   else b_t = 0
+    j* = argmax_{j > f} S[t, j]   (match="argmax", ties: smallest j)   or   min {j > f : S[t, j] >= tau}   (match="first")
+    S[t, j*] >= tau  ->  step t is credited: s_t = S[t, j*], f = j*;   otherwise s_t = 0
 
-Each reference position is credited once and credit only moves forward, so sum_t b_t <= kappa R_success (< R_success).
-Shaped rewards r'_t = r_t + b_t replace r_t in GiGPO's step returns (Eq. 5) of the failed trajectories; the episode term
-uses the unshaped R_i unless `shape_episode`. Successful trajectories and groups without both outcomes keep GiGPO's
-advantages exactly (their rows are normalised with GiGPO's unshaped statistics): a failure never changes how a success
-is credited. Source: ../shared/algorithms.md, "SCPO".
+mode="advantage" (default, revision 2), A and A^E being GiGPO's advantage and its episode term, unchanged:
+
+    A'_{i,t} = A_{i,t} + kappa s_t (A^E_ref - A^E_i),   A^E_ref - A^E_i = (R_ref - R_i) / (sigma_g + eps)  (scale "std")
+                                                                          R_ref - R_i                    (scale "none")
+
+R are the trajectories' returns without invalid penalties and sigma_g the std GiGPO's episode term used for group g, so
+the gap is per trajectory. No discounting, no re-normalisation: uncredited failed steps, successes, groups without both
+outcomes and the step term A^S keep GiGPO's values exactly. With kappa = 1 and s_t = 1 a credited step's episode part
+equals the reference's.
+
+mode="returns" (revision 1, kept as an ablation): a bonus b_t = kappa_r R_success (j* - f) / T_ref s_t is added to the
+failed trajectory's step rewards before GiGPO's discounted, anchor-normalised step returns. It cannot make credit
+consistent: normalisation inside an anchor group erases the bonus's scale (an anchor {success, failure} gives +-0.707
+whatever b is), a bonus below R never lifts the failure's negative episode term, discounting leaks it to earlier steps
+that made no progress, and a raised anchor mean lowers the other failed rows of that anchor.
+
+Reference, chosen by content so that permuting the trajectories of a group changes nothing:
+    "shortest": the shortest success; ties -> the one giving the group's failures the largest total credit, then the
+                lexicographically smallest sequence of step texts;
+    "random":   one success drawn by an rng seeded with (seed, group uid) from the successes sorted by (length, texts);
+    "all":      per failure, the success giving it the most credit (ties: shortest, then smallest texts).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 
 from scpo.credit.gigpo import compute_gigpo
-from scpo.credit.grouping import trajectory_first_rows
-from scpo.credit.options import CreditConfig
+from scpo.credit.grouping import invalid_penalty, trajectory_first_rows
+from scpo.credit.grpo import episode_statistics
+from scpo.credit.options import CreditConfig, SCPOOptions
 from scpo.credit.result import CreditResult
 from scpo.rollout_types import RolloutBatch, stable_uid
 
-__all__ = ["step_texts", "choose_references", "monotone_match", "scpo_bonus", "compute_scpo"]
+__all__ = ["step_texts", "monotone_match", "returns_bonus", "episode_gap", "match_failures", "scpo_credit",
+           "compute_scpo"]
 
 
 def step_texts(batch: RolloutBatch, mode: str, rows: np.ndarray | None = None) -> np.ndarray:
@@ -45,136 +66,235 @@ def step_texts(batch: RolloutBatch, mode: str, rows: np.ndarray | None = None) -
     return out
 
 
-def choose_references(success_trajs: np.ndarray, lengths: np.ndarray, mode: str, *, seed: int, group_key: str) -> np.ndarray:
-    """Reference trajectories of one group: the shortest success (ties: first), a seeded random one, or all."""
-    if mode == "shortest":
-        return success_trajs[[int(np.argmin(lengths))]]
-    if mode == "random":
-        rng = np.random.default_rng([seed, int(stable_uid("scpo-ref", group_key, length=8), 16)])
-        return success_trajs[[int(rng.integers(len(success_trajs)))]]
-    if mode == "all":
-        return success_trajs
-    raise ValueError(f"reference={mode!r} is not one of 'shortest', 'random', 'all'")
+def monotone_match(scores: np.ndarray, fail_len: np.ndarray, ref_len: np.ndarray, *, tau: float,
+                   match: str = "argmax") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Monotone matching of a batch of (failed, reference) instances, vectorised over instances.
 
-
-def monotone_match(scores: np.ndarray, fail_len: np.ndarray, ref_len: np.ndarray, *, tau: float, kappa: float,
-                   r_success: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Monotone matching for a batch of (failed, reference) instances, vectorised over instances.
-
-    scores: (n, T_f, T_r) S[t, j], padding anywhere (ignored via the lengths). Returns (match, best_score, bonus), each
-    (n, T_f): match = j* where progress was credited else -1; best_score = S[t, j*] of the best candidate (0 if none).
+    scores: (n, T_f, T_r) S[t, j], padding anywhere (ignored through the lengths). Returns (j_star, credited, best,
+    advance), each (n, T_f): j_star = j* where step t was credited else -1; credited = s_t (0 when not credited);
+    best = max_{j > f} S[t, j], the best candidate after the frontier (0 when none is left); advance = j* - f on
+    credited steps (the reference positions this step covers), else 0.
     """
+    if match not in ("argmax", "first"):
+        raise ValueError(f"match={match!r} is not one of 'argmax', 'first'")
     n, t_f, t_r = scores.shape
+    fail_len, ref_len = np.asarray(fail_len), np.asarray(ref_len)
     s = np.where(np.arange(t_r)[None, None, :] < ref_len[:, None, None], scores, -np.inf)
-    # suffix argmax: arg[:, t, j0] = argmax_{j >= j0} s[:, t, j], ties to the smallest j
+    k = np.arange(t_r)
     rev = s[..., ::-1]
     cummax = np.maximum.accumulate(rev, axis=-1)
-    k = np.arange(t_r)
+    # suffix argmax: arg[:, t, j0] = argmax_{j >= j0} s[:, t, j], ties to the smallest j
     last_new_max = np.maximum.accumulate(np.where(rev >= cummax, k, 0), axis=-1)
     suffix_arg = (t_r - 1 - last_new_max)[..., ::-1]
+    suffix_max = cummax[..., ::-1]
+    # first position j >= j0 with s >= tau (t_r when there is none)
+    first_ok = np.minimum.accumulate(np.where(s >= tau, k, t_r)[..., ::-1], axis=-1)[..., ::-1]
     frontier = np.full(n, -1, dtype=np.int64)
-    match = np.full((n, t_f), -1, dtype=np.int64)
-    best = np.zeros((n, t_f))
-    bonus = np.zeros((n, t_f))
+    j_star = np.full((n, t_f), -1, dtype=np.int64)
+    credited, best, advance = np.zeros((n, t_f)), np.zeros((n, t_f)), np.zeros((n, t_f), dtype=np.int64)
     for t in range(t_f):
         idx = np.flatnonzero((t < fail_len) & (frontier + 1 < ref_len))
         if len(idx) == 0:
             continue
-        j = suffix_arg[idx, t, frontier[idx] + 1]
-        sc = s[idx, t, j]
-        best[idx, t] = sc
-        ok = sc >= tau
-        hit = idx[ok]
-        match[hit, t] = j[ok]
-        bonus[hit, t] = kappa * r_success * (j[ok] - frontier[hit]) / ref_len[hit] * sc[ok]
-        frontier[hit] = j[ok]
-    return match, best, bonus
+        j0 = frontier[idx] + 1
+        best[idx, t] = suffix_max[idx, t, j0]
+        if match == "argmax":
+            j = suffix_arg[idx, t, j0]
+            ok = s[idx, t, j] >= tau
+        else:
+            j = np.minimum(first_ok[idx, t, j0], t_r - 1)
+            ok = first_ok[idx, t, j0] < t_r
+        hit, j = idx[ok], j[ok]
+        j_star[hit, t] = j
+        credited[hit, t] = s[hit, t, j]
+        advance[hit, t] = j - frontier[hit]
+        frontier[hit] = j
+    return j_star, credited, best, advance
 
 
-def scpo_bonus(batch: RolloutBatch, texts: np.ndarray, scorer, *, reference: str = "shortest", tau: float = 0.7,
-               kappa: float = 0.5, r_success: float = 10.0, seed: int = 0) -> dict[str, np.ndarray]:
-    """Per-row SCPO shaping of `batch` (structure: group_id, traj_id, traj_len, won, group_uid) with step `texts`.
+def returns_bonus(credited: np.ndarray, advance: np.ndarray, ref_len: np.ndarray, *, kappa_r: float,
+                  r_success: float) -> np.ndarray:
+    """Revision 1's bonus per instance and step: b_t = kappa_r R_success (j* - f) / T_ref s_t (sum <= kappa_r R_success)."""
+    return kappa_r * r_success * advance / np.asarray(ref_len, dtype=np.float64)[:, None] * credited
 
-    Returns per-row arrays: "bonus" b_t, "match" (j* or -1), "ref_row" (row of the matched reference step or -1),
-    "score" (S[t, j*] of the best candidate), "shaped" (row belongs to a failed trajectory of a mixed group).
-    Scores: one `scorer.score_matrix` call per mixed group over its distinct failed and reference texts.
+
+def episode_gap(batch: RolloutBatch, cfg: CreditConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(R per row without penalties, 1 / (sigma_g + eps) per row, or 1 for scale "none"): A^E_ref - A^E_i =
+    (R_ref - R_i) * that factor, sigma_g being the std GiGPO's episode term used for the row's group."""
+    pen = invalid_penalty(batch.valid, cfg.norm.lambda_invalid)
+    _, std, _ = episode_statistics(batch.episode_return, pen, batch.group_id, batch.traj_id,
+                                   stats_over=cfg.grpo.stats_over)
+    factor = 1.0 / (std[batch.group_id] + cfg.norm.epsilon) if cfg.norm.scale == "std" else np.ones(batch.n_rows)
+    return batch.episode_return.astype(np.float64), factor
+
+
+@dataclass
+class _Instance:
+    """One (failed trajectory, candidate reference) pair of a mixed group."""
+
+    group: int
+    fail: int            # first row of the failed trajectory
+    ref: int             # first row of the reference
+    scores: np.ndarray   # S[t, j], (T_f, T_ref)
+
+
+def _content_key(texts: np.ndarray, first: int, length: int) -> tuple[int, tuple[str, ...]]:
+    """(length, step texts) of the trajectory starting at row `first`: its order-free identity for tie-breaks."""
+    return length, tuple(str(t) for t in texts[first:first + length])
+
+
+def match_failures(batch: RolloutBatch, texts: np.ndarray, scorer, opts: SCPOOptions, *,
+                   credit_weight) -> dict[str, np.ndarray]:
+    """Match every failed trajectory of every mixed group against its reference (see the module docstring).
+
+    `credit_weight(instance_fail_rows, instance_ref_rows, credited, advance, ref_len) -> (n_instances,)` gives the total
+    credit an instance would add (it depends on the mode); the references are chosen with it. Scores come from one
+    `scorer.score_matrix` call per mixed group over its distinct failed and candidate texts.
+
+    Returns per-row arrays: "match" (j* or -1), "ref_row" (row of the matched reference step or -1), "credited" (s_t),
+    "best" (best candidate score after the frontier), "advance" (j* - f), "ref_first" (first row of the failure's
+    reference, -1 elsewhere), "shaped" (row of a failed trajectory in a mixed group).
     """
     n = batch.n_rows
     first = trajectory_first_rows(batch.traj_id)
-    traj_group, traj_won, traj_len = batch.group_id[first], batch.won[first], batch.traj_len[first]
-    out = {"bonus": np.zeros(n), "match": np.full(n, -1, dtype=np.int64), "ref_row": np.full(n, -1, dtype=np.int64),
-           "score": np.zeros(n), "shaped": np.zeros(n, dtype=bool)}
-    instances: list[tuple[int, int, np.ndarray]] = []      # (failed first row, reference first row, S matrix)
-    for g in np.unique(traj_group):
-        in_g = traj_group == g
-        wins, fails = first[in_g & traj_won], first[in_g & ~traj_won]
+    t_group, t_won, t_len = batch.group_id[first], batch.won[first], batch.traj_len[first]
+    out = {"match": np.full(n, -1, dtype=np.int64), "ref_row": np.full(n, -1, dtype=np.int64), "credited": np.zeros(n),
+           "best": np.zeros(n), "advance": np.zeros(n, dtype=np.int64), "ref_first": np.full(n, -1, dtype=np.int64),
+           "shaped": np.zeros(n, dtype=bool)}
+    instances: list[_Instance] = []
+    for g in np.unique(t_group):
+        wins, fails = first[(t_group == g) & t_won], first[(t_group == g) & ~t_won]
         if len(wins) == 0 or len(fails) == 0:
             continue
-        refs = choose_references(wins, traj_len[in_g & traj_won], reference, seed=seed,
-                                 group_key=str(batch.group_uid[wins[0]]))
+        key = {int(w): _content_key(texts, int(w), int(batch.traj_len[w])) for w in wins}
+        if opts.reference == "shortest":
+            shortest = min(k[0] for k in key.values())
+            candidates = [w for w in wins if key[int(w)][0] == shortest]
+        elif opts.reference == "random":
+            ordered = sorted(wins.tolist(), key=lambda w: key[w])
+            rng = np.random.default_rng([opts.seed, int(stable_uid("scpo-ref", batch.group_uid[wins[0]], length=8), 16)])
+            candidates = [ordered[int(rng.integers(len(ordered)))]]
+        else:
+            candidates = list(wins)
         fail_rows = np.concatenate([np.arange(r, r + batch.traj_len[r]) for r in fails])
-        ref_rows = np.concatenate([np.arange(r, r + batch.traj_len[r]) for r in refs])
-        f_uniq, f_code = np.unique(texts[fail_rows], return_inverse=True)
-        r_uniq, r_code = np.unique(texts[ref_rows], return_inverse=True)
-        mat = scorer.score_matrix([str(t) for t in f_uniq], [str(t) for t in r_uniq])
-        f_off = dict(zip(fails.tolist(), np.r_[0, np.cumsum(batch.traj_len[fails])[:-1]].tolist()))
-        r_off = dict(zip(refs.tolist(), np.r_[0, np.cumsum(batch.traj_len[refs])[:-1]].tolist()))
+        ref_rows = np.concatenate([np.arange(r, r + batch.traj_len[r]) for r in candidates])
+        f_uniq, f_code = np.unique(texts[fail_rows].astype(str), return_inverse=True)
+        r_uniq, r_code = np.unique(texts[ref_rows].astype(str), return_inverse=True)
+        mat = scorer.score_matrix(list(f_uniq), list(r_uniq))
+        f_code, r_code = f_code.reshape(-1), r_code.reshape(-1)
+        f_off = np.r_[0, np.cumsum(batch.traj_len[fails])[:-1]]
+        r_off = np.r_[0, np.cumsum(batch.traj_len[np.asarray(candidates)])[:-1]]
         out["shaped"][fail_rows] = True
-        for fr in fails:
-            fc = f_code[f_off[fr]:f_off[fr] + batch.traj_len[fr]]
-            for rr in refs:
-                rc = r_code[r_off[rr]:r_off[rr] + batch.traj_len[rr]]
-                instances.append((int(fr), int(rr), mat[np.ix_(fc, rc)]))
+        for fr, fo in zip(fails, f_off):
+            fc = f_code[fo:fo + batch.traj_len[fr]]
+            for rr, ro in zip(candidates, r_off):
+                rc = r_code[ro:ro + batch.traj_len[rr]]
+                instances.append(_Instance(int(g), int(fr), int(rr), mat[np.ix_(fc, rc)]))
     if not instances:
         return out
-    t_f = max(m.shape[0] for _, _, m in instances)
-    t_r = max(m.shape[1] for _, _, m in instances)
+    t_f = max(i.scores.shape[0] for i in instances)
+    t_r = max(i.scores.shape[1] for i in instances)
     s = np.zeros((len(instances), t_f, t_r))
-    for k, (_, _, m) in enumerate(instances):
-        s[k, :m.shape[0], :m.shape[1]] = m
-    f_len = np.array([m.shape[0] for _, _, m in instances])
-    r_len = np.array([m.shape[1] for _, _, m in instances])
-    match, best, bonus = monotone_match(s, f_len, r_len, tau=tau, kappa=kappa, r_success=r_success)
-    # per failed trajectory keep the reference with the largest total bonus (ties: the first; matters for "all")
-    fail_first = np.array([fr for fr, _, _ in instances])
-    order = np.lexsort((-bonus.sum(axis=1), fail_first))
-    keep = order[np.r_[True, fail_first[order][1:] != fail_first[order][:-1]]]
-    for k in keep:
-        fr, rr, _ = instances[k]
-        rows, m = np.arange(fr, fr + f_len[k]), match[k, :f_len[k]]
-        out["match"][rows], out["score"][rows], out["bonus"][rows] = m, best[k, :f_len[k]], bonus[k, :f_len[k]]
-        out["ref_row"][rows] = np.where(m >= 0, rr + m, -1)
+    for k, inst in enumerate(instances):
+        s[k, :inst.scores.shape[0], :inst.scores.shape[1]] = inst.scores
+    f_len = np.array([i.scores.shape[0] for i in instances])
+    r_len = np.array([i.scores.shape[1] for i in instances])
+    j_star, credited, best, advance = monotone_match(s, f_len, r_len, tau=opts.tau, match=opts.match)
+    weight = credit_weight(np.array([i.fail for i in instances]), np.array([i.ref for i in instances]), credited,
+                           advance, r_len)
+    for k in _choose(instances, weight, texts, batch.traj_len, opts.reference):
+        inst, m = instances[k], j_star[k, :f_len[k]]
+        rows = np.arange(inst.fail, inst.fail + f_len[k])
+        out["match"][rows], out["credited"][rows] = m, credited[k, :f_len[k]]
+        out["best"][rows], out["advance"][rows] = best[k, :f_len[k]], advance[k, :f_len[k]]
+        out["ref_row"][rows] = np.where(m >= 0, inst.ref + m, -1)
+        out["ref_first"][rows] = inst.ref
     return out
 
 
+def _choose(instances: list[_Instance], weight: np.ndarray, texts: np.ndarray, traj_len: np.ndarray,
+            reference: str) -> list[int]:
+    """Indices of the instances kept: one per failed trajectory (see the module docstring for the rules)."""
+    key = {i.ref: _content_key(texts, i.ref, int(traj_len[i.ref])) for i in instances}
+    keep: list[int] = []
+    if reference == "all":      # per failure: most credit, then shortest, then smallest texts
+        by_fail: dict[int, list[int]] = {}
+        for k, inst in enumerate(instances):
+            by_fail.setdefault(inst.fail, []).append(k)
+        for ks in by_fail.values():
+            keep.append(min(ks, key=lambda k: (-weight[k], key[instances[k].ref])))
+        return keep
+    by_group: dict[int, dict[int, list[int]]] = {}    # group -> reference -> its instances
+    for k, inst in enumerate(instances):
+        by_group.setdefault(inst.group, {}).setdefault(inst.ref, []).append(k)
+    for refs in by_group.values():                     # one reference per group: most total credit, then smallest texts
+        total = {r: math.fsum(weight[k] for k in ks) for r, ks in refs.items()}
+        chosen = min(refs, key=lambda r: (-total[r], key[r]))
+        keep.extend(refs[chosen])
+    return keep
+
+
+def scpo_credit(batch: RolloutBatch, cfg: CreditConfig, scorer, texts: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """SCPO's matching and per-row credit on `batch` (`texts`: the step texts, default from `credit.scpo.step_text`).
+
+    Adds to `match_failures`'s arrays "gap" (A^E_ref - A^E_i on matched rows, else 0), "credit" (kappa s_t gap: the
+    value mode "advantage" adds to A) and "bonus" (revision 1's b_t: what mode "returns" adds to the step rewards).
+    """
+    opts = cfg.scpo
+    won_any = np.bincount(batch.group_id, weights=batch.won.astype(float)) > 0
+    fail_any = np.bincount(batch.group_id, weights=(~batch.won).astype(float)) > 0
+    mixed = (won_any & fail_any)[batch.group_id]
+    if texts is None:
+        texts = step_texts(batch, opts.step_text, mixed)
+    ret, factor = episode_gap(batch, cfg)
+
+    def weight(fails, refs, credited, advance, ref_len):
+        if opts.mode == "returns":
+            bonus = returns_bonus(credited, advance, ref_len, kappa_r=opts.kappa_r, r_success=cfg.success_reward)
+            return np.array([math.fsum(row) for row in bonus])
+        gap = (ret[refs] - ret[fails]) * factor[fails]
+        return opts.kappa * gap * np.array([math.fsum(row) for row in credited])
+
+    m = match_failures(batch, texts, scorer, opts, credit_weight=weight)
+    has_ref = m["ref_first"] >= 0
+    gap = np.where(has_ref, (ret[np.maximum(m["ref_first"], 0)] - ret) * factor, 0.0)
+    credit = opts.kappa * m["credited"] * gap
+    r_len = np.where(has_ref, batch.traj_len[np.maximum(m["ref_first"], 0)], 1)
+    bonus = opts.kappa_r * cfg.success_reward * m["advance"] / r_len * m["credited"]
+    return {**m, "gap": gap, "credit": credit, "bonus": bonus}
+
+
 def compute_scpo(batch: RolloutBatch, cfg: CreditConfig, *, scorer=None, **_: object) -> CreditResult:
-    """SCPO = GiGPO on rewards shaped by the monotone-matching bonus of failed trajectories in mixed groups."""
+    """SCPO on `batch` (mode per `credit.scpo.mode`). Diagnostics add scpo_match (j*), scpo_ref_row, scpo_score (s_t),
+    scpo_best_score, scpo_gap, scpo_credit (what SCPO added to GiGPO's advantage) and scpo_bonus (mode "returns")."""
     opts = cfg.scpo
     if scorer is None:
         raise ValueError("scpo needs a scorer (compute_advantages builds the configured one: credit.scpo.scorer)")
     stats_before = dict(scorer.stats)
-    won_any = np.bincount(batch.group_id, weights=batch.won.astype(float)) > 0
-    fail_any = np.bincount(batch.group_id, weights=(~batch.won).astype(float)) > 0
-    mixed = (won_any & fail_any)[batch.group_id]
-    sb = scpo_bonus(batch, step_texts(batch, opts.step_text, mixed), scorer, reference=opts.reference, tau=opts.tau,
-                    kappa=opts.kappa, r_success=cfg.success_reward, seed=opts.seed)
-    bonus_row, shaped_row, match_row = sb["bonus"], sb["shaped"], sb["match"]
-    n = batch.n_rows
+    sc = scpo_credit(batch, cfg, scorer)
     base = compute_gigpo(batch, cfg, scorer=scorer, method="scpo")
-    ep_ret = None
-    if opts.shape_episode:
-        ep_ret = batch.episode_return + np.bincount(batch.traj_id, weights=bonus_row)[batch.traj_id]
-    shaped = compute_gigpo(batch, cfg, scorer=scorer, rewards=batch.reward + bonus_row, episode_return=ep_ret,
-                           method="scpo")
-    pick = lambda a, b: np.where(shaped_row, b, a)  # noqa: E731 - shaped rows take the shaped value
-    diag = {k: pick(base.diagnostics[k], shaped.diagnostics[k]) for k in base.diagnostics}
-    diag.update(scpo_match=match_row, scpo_ref_row=sb["ref_row"], scpo_score=sb["score"], scpo_bonus=bonus_row)
+    shaped_row = sc["shaped"]
+    if opts.mode == "advantage":
+        adv, returns, diag = base.advantages + sc["credit"], base.returns, dict(base.diagnostics)
+    else:
+        ep_ret = None
+        if opts.shape_episode:
+            ep_ret = batch.episode_return + np.bincount(batch.traj_id, weights=sc["bonus"])[batch.traj_id]
+        shaped = compute_gigpo(batch, cfg, scorer=scorer, rewards=batch.reward + sc["bonus"], episode_return=ep_ret,
+                               method="scpo")
+        pick = lambda a, b: np.where(shaped_row, b, a)  # noqa: E731 - shaped rows take the shaped value
+        adv, returns = pick(base.advantages, shaped.advantages), pick(base.returns, shaped.returns)
+        diag = {k: pick(base.diagnostics[k], shaped.diagnostics[k]) for k in base.diagnostics}
+    diag.update(scpo_match=sc["match"], scpo_ref_row=sc["ref_row"], scpo_score=sc["credited"],
+                scpo_best_score=sc["best"], scpo_gap=sc["gap"], scpo_credit=adv - base.advantages,
+                scpo_bonus=sc["bonus"] if opts.mode == "returns" else np.zeros(batch.n_rows))
     after = scorer.stats
     n_shaped = int(shaped_row.sum())
+    credited = sc["match"] >= 0
     stats = {**base.stats,
-             "scpo_bonus_mean": float(bonus_row[shaped_row].mean()) if n_shaped else 0.0,
-             "scpo_frac_steps_matched": float(np.mean(match_row[shaped_row] >= 0)) if n_shaped else 0.0,
-             "scpo_frac_rows_shaped": n_shaped / n,
+             "scpo_frac_steps_credited": float(np.mean(credited[shaped_row])) if n_shaped else 0.0,
+             "scpo_credit_mean": float(diag["scpo_credit"][shaped_row].mean()) if n_shaped else 0.0,
+             "scpo_frac_rows_shaped": n_shaped / batch.n_rows,
              "scpo_pairs_scored": float(after["pairs_scored"] - stats_before["pairs_scored"]),
              "scpo_cache_hits": float(after["cache_hits"] - stats_before["cache_hits"])}
-    return CreditResult("scpo", pick(base.advantages, shaped.advantages), pick(base.returns, shaped.returns), diag, stats)
+    return CreditResult("scpo", adv, returns, diag, stats)

@@ -14,10 +14,20 @@ mean/std are taken over every step row of the group with the unbiased std; a one
 (mean 0, std 1); a one-row anchor group gets 0; mode "mean_norm" omits the std, "mean_std_norm" divides by std + eps;
 the result is broadcast over the response and multiplied by `response_mask`. `step_rewards` are verl's discounted step
 returns with the penalty already subtracted. Returns (advantages, returns), both (rows, response_len), like verl-agent.
+
+G2PO and HGPO keep their public trainers' signatures, so either file can be swapped in:
+- G2PO (Nala-YN/G2PO): `step_rewards, group_idx, next_group_idx = compute_group_aggregation_values(batch)` (reads
+  non_tensor_batch "episode_rewards", "anchor_obs", "traj_uid", "uid"), then
+  `compute_g2po_outcome_advantage(token_level_rewards=..., step_rewards=..., response_mask=..., index=..., traj_index=...,
+  group_idx=..., next_group_idx=..., is_action_valid=non_tensor_batch["is_action_valid"], step_advantage_w=..., mode=...)`.
+- HGPO: `compute_hgpo_outcome_advantage(step_rewards=..., response_mask=..., anchor_obs=..., index=..., traj_index=...,
+  types=..., history_length=..., epsilon=..., weight_type=..., mode=...)`.
+SCPO has no public code; its drop-in takes GiGPO's arguments plus the step texts and a scorer.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -25,18 +35,20 @@ import numpy as np
 from scpo.credit.gigpo import similarity_anchor_groups
 from scpo.credit.grouping import combine_codes, discounted_returns, factorize, segment_norm
 from scpo.credit.g2po import node_values
+from scpo.credit.grpo import episode_statistics
 from scpo.credit.hgpo import hgpo_step_advantage
 from scpo.credit.options import CreditConfig, G2POOptions, GiGPOOptions, HGPOOptions, NormOptions, SCPOOptions
-from scpo.credit.scpo import scpo_bonus
+from scpo.credit.scpo import match_failures, returns_bonus
 from scpo.rollout_types import RolloutBatch
 
 __all__ = ["compute_gigpo_outcome_advantage", "compute_scpo_outcome_advantage", "compute_g2po_outcome_advantage",
-           "compute_hgpo_outcome_advantage", "episode_norm_reward"]
+           "compute_hgpo_outcome_advantage", "compute_group_aggregation_values", "episode_norm_reward"]
 
 _MODES = {"mean_norm": "none", "mean_std_norm": "std"}
 _EPS = NormOptions().epsilon
 _GIGPO = GiGPOOptions()
 _R_SUCCESS = CreditConfig().success_reward
+_SCPO = SCPOOptions()
 
 
 def _scale(mode: str) -> str:
@@ -145,82 +157,158 @@ def compute_gigpo_outcome_advantage(token_level_rewards, step_rewards, response_
     return adv, adv
 
 
+
 def compute_scpo_outcome_advantage(token_level_rewards, step_rewards, response_mask, anchor_obs, index, traj_index,
                                    step_texts, scorer, epsilon: float = _EPS,
                                    step_advantage_w: float = _GIGPO.step_advantage_w, mode: str = "mean_norm",
                                    enable_similarity: bool = _GIGPO.enable_similarity,
                                    similarity_thresh: float = _GIGPO.similarity_thresh, *,
-                                   won=None, gamma: float = _GIGPO.gamma, tau: float = SCPOOptions().tau,
-                                   kappa: float = SCPOOptions().kappa, success_reward: float = _R_SUCCESS,
-                                   reference: str = SCPOOptions().reference, seed: int = SCPOOptions().seed):
-    """SCPO in verl-agent: GiGPO whose step returns of failed trajectories in mixed groups become
-    step_rewards + sum_k gamma^k b_{t+k} (the discounted SCPO bonus; discounting is linear, so this equals the
-    returns of the shaped rewards). Successful trajectories and other groups keep GiGPO's advantages exactly.
+                                   won=None, episode_rewards=None, scpo_mode: str = _SCPO.mode,
+                                   match: str = _SCPO.match, gamma: float = _GIGPO.gamma, tau: float = _SCPO.tau,
+                                   kappa: float = _SCPO.kappa, kappa_r: float = _SCPO.kappa_r,
+                                   success_reward: float = _R_SUCCESS, reference: str = _SCPO.reference,
+                                   seed: int = _SCPO.seed):
+    """SCPO inside verl-agent: GiGPO's advantages (this module's drop-in), then SCPO's credit on the credited failed
+    steps of mixed groups (docs/algorithms.md, "SCPO"). `mode` names verl's normalisation; `scpo_mode` is SCPO's:
 
-    step_texts: per-row text of the step (e.g. action + " -> " + next observation); won: per-row success flag
-    (default: the trajectory has a row whose episode score is > 0).
-    """
-    scores = _np(token_level_rewards).sum(-1)
-    won_row = _trajectory_won(scores, traj_index, won)
-    rows = _Rows(index, traj_index, texts=step_texts, won=won_row)
-    sb = scpo_bonus(rows.batch, rows.batch.action, scorer, reference=reference, tau=tau, kappa=kappa,
-                    r_success=success_reward, seed=seed)
-    extra = rows.back(discounted_returns(sb["bonus"], rows.batch.traj_id, rows.batch.step, gamma))
-    shaped = rows.back(sb["shaped"])
-    base, _ = compute_gigpo_outcome_advantage(token_level_rewards, step_rewards, response_mask, anchor_obs, index,
-                                              traj_index, epsilon, step_advantage_w, mode, enable_similarity,
-                                              similarity_thresh, scorer=scorer)
-    new, _ = compute_gigpo_outcome_advantage(token_level_rewards, _np(step_rewards).reshape(-1) + extra, response_mask,
-                                             anchor_obs, index, traj_index, epsilon, step_advantage_w, mode,
-                                             enable_similarity, similarity_thresh, scorer=scorer)
-    import torch
+      "advantage" (revision 2): A' = A + kappa s_t (A^E_ref - A^E_i), with A^E verl's episode term: the gap is
+                  (R_ref - R_i) / (std + eps) for mode "mean_std_norm" (std: unbiased, over the group's rows of
+                  token_level_rewards.sum(-1), as verl's episode term uses it) and R_ref - R_i for "mean_norm";
+      "returns"   (revision 1): step returns of failed trajectories become step_rewards + sum_k gamma^k b_{t+k}.
 
-    mask = torch.as_tensor(shaped, device=base.device).unsqueeze(-1)
-    adv = torch.where(mask, new, base)
-    return adv, adv
-
-
-def compute_g2po_outcome_advantage(token_level_rewards, step_rewards, response_mask, anchor_obs, index, traj_index,
-                                   epsilon: float = _EPS, step_advantage_w: float = G2POOptions().w,
-                                   mode: str = "mean_norm", *, episode_rewards, won=None, is_action_valid=None,
-                                   invalid_action_penalty_coef: float = NormOptions().lambda_invalid,
-                                   gamma: float = _GIGPO.gamma,
-                                   success_value: float = G2POOptions().success_value):
-    """G2PO in verl-agent: A = A^E (verl's episode term) + w (A^NC + A^EC) over the group's anchor-state graph.
-
-    episode_rewards: per-row R_i (verl's non_tensor_batch["episode_rewards"]); is_action_valid: per-row validity
-    (verl's "is_action_valid"; default all valid). `step_rewards` is unused (G2PO values come from R_i) but kept for
-    the shared signature.
+    step_texts: per-row text of the step (e.g. action + " -> " + next observation); won: per-row success flag (default:
+    the trajectory has a row whose episode score is > 0); episode_rewards: per-row R_i without invalid penalties
+    (verl's non_tensor_batch["episode_rewards"]; default success_reward * won). Rows of successes and of groups without
+    both outcomes keep GiGPO's advantages exactly.
     """
     scale = _scale(mode)
     scores = _np(token_level_rewards).sum(-1)
     won_row = _trajectory_won(scores, traj_index, won)
-    rows = _Rows(index, traj_index, observation=[str(o) for o in _keys(anchor_obs)], won=won_row, valid=is_action_valid)
+    r_row = success_reward * won_row if episode_rewards is None else _np(episode_rewards).reshape(-1)
+    rows = _Rows(index, traj_index, texts=step_texts, won=won_row, reward=r_row)
     b = rows.batch
-    r_ep = _np(episode_rewards).reshape(-1)[rows.order]
-    node = combine_codes(b.group_id, factorize(b.observation))
-    v = node_values(node, r_ep, b.step, b.traj_len, gamma)[node]
-    last = np.r_[b.traj_id[1:] != b.traj_id[:-1], True]
-    v_next = np.where(last, np.where(b.won, success_value, 0.0), np.r_[v[1:], 0.0])
-    pen = invalid_action_penalty_coef * (~b.valid).astype(np.float64)
-    step = (segment_norm(v_next - pen, node, scale=scale, epsilon=epsilon)
-            + segment_norm(v_next - v, b.group_id, scale=scale, epsilon=epsilon))
-    ep = episode_norm_reward(scores, index, scale=scale, epsilon=epsilon)
-    adv = _broadcast(ep + step_advantage_w * rows.back(step), response_mask, token_level_rewards)
+    opts = SCPOOptions(mode=scpo_mode, match=match, tau=tau, kappa=kappa, kappa_r=kappa_r, reference=reference,
+                       seed=seed)
+    r_traj = r_row[rows.order]                             # R_i per row, in batch order
+    group = b.group_id
+    _, std, _ = episode_statistics(scores[rows.order], np.zeros(b.n_rows), group, b.traj_id, stats_over="steps")
+    factor = 1.0 / (std[group] + epsilon) if scale == "std" else np.ones(b.n_rows)
+
+    def weight(fails, refs, credited, advance, ref_len):
+        if scpo_mode == "returns":
+            bonus = returns_bonus(credited, advance, ref_len, kappa_r=kappa_r, r_success=success_reward)
+            return np.array([math.fsum(row) for row in bonus])
+        return kappa * (r_traj[refs] - r_traj[fails]) * factor[fails] * np.array([math.fsum(r) for r in credited])
+
+    m = match_failures(b, b.action, scorer, opts, credit_weight=weight)
+    base, _ = compute_gigpo_outcome_advantage(token_level_rewards, step_rewards, response_mask, anchor_obs, index,
+                                              traj_index, epsilon, step_advantage_w, mode, enable_similarity,
+                                              similarity_thresh, scorer=scorer)
+    import torch
+
+    has_ref = m["ref_first"] >= 0
+    if scpo_mode == "advantage":
+        gap = np.where(has_ref, (r_traj[np.maximum(m["ref_first"], 0)] - r_traj) * factor, 0.0)
+        extra = torch.as_tensor(rows.back(kappa * m["credited"] * gap), dtype=torch.float64).unsqueeze(-1)
+        mask = torch.as_tensor(response_mask).double().cpu()
+        return _same_as(base.double() + extra * mask, base), _same_as(base.double() + extra * mask, base)
+    r_len = np.where(has_ref, b.traj_len[np.maximum(m["ref_first"], 0)], 1)
+    bonus = kappa_r * success_reward * m["advance"] / r_len * m["credited"]
+    extra_returns = rows.back(discounted_returns(bonus, b.traj_id, b.step, gamma))
+    new, _ = compute_gigpo_outcome_advantage(token_level_rewards, _np(step_rewards).reshape(-1) + extra_returns,
+                                             response_mask, anchor_obs, index, traj_index, epsilon, step_advantage_w,
+                                             mode, enable_similarity, similarity_thresh, scorer=scorer)
+    shaped = torch.as_tensor(rows.back(m["shaped"]), device=base.device).unsqueeze(-1)
+    adv = torch.where(shaped, new, base)
     return adv, adv
 
 
-def compute_hgpo_outcome_advantage(token_level_rewards, step_rewards, response_mask, anchor_obs, index, traj_index,
-                                   epsilon: float = _EPS, mode: str = "mean_norm", *,
-                                   history_length: int = HGPOOptions().history_length,
+def _same_as(x, like):
+    return x.to(dtype=like.dtype, device=like.device)
+
+
+# --------------------------------------------------------------------------------------------------------- G2PO
+def compute_group_aggregation_values(batch, *, gamma: float = _GIGPO.gamma, success_reward: float = _R_SUCCESS):
+    """G2PO's per-step node values, as the public G2PO trainer computes them before `compute_g2po_outcome_advantage`.
+
+    Reads `batch.non_tensor_batch` fields "episode_rewards" (R_i per row), "anchor_obs", "traj_uid", "uid" (verl's
+    DataProto, or any object with a `non_tensor_batch` mapping). Returns (step_rewards, group_idx, next_group_idx) per
+    row: V(node of the row) = mean over the node's rows of gamma^(T_i - t) R_i; group_idx = the node, numbered from 0
+    within each uid in order of first appearance (trajectories in sorted uid order, then row order); next_group_idx =
+    the next row's node, or -1 after a success (R_i == success_reward) and -2 after a failure.
+    """
+    nt = batch.non_tensor_batch
+    episode_rewards = _np(nt["episode_rewards"]).reshape(-1)
+    index, traj_index = np.asarray(nt["uid"]), np.asarray(nt["traj_uid"])
+    obs_key = _keys(nt["anchor_obs"])
+    n = len(index)
+    step = np.zeros(n, dtype=np.int64)
+    length = np.zeros(n, dtype=np.int64)
+    group_idx = np.full(n, -1, dtype=np.int64)
+    next_group_idx = np.ones(n, dtype=np.int64)
+    first_r = np.zeros(n)
+    for uid in np.unique(index):
+        nodes: dict = {}
+        rows_of = [np.flatnonzero(traj_index == t) for t in np.unique(traj_index[index == uid])]
+        for rows in rows_of:
+            step[rows], length[rows], first_r[rows] = np.arange(len(rows)), len(rows), episode_rewards[rows[0]]
+            for r in rows:
+                group_idx[r] = nodes.setdefault(obs_key[r], len(nodes))
+        for rows in rows_of:
+            next_group_idx[rows[:-1]] = group_idx[rows[1:]]
+            next_group_idx[rows[-1]] = -1 if episode_rewards[rows[-1]] == success_reward else -2
+    node = combine_codes(factorize(_keys(index)), group_idx)
+    return node_values(node, first_r, step, length, gamma)[node], group_idx, next_group_idx
+
+
+def compute_g2po_outcome_advantage(token_level_rewards, step_rewards, response_mask, index, traj_index, group_idx,
+                                   next_group_idx, is_action_valid, epsilon: float = _EPS,
+                                   step_advantage_w: float = G2POOptions().w, mode: str = "mean_norm", *,
+                                   invalid_action_penalty: float = NormOptions().lambda_invalid,
+                                   success_value: float = G2POOptions().success_value):
+    """G2PO with the public G2PO trainer's signature (Nala-YN/G2PO): A = A^E + w (A^NC + A^EC).
+
+    step_rewards: per-row node values V and group_idx / next_group_idx: per-row node and next node (-1 success sentinel,
+    valued `success_value`; -2 failure sentinel, valued 0), as `compute_group_aggregation_values` makes them;
+    is_action_valid: per-row validity. A^E is verl's episode term; A^NC = norm(V(next) - pen_t, rows of the same node)
+    (a one-row node gives 0), A^EC = norm(V(next) - V(node), rows of the uid), both with the unbiased std. Deviation:
+    a uid with a single row gets A^EC = 0 where the public code divides by a NaN std.
+    """
+    scale = _scale(mode)
+    scores = _np(token_level_rewards).sum(-1)
+    value = _np(step_rewards).reshape(-1)
+    prompt = factorize(_keys(index))
+    group_idx, next_group_idx = np.asarray(group_idx, dtype=np.int64), np.asarray(next_group_idx, dtype=np.int64)
+    both = combine_codes(np.r_[prompt, prompt], np.r_[group_idx, np.maximum(next_group_idx, 0)])
+    node, next_node = both[:len(prompt)], both[len(prompt):]
+    node_value = np.zeros(int(both.max()) + 1)
+    node_value[node] = value                               # one value per node (the public code asserts they agree)
+    v_next = np.where(next_group_idx == -1, success_value, np.where(next_group_idx == -2, 0.0, node_value[next_node]))
+    pen = invalid_action_penalty * (1.0 - np.asarray(is_action_valid, dtype=np.float64))
+    step = (segment_norm(v_next - pen, node, scale=scale, epsilon=epsilon)
+            + segment_norm(v_next - value, prompt, scale=scale, epsilon=epsilon))
+    ep = episode_norm_reward(scores, index, scale=scale, epsilon=epsilon)
+    adv = _broadcast(ep + step_advantage_w * step, response_mask, token_level_rewards)
+    return adv, adv
+
+
+# --------------------------------------------------------------------------------------------------------- HGPO
+def compute_hgpo_outcome_advantage(step_rewards, response_mask, anchor_obs, index, traj_index, types: str = "hard",
+                                   history_length: int = HGPOOptions().history_length, epsilon: float = _EPS,
+                                   weight_type: str = "mean", mode: str = "mean_norm", *,
                                    alpha: float = HGPOOptions().alpha):
-    """HGPO in verl-agent: A = sum_k w_k norm(step_rewards, context cluster C_k) over k = 1..K+1 (population std).
-    `token_level_rewards` only supplies dtype and device (HGPO has no episode term)."""
+    """HGPO with the public HGPO trainer's signature: A = sum_l w_l norm(step_rewards, context cluster C_l) over
+    l = 0..history_length, population std, w_l proportional to (l+1)^alpha over the depths with a non-zero term
+    (docs/algorithms.md, "HGPO"). `types` and `weight_type` are accepted for the signature and, as in the public code,
+    change nothing. Returns (advantages, advantages) in float32 on `response_mask`'s device, like the public code."""
     scale = _scale(mode)
     rows = _Rows(index, traj_index, observation=[str(o) for o in _keys(anchor_obs)])
     b = rows.batch
     g = _np(step_rewards).reshape(-1)[rows.order]
     adv, _ = hgpo_step_advantage(g, b.group_id, b.observation, b.step, history_length=history_length, alpha=alpha,
                                  scale=scale, epsilon=epsilon)
-    out = _broadcast(rows.back(adv), response_mask, token_level_rewards)
+    import torch
+
+    mask = torch.as_tensor(response_mask)
+    out = torch.as_tensor(rows.back(adv), dtype=torch.float32, device=mask.device).unsqueeze(-1) * mask
     return out, out

@@ -1,6 +1,15 @@
-"""Checkpoints: `checkpoints/iter_XXXX/` = model (safetensors + tokenizer), optimizer state, RNG states and a small
-`state.json` (iterations done). Written under a temporary name and renamed, so a SIGKILL never leaves a half checkpoint;
-`latest_checkpoint` ignores anything unfinished.
+"""Checkpoints: `checkpoints/iter_XXXX/` = `model/` (safetensors + tokenizer), `optimizer.safetensors`,
+`rng.safetensors` and a small `state.json` (iterations done). Written under a temporary name and renamed, so a SIGKILL
+never leaves a half checkpoint; `latest_checkpoint` ignores anything unfinished.
+
+Nothing in a checkpoint is unpickled: a run folder passed around must not be able to run code. The optimizer and RNG
+states are "state files": one safetensors file whose tensors are the state's tensors and whose metadata entry
+`scpo.state/1` is JSON for the rest, with each tensor replaced by {"tensor": name}, each tuple by {"tuple": [...]} and
+each dict by {"dict": [[key, value], ...]} (optimizer states are keyed by int parameter indices). Written by hand because neither
+format holds a `state_dict()` alone (safetensors is a flat str -> tensor map; JSON has no tensors, tuples or int keys);
+reading parses only JSON and safetensors, so a crafted file can fail to load but never execute anything.
+Checkpoints from before this format (`optimizer.pt`, `rng.pt`: torch pickles) are refused with a one-line pointer to
+`scpo convert-checkpoint` (`scpo.train.legacy_checkpoint`).
 """
 
 from __future__ import annotations
@@ -8,25 +17,115 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 
-__all__ = ["save_checkpoint", "latest_checkpoint", "load_training_state", "rng_state", "set_rng_state"]
+__all__ = ["CheckpointError", "TrainingState", "save_checkpoint", "latest_checkpoint", "read_training_state",
+           "write_training_state", "rng_state", "set_rng_state", "OPTIMIZER_FILE", "RNG_FILE", "LEGACY_FILES"]
 
 _PREFIX = "iter_"
+_FORMAT = "scpo.state/1"
+OPTIMIZER_FILE, RNG_FILE = "optimizer.safetensors", "rng.safetensors"
+LEGACY_FILES = ("optimizer.pt", "rng.pt")  # torch pickles, written before this format; never loaded here
 
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be restored (old pickle format, missing or malformed state file); one-line message."""
+
+
+# ---- RNG state: only ints, floats, strings, tuples, lists and tensors, so it fits a state file
 
 def rng_state() -> dict[str, Any]:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Python `random`, numpy's global MT19937 bit generator, torch's CPU generator and, once CUDA is initialised,
+    every CUDA device's generator."""
+    np_state = np.random.get_state(legacy=False)
+    np_state["state"] = {**np_state["state"], "key": np_state["state"]["key"].tolist()}
+    cuda = list(torch.cuda.get_rng_state_all()) if torch.cuda.is_initialized() else []
+    return {"python": random.getstate(), "numpy": np_state, "torch": torch.get_rng_state(), "cuda": cuda}
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    """Inverse of `rng_state` (CUDA states are restored on as many devices as both the state and this machine have)."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
+    if state.get("cuda") and torch.cuda.is_available():
+        for device, cuda_state in enumerate(state["cuda"][:torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state, device)
+
+
+# ---- state files: safetensors + a JSON tree
+
+def _encode(obj: Any, name: str, tensors: dict[str, torch.Tensor]) -> Any:
+    if isinstance(obj, torch.Tensor):
+        if name in tensors:
+            raise ValueError(f"two tensors of the state would be stored under {name!r}")
+        tensors[name] = obj.detach().to("cpu").contiguous()
+        return {"tensor": name}
+    if isinstance(obj, tuple):
+        return {"tuple": [_encode(v, f"{name}.{i}", tensors) for i, v in enumerate(obj)]}
+    if isinstance(obj, list):
+        return [_encode(v, f"{name}.{i}", tensors) for i, v in enumerate(obj)]
+    if isinstance(obj, dict):
+        return {"dict": [[_encode(k, f"{name}.key", tensors), _encode(v, f"{name}.{k}", tensors)]
+                         for k, v in obj.items()]}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"cannot store a {type(obj).__name__} at {name!r} in a checkpoint state file; allowed: tensors, "
+                    "None, bool, int, float, str, lists, tuples, dicts")
+
+
+def _decode(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if isinstance(obj, list):
+        return [_decode(v, tensors) for v in obj]
+    if isinstance(obj, dict):
+        (tag, value), = obj.items()  # ValueError on anything but one tag
+        if tag == "tensor":
+            return tensors[value]
+        if tag == "tuple":
+            return tuple(_decode(v, tensors) for v in value)
+        if tag == "dict":
+            return {_decode(k, tensors): _decode(v, tensors) for k, v in value}
+        raise ValueError(f"unknown tag {tag!r}")
+    return obj
+
+
+def _write_state(path: Path, state: Any, root: str) -> None:
+    tensors: dict[str, torch.Tensor] = {}
+    tree = _encode(state, root, tensors)
+    save_file(tensors, path, metadata={_FORMAT: json.dumps(tree)})  # one entry: safetensors' metadata map is unordered
+
+
+def _read_state(path: Path) -> Any:
+    try:
+        with safe_open(path, framework="pt") as f:
+            tree = (f.metadata() or {}).get(_FORMAT)
+            if tree is None:
+                raise ValueError(f"no {_FORMAT!r} entry in its metadata")
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+        return _decode(json.loads(tree), tensors)
+    except (SafetensorError, OSError, ValueError, KeyError, TypeError, RecursionError) as err:
+        raise CheckpointError(f"{path} is not an scpo state file (safetensors + JSON tree): {_first_line(err)}") \
+            from None
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+# ---- checkpoints
+
+def write_training_state(ckpt: Path, optimizer_state: dict, rng: dict[str, Any]) -> None:
+    """Write `ckpt/optimizer.safetensors` (an optimizer's `state_dict()`) and `ckpt/rng.safetensors` (`rng_state()`);
+    `save_checkpoint` adds the model and state.json."""
+    _write_state(Path(ckpt) / OPTIMIZER_FILE, optimizer_state, "optimizer")
+    _write_state(Path(ckpt) / RNG_FILE, rng, "rng")
 
 
 def save_checkpoint(run_dir: Path, iterations_done: int, policy, optimizer, extra: dict | None = None) -> Path:
@@ -37,8 +136,7 @@ def save_checkpoint(run_dir: Path, iterations_done: int, policy, optimizer, extr
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     policy.save(tmp / "model")
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    torch.save(rng_state(), tmp / "rng.pt")
+    write_training_state(tmp, optimizer.state_dict(), rng_state())
     (tmp / "state.json").write_text(json.dumps({"iterations_done": iterations_done, **(extra or {})}, indent=2))
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
@@ -52,8 +150,41 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return done[-1] if done else None
 
 
-def load_training_state(ckpt: Path, optimizer) -> dict[str, Any]:
-    """Restore optimizer and RNG states from `ckpt`; return its state.json (the model is loaded by `load_policy`)."""
-    optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=False))
-    set_rng_state(torch.load(ckpt / "rng.pt", weights_only=False))
-    return json.loads((ckpt / "state.json").read_text())
+@dataclass(frozen=True)
+class TrainingState:
+    """What a checkpoint holds besides the model: the optimizer's `state_dict()`, `rng_state()` and state.json."""
+
+    optimizer: dict
+    rng: dict[str, Any]
+    info: dict[str, Any]
+
+    def restore(self, optimizer) -> int:
+        """Load the optimizer and RNG states; return the iterations done. CheckpointError if they do not fit."""
+        try:
+            optimizer.load_state_dict(self.optimizer)
+            set_rng_state(self.rng)
+            return int(self.info["iterations_done"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            raise CheckpointError(f"the checkpoint's optimizer/RNG state does not fit this run: {_first_line(err)}") \
+                from None
+
+
+def read_training_state(ckpt: Path) -> TrainingState:
+    """Read `ckpt`'s state files and state.json (the model is loaded by `load_policy`).
+
+    Raises CheckpointError (one line) for an old pickle checkpoint, a missing file or one that does not parse.
+    """
+    ckpt = Path(ckpt)
+    missing = [name for name in (OPTIMIZER_FILE, RNG_FILE, "state.json") if not (ckpt / name).exists()]
+    legacy = [name for name in LEGACY_FILES if (ckpt / name).exists()]
+    if missing and legacy:
+        raise CheckpointError(
+            f"{ckpt} stores its optimizer/RNG state as torch pickles ({', '.join(legacy)}), which scpo no longer loads "
+            f"because unpickling can run code; if you trust where it came from, run `scpo convert-checkpoint {ckpt}`")
+    if missing:
+        raise CheckpointError(f"{ckpt} is not a complete checkpoint: {', '.join(missing)} missing")
+    try:
+        info = json.loads((ckpt / "state.json").read_text())
+    except ValueError as err:
+        raise CheckpointError(f"{ckpt / 'state.json'} is not JSON: {_first_line(err)}") from None
+    return TrainingState(_read_state(ckpt / OPTIMIZER_FILE), _read_state(ckpt / RNG_FILE), info)

@@ -34,7 +34,7 @@ def rollout_metrics(trajectories: Sequence, batch: RolloutBatch) -> dict[str, fl
 
 def credit_metrics(batch: RolloutBatch, result) -> dict[str, float]:
     """credit/*: group composition (all-failed / mixed / all-success), advantage moments, and the estimator's own stats
-    (`CreditResult.stats`, e.g. scpo_bonus_mean), which take precedence on equal names."""
+    (`CreditResult.stats`, e.g. scpo_credit_mean), which take precedence on equal names."""
     first = np.unique(batch.traj_id, return_index=True)[1]
     g, won = batch.group_id[first], batch.won[first].astype(float)
     n_groups = int(g.max()) + 1

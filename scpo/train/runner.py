@@ -26,7 +26,7 @@ from scpo.policy import create_policy, load_policy, resolve_model_dir
 from scpo.policy.placement import compute_precision, resolve_device
 from scpo.rollout import collect_rollouts, env_settings, make_engine
 from scpo.rollout_types import RolloutBatch, stable_uid
-from scpo.train.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
+from scpo.train.checkpoint import latest_checkpoint, read_training_state, save_checkpoint
 from scpo.train.metrics import HistoryLog, credit_metrics, rollout_metrics
 from scpo.train.sft import behaviour_cloning, expert_demonstrations
 from scpo.train.update import ppo_update, samples_from_trajectories
@@ -174,7 +174,7 @@ def _credit(cfg: Config, batch: RolloutBatch, trajectories, policy):
         kwargs["hindsight_logprob"] = hindsight_logprob(policy, trajectories, temperature=cfg.credit.hcapo.temperature,
                                                         max_prompt_tokens=cfg.policy.max_prompt_tokens,
                                                         batch_size=cfg.train.minibatch_size)
-    return compute_advantages(method, batch, cfg.credit, **kwargs)
+    return compute_advantages(method, batch, cfg.credit.for_env(cfg.env.name), **kwargs)
 
 
 def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> dict:
@@ -183,6 +183,7 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
     env = env_settings(cfg)
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(cfg, "rl")
     ckpt = latest_checkpoint(run_dir) if resume else None
+    saved = read_training_state(ckpt) if ckpt else None  # an old or tampered checkpoint is refused here, before any work
     if ckpt is None:  # a fresh run: drop any outputs of an earlier one
         for stale in ("checkpoints", "rollouts", "dvclive", "model", "init_model", "history.csv", "summary.json"):
             p = run_dir / stale
@@ -204,7 +205,7 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
         reference = load_policy(init_dir, dtype=cfg.policy.dtype, device=device).model.eval().requires_grad_(False)
     optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=cfg.train.lr,
                                   weight_decay=0.0)
-    start = load_training_state(ckpt, optimizer)["iterations_done"] if ckpt else 0
+    start = saved.restore(optimizer) if saved else 0
     engine = make_engine(cfg, policy, model_dir=ckpt / "model" if ckpt else init_dir)
     log = HistoryLog(run_dir, keep_iterations=start)
     pool = env.package.list_tasks(env.train_split, data_root=env.data_root)
