@@ -169,6 +169,7 @@ class FidelityConfig(StrictModel):
     sweep_step_text: tuple[Literal["action_next_obs", "action", "obs_action"], ...] = (
         "action_next_obs", "action", "obs_action")
     sweep_scorer: tuple[Literal["lexical", "bi_encoder", "cross_encoder"], ...] = ("lexical", "bi_encoder")
+    sweep_match: tuple[Literal["argmax", "first"], ...] = ("argmax", "first")
 
     @field_validator("eps")
     @classmethod

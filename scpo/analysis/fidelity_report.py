@@ -3,6 +3,7 @@
     reports/tables/credit_fidelity.{csv,md}               every estimator x eps x group kind (noisy-optimal rollouts)
     reports/tables/credit_fidelity_by_task_type.{csv,md}  the same split by task type (all groups)
     reports/tables/credit_fidelity_trained.{csv,md}       on the saved rollouts of the trained runs
+    reports/tables/credit_fidelity_inconsistency.{csv,md} semantic inconsistency rev. 2 + oracle-progress control
     reports/tables/credit_fidelity_timing.json            wall / CPU seconds per phase, planner call times
     reports/tables/scpo_defaults_sweep.{csv,md}           SCPO's options on fidelity
     reports/figures/credit_fidelity.png, scpo_defaults_sweep.png
@@ -39,6 +40,27 @@ def readable(summary: pd.DataFrame, keys: list[str], kinds: tuple[str, ...] | No
     return out.reset_index(drop=True)
 
 
+def inconsistency_view(counts: pd.DataFrame, source: str) -> pd.DataFrame:
+    """Counts of `oracle_inconsistency` pooled per (estimator, source): same-step disagreement by pair kind, zero
+    share, mean |dA| / std, the control's ordered share and the pair counts (scpo.analysis.inconsistency.rates)."""
+    from scpo.analysis.inconsistency import COUNT_COLUMNS, PAIR_KINDS, rates
+
+    cols = [c for c in (*COUNT_COLUMNS, "n_control", "n_ordered") if c in counts]
+    pooled = rates(counts.groupby(["estimator", source, "pair_set", "kind"], sort=False, as_index=False)[cols]
+                   .sum(min_count=1))
+    out = []
+    for (est, src), part in pooled.groupby(["estimator", source], sort=False):
+        same = part[part["pair_set"] == "same_step"].set_index("kind")
+        row = {"estimator": est, source: src}
+        for kind in ("all", *PAIR_KINDS):
+            row[f"disagree_{kind}"] = same.loc[kind, "disagreement"] if kind in same.index else float("nan")
+        row.update(zero_share=same.loc["all", "zero_share"], mean_abs_diff=same.loc["all", "mean_abs_diff"],
+                   control_ordered=same.loc["all", "control_ordered"], n_pairs=int(same.loc["all", "n_pairs"]),
+                   n_pairs_won_failed=int(same.loc["won_failed", "n_pairs"]), n_control=int(same.loc["all", "n_control"]))
+        out.append(row)
+    return pd.DataFrame(out)
+
+
 def trained_runs(cfg) -> dict[str, list[Path]]:
     """{method: [run dirs with saved rollouts]} over report.methods x report.seeds (ALFWorld)."""
     out = {}
@@ -53,8 +75,8 @@ def trained_runs(cfg) -> dict[str, list[Path]]:
 def sweep_grid(cfg) -> list[dict]:
     """The product of cfg.fidelity.sweep_* as SCPO option dicts."""
     f = cfg.fidelity
-    return [{"scorer": sc, "step_text": st, "tau": tau}
-            for sc, st, tau in itertools.product(f.sweep_scorer, f.sweep_step_text, f.sweep_tau)]
+    return [{"scorer": sc, "step_text": st, "match": m, "tau": tau}
+            for sc, st, m, tau in itertools.product(f.sweep_scorer, f.sweep_step_text, f.sweep_match, f.sweep_tau)]
 
 
 def _write(layout: ReportLayout, name: str, df: pd.DataFrame, title: str, note: str) -> dict:
@@ -85,11 +107,18 @@ def write_fidelity_report(cfg, reports_dir: str | Path = "reports", *, trained: 
     paths.update(_write(layout, "credit_fidelity_by_task_type", readable(by_type, ["estimator", "eps"]),
                         "Credit fidelity by task type (all groups)", f"{setting} {PROXY_NOTE}"))
     paths["figure"] = str(plot_fidelity_vs_eps(res.summary, layout.figure("credit_fidelity")))
+    paths.update(_write(layout, "credit_fidelity_inconsistency", inconsistency_view(res.inconsistency, "eps"),
+                        "Semantic inconsistency (revision 2) on the same rollouts, with its oracle-progress control",
+                        f"{setting} Same-step pairs: identical observation and action in one group; disagreement = "
+                        "opposite signs among pairs with both advantages non-zero; control_ordered: same-observation "
+                        "pairs with different actions whose advantages are ordered like their oracle progress q "
+                        "(must not degrade when consistency improves). " + PROXY_NOTE))
     timing = {"noisy": {**res.seconds, **res.planner, "rows": int(sum(b.n_rows for b in res.batches.values()))}}
     if trained:
         runs = trained_runs(cfg)
         if not runs:  # the same files either way (pipeline outputs), saying why they are empty
             pd.DataFrame().to_csv(layout.tables / "credit_fidelity_trained_full.csv", index=False)
+            pd.DataFrame().to_csv(layout.tables / "credit_fidelity_trained_inconsistency.csv", index=False)
             paths.update(_write(layout, "credit_fidelity_trained", pd.DataFrame({"note": ["no saved ALFWorld rollouts"]}),
                                 "Credit fidelity on the trained policies' saved rollouts",
                                 f"No run of {list(cfg.report.methods)} x seeds {list(cfg.report.seeds)} under "
@@ -99,6 +128,8 @@ def write_fidelity_report(cfg, reports_dir: str | Path = "reports", *, trained: 
             timing["trained"] = {**tr.seconds, "rows": int(sum(b.n_rows for b in tr.batches.values())),
                                  "runs": {m: [str(r) for r in rs] for m, rs in runs.items()}}
             tr.summary.to_csv(layout.tables / "credit_fidelity_trained_full.csv", index=False)
+            inc = inconsistency_view(tr.inconsistency, "policy_of")
+            inc.to_csv(layout.tables / "credit_fidelity_trained_inconsistency.csv", index=False)
             paths.update(_write(layout, "credit_fidelity_trained", readable(tr.summary, ["estimator", "policy_of"]),
                                 "Credit fidelity on the trained policies' saved rollouts",
                                 "Rollouts: every saved iteration of the ALFWorld runs (policy_of = the method that "
@@ -107,7 +138,7 @@ def write_fidelity_report(cfg, reports_dir: str | Path = "reports", *, trained: 
     if sweep:
         sw = scpo_sweep(cfg, res.batches, sweep_grid(cfg), progress=progress)
         sw.to_csv(layout.tables / "scpo_defaults_sweep_full.csv", index=False)
-        keys = [c for c in ("scorer", "step_text", "tau") if c in sw.columns]
+        keys = [c for c in ("scorer", "step_text", "match", "tau") if c in sw.columns]
         agg = (sw[sw["kind"].isin(["all", "mixed"])].groupby(keys + ["kind"], sort=False)
                [[f"{m}_mean" for m in METRICS]].mean().reset_index())
         paths.update(_write(layout, "scpo_defaults_sweep", agg, "SCPO options on credit fidelity",

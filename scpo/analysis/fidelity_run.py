@@ -5,7 +5,8 @@
     res.summary / res.by_task_type / res.groups  # tables (scpo.analysis.fidelity.summarize)
     plot_fidelity_vs_eps(res.summary, path)      # the four metrics vs eps, one line per estimator, 95% intervals
 
-Every estimator goes through `scpo.credit.compute_advantages` with `cfg.credit`; HCAPO reads the hindsight log-probs of
+Every estimator goes through `scpo.credit.compute_advantages` with `cfg.credit.for_env("alfworld")` (ALFWorld's
+reference scale); HCAPO reads the hindsight log-probs of
 `cfg.fidelity.hindsight_policy` (default: the ALFWorld warm start). Timings are wall and process-CPU seconds per phase.
 Full knowledge is a proxy: exploring steps have q <= 0 (see scpo.analysis.fidelity).
 """
@@ -24,7 +25,7 @@ from scpo.analysis.fidelity import METRICS, estimator_advantages, fidelity_table
 from scpo.analysis.oracle_rollouts import PlannerPool, label_progress, noisy_optimal_rollouts
 from scpo.rollout_types import RolloutBatch
 
-__all__ = ["FidelityResult", "Timer", "hindsight_policy_dir", "noisy_fidelity", "trained_fidelity",
+__all__ = ["FidelityResult", "Timer", "hindsight_policy_dir", "noisy_fidelity", "trained_fidelity", "oracle_inconsistency",
            "plot_fidelity_vs_eps", "scpo_sweep", "plot_scpo_sweep", "METRIC_LABELS"]
 
 METRIC_LABELS = {"auc": "AUC (q = 1 vs q <= 0)", "recovered_progress": "recovered progress (failed, q = 1: A > 0)",
@@ -62,6 +63,7 @@ class FidelityResult:
     advantages: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     planner: dict[str, float] = field(default_factory=dict)
+    inconsistency: pd.DataFrame | None = None  # counts of scpo.analysis.inconsistency on the same rollouts
 
 
 def hindsight_policy_dir(cfg) -> Path:
@@ -73,7 +75,12 @@ def hindsight_policy_dir(cfg) -> Path:
 
 
 def _load_hindsight_policy(cfg):
+    """The hindsight scorer, with torch's CPU threads set from train.torch_threads (1 on shared cores: small scoring
+    batches with 2 threads spin and cost 3-8x the CPU time on a loaded machine)."""
     from scpo.policy import load_policy
+    from scpo.train.runner import set_threads
+
+    set_threads(cfg)
 
     path = hindsight_policy_dir(cfg)
     if not path.exists():
@@ -92,7 +99,16 @@ def _estimate(cfg, batch: RolloutBatch, methods: Sequence[str], policy, timer: T
                                             temperature=cfg.credit.hcapo.temperature,
                                             max_prompt_tokens=cfg.policy.max_prompt_tokens, progress=progress)
     with timer("estimators"):
-        return estimator_advantages(batch, methods, cfg.credit, hindsight_logprob=hindsight)
+        return estimator_advantages(batch, methods, cfg.credit.for_env("alfworld"), hindsight_logprob=hindsight)
+
+
+def oracle_inconsistency(batch: RolloutBatch, advantages: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """Semantic inconsistency revision 2 (scpo.analysis.inconsistency: exact same-step pairs) of every estimator on
+    `batch`, its control ordered by the oracle progress q (a dead end's -inf counts as -1e6)."""
+    from scpo.analysis.inconsistency import inconsistency_counts
+
+    target = np.maximum(batch.oracle_progress, -1e6)
+    return inconsistency_counts(advantages, batch, target=target)
 
 
 def _result(tables: list[pd.DataFrame], by: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -114,7 +130,7 @@ def noisy_fidelity(cfg, *, eps: Sequence[float] | None = None, task_ids: Sequenc
     pool = pool or PlannerPool(cfg.data.root)
     timer = Timer()
     policy = _load_hindsight_policy(cfg) if "hcapo" in methods else None
-    tables, batches, advs = [], {}, {}
+    tables, incons, batches, advs = [], [], {}, {}
     for e in eps:
         with timer("rollouts"):
             batch = noisy_optimal_rollouts(task_ids, seeds, e, group_size=f.group_size, max_steps=f.max_steps,
@@ -122,6 +138,8 @@ def noisy_fidelity(cfg, *, eps: Sequence[float] | None = None, task_ids: Sequenc
         a = _estimate(cfg, batch, methods, policy, timer, progress)
         with timer("metrics"):
             tables.append(fidelity_table(batch, a, eps=e))
+        with timer("inconsistency"):
+            incons.append(oracle_inconsistency(batch, a).assign(eps=e))
         batches[f"eps={e}"], advs[f"eps={e}"] = batch, a
     with timer("metrics"):
         groups, summary, by_type = _result(tables, ("estimator", "eps"))
@@ -129,7 +147,8 @@ def noisy_fidelity(cfg, *, eps: Sequence[float] | None = None, task_ids: Sequenc
     secs = np.array(st.seconds) if st.seconds else np.zeros(1)
     planner = {"v_star_queries": st.queries, "cache_hit_rate": st.hit_rate, "searches": st.searches,
                "search_ms_median": float(np.median(secs) * 1e3), "search_ms_p99": float(np.percentile(secs, 99) * 1e3)}
-    return FidelityResult(groups, summary, by_type, batches, advs, timer.seconds, planner)
+    return FidelityResult(groups, summary, by_type, batches, advs, timer.seconds, planner,
+                          inconsistency=pd.concat(incons, ignore_index=True))
 
 
 def trained_fidelity(cfg, run_dirs: Mapping[str, Sequence[Path]], *, methods: Sequence[str] | None = None,
@@ -142,7 +161,7 @@ def trained_fidelity(cfg, run_dirs: Mapping[str, Sequence[Path]], *, methods: Se
     pool = pool or PlannerPool(cfg.data.root)
     timer = Timer()
     policy = _load_hindsight_policy(cfg) if "hcapo" in methods else None
-    tables, batches, advs = [], {}, {}
+    tables, incons, batches, advs = [], [], {}, {}
     for label, runs in run_dirs.items():
         for k, run in enumerate(runs):
             for file in iteration_files(run):
@@ -150,6 +169,8 @@ def trained_fidelity(cfg, run_dirs: Mapping[str, Sequence[Path]], *, methods: Se
                     batch = label_progress(RolloutBatch.read(file), data_root=cfg.data.root, pool=pool,
                                            progress=False)
                 a = _estimate(cfg, batch, methods, policy, timer, progress=False)
+                with timer("inconsistency"):
+                    incons.append(oracle_inconsistency(batch, a).assign(policy_of=label, seed=k))
                 with timer("metrics"):
                     t = fidelity_table(batch, a, policy_of=label, run=str(run), iteration=file.stem)
                     t["seed"] = k  # the run seed: mean and interval over the runs of a method
@@ -161,7 +182,8 @@ def trained_fidelity(cfg, run_dirs: Mapping[str, Sequence[Path]], *, methods: Se
         raise FileNotFoundError(f"no saved rollouts in the runs {dict(run_dirs)}")
     with timer("metrics"):
         groups, summary, by_type = _result(tables, ("estimator", "policy_of"))
-    return FidelityResult(groups, summary, by_type, batches, advs, timer.seconds)
+    return FidelityResult(groups, summary, by_type, batches, advs, timer.seconds,
+                          inconsistency=pd.concat(incons, ignore_index=True))
 
 
 def plot_fidelity_vs_eps(summary: pd.DataFrame, path: str | Path, kind: str = "all") -> Path:
@@ -212,7 +234,7 @@ def scpo_sweep(cfg, batches: Mapping[str, RolloutBatch], grid: Sequence[Mapping]
 
     rows = []
     for opts in tqdm(list(grid), desc="scpo sweep", unit="config", disable=not progress, leave=False):
-        credit = cfg.credit.model_copy(deep=True)
+        credit = cfg.credit.for_env("alfworld").model_copy(deep=True)
         for k, v in opts.items():  # set on the section: `scorer=` of compute_advantages is the scorer object
             setattr(credit.scpo, k, v)
         tables = []

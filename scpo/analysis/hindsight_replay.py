@@ -60,23 +60,33 @@ def hindsight_for_batch(policy, batch: RolloutBatch, *, data_root: str | Path = 
     """HCAPO's `hindsight_logprob` (n_rows,) for an ALFWorld batch, under `policy` (e.g. the warm start).
 
     Rows with the same (prompt, final observation, answer) -- siblings of a group that share a prefix and an ending --
-    are scored once; the distinct ones go to the model sorted by length (less padding). Same values as scoring every
-    row in order, up to float rounding of the batch composition."""
-    from scpo.rollout.engine import ACTION_ANSWER
-    from scpo.train.hindsight import hindsight_logprob
+    are scored once. The distinct ones go to `scpo.train.hindsight.hindsight_logprob` in buckets of equal (prompt,
+    answer) token lengths: a batch without padding lets the model use SDPA's causal kernel instead of an explicit mask
+    (a quarter less time on the CPU with one thread). Same values as scoring every row in order, up to float rounding.
+    Run it with one torch thread on a shared machine (`torch.set_num_threads(1)`): with more, small batches spin."""
+    from scpo.rollout.engine import ACTION_ANSWER, encode_prompts
+    from scpo.train.hindsight import hindsight_logprob, hindsight_prompt
 
     trajs = replay_prompts(batch, data_root=data_root, history_length=history_length, progress=progress)
     keys = [(s.prompt, tr.steps[-1].next_observation, s.action) for tr in trajs for s in tr.steps]
     unique: dict[tuple[str, str, str], int] = {}
     index = np.array([unique.setdefault(k, len(unique)) for k in keys], dtype=np.int64)
-    order = sorted(unique, key=lambda k: len(k[0]) + len(k[1]))
+    distinct = list(unique)
     tok = policy.tokenizer
-    ids = tok([ACTION_ANSWER.format(action=a) for _, _, a in order], add_special_tokens=False)["input_ids"]
-    singles = [Trajectory(task_id="", seed=0, index=0, steps=[Step(
-        observation="", action=a, reward=0.0, next_observation=final, prompt=prompt,
-        extras={"response_ids": list(i) + [tok.eos_token_id]})]) for (prompt, final, a), i in zip(order, ids)]
-    scores = hindsight_logprob(policy, singles, temperature=temperature, max_prompt_tokens=max_prompt_tokens,
-                               batch_size=batch_size)
-    by_key = np.empty(len(unique))
-    by_key[[unique[k] for k in order]] = scores
-    return by_key[index]
+    answers = tok([ACTION_ANSWER.format(action=a) for _, _, a in distinct], add_special_tokens=False)["input_ids"]
+    prompt_len = [len(x) for x in encode_prompts(policy, [hindsight_prompt(p, f) for p, f, _ in distinct],
+                                                 max_prompt_tokens)]
+    buckets: dict[tuple[int, int], list[int]] = {}
+    for i, (n, ans) in enumerate(zip(prompt_len, answers)):
+        buckets.setdefault((n, len(ans)), []).append(i)
+    scores = np.empty(len(distinct))
+    with tqdm(total=len(distinct), desc="hindsight scores", unit="row", disable=not progress, leave=False) as bar:
+        for members in buckets.values():
+            singles = [Trajectory(task_id="", seed=0, index=0, steps=[Step(
+                observation="", action=distinct[i][2], reward=0.0, next_observation=distinct[i][1],
+                prompt=distinct[i][0], extras={"response_ids": list(answers[i]) + [tok.eos_token_id]})])
+                for i in members]
+            scores[members] = hindsight_logprob(policy, singles, temperature=temperature,
+                                                max_prompt_tokens=max_prompt_tokens, batch_size=batch_size)
+            bar.update(len(members))
+    return scores[index]
