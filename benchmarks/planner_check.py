@@ -129,10 +129,15 @@ def main() -> None:
             failures.append(task)
         rows.append(row)
 
+        if len(rows) % 10 == 0 or len(rows) == len(tasks):  # partial results survive an interrupted run
+            write_report(args, rows, failures, call_s, done=len(rows) == len(tasks))
+
+
+def write_report(args, rows: list[dict], failures: list[str], call_s: list[float], done: bool) -> None:
     v = np.array([r["v_star"] for r in rows])
     w = np.array([r["walkthrough"] for r in rows])
     summary = {
-        "games": len(rows), "all_checks_pass": len(failures) == 0, "failures": failures,
+        "games": len(rows), "finished": done, "all_checks_pass": len(failures) == 0, "failures": failures,
         "v_star_le_walkthrough": int(np.sum(v <= w)), "v_star_lt_walkthrough": int(np.sum(v < w)),
         "fast_plan_wins_in_v_star": sum(r["fast_won_in"] == r["v_star"] for r in rows),
         "v_star_mean": float(v.mean()), "walkthrough_mean": float(w.mean()),
@@ -152,7 +157,8 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"args": {k: str(x) for k, x in vars(args).items()}, "summary": summary,
                                     "games": rows}, indent=1))
-    print(json.dumps(summary, indent=1))
+    if done:
+        print(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

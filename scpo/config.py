@@ -165,9 +165,8 @@ class FidelityConfig(StrictModel):
     methods: tuple[MethodName, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo", "oracle")
     hindsight_policy: str | None = Field(None, description="policy whose hindsight scores HCAPO uses (None: the warm "
                                          "start <train.out_dir>/alfworld/sft/seed<train.seed>)")
-    sweep_tau: tuple[float, ...] = Field((0.5, 0.6, 0.7, 0.8, 0.9), description="SCPO defaults sweep: tau values")
-    sweep_step_text: tuple[Literal["action_next_obs", "action", "obs_action"], ...] = (
-        "action_next_obs", "action", "obs_action")
+    sweep_tau: tuple[float, ...] = Field((0.5, 0.7, 0.9, 0.95, 1.0), description="SCPO defaults sweep: tau values")
+    sweep_step_text: tuple[Literal["action_next_obs", "action", "obs_action"], ...] = ("action_next_obs", "action")
     sweep_scorer: tuple[Literal["lexical", "bi_encoder", "cross_encoder"], ...] = ("lexical", "bi_encoder")
     sweep_match: tuple[Literal["argmax", "first"], ...] = ("argmax", "first")
 

@@ -76,7 +76,7 @@ def test_oracle_estimator_by_hand():
 
 def test_benchmark_on_two_tasks_puts_the_oracle_on_top(alfworld_data_root, tmp_path):
     """noisy_fidelity end to end (2 games, 2 seeds, eps 0.5): the oracle separates q perfectly and never credits a
-    q <= 0 step; its same-step credit never disagrees; the sweep returns one summary per option set."""
+    q <= 0 step; the sweep returns one summary per option set."""
     from scpo.analysis.fidelity_report import inconsistency_view
     from scpo.analysis.fidelity_run import noisy_fidelity, scpo_sweep
     from scpo.config import load_config
@@ -91,7 +91,11 @@ def test_benchmark_on_two_tasks_puts_the_oracle_on_top(alfworld_data_root, tmp_p
     assert s.loc[("grpo", "all"), "n_groups"] == 4 and s.loc[("grpo", "all"), "n_seeds"] == 2
     assert s.loc[("gigpo", "all"), "auc_mean"] < 1.0
     inc = inconsistency_view(res.inconsistency, "eps").set_index("estimator")
-    assert inc.loc["oracle", "disagree_all"] == 0.0 and inc.loc["oracle", "control_ordered"] == 1.0
+    # the control (same observation, different actions) is ordered like q by construction; same-step pairs can still
+    # disagree a little: an identical observation and action can come from different hidden states (what is held,
+    # where the other objects are), whose q differ
+    assert inc.loc["oracle", "control_ordered"] == 1.0 and inc.loc["oracle", "disagree_all"] < 0.05
+    assert inc.loc["oracle", "disagree_all"] < inc.loc["gigpo", "disagree_all"]
     assert 0 < res.planner["cache_hit_rate"] < 1
     sweep = scpo_sweep(cfg, res.batches, [{"tau": 0.6, "match": "first"}, {"tau": 0.9, "match": "argmax"}],
                        progress=False)

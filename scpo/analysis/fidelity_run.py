@@ -145,8 +145,11 @@ def noisy_fidelity(cfg, *, eps: Sequence[float] | None = None, task_ids: Sequenc
         groups, summary, by_type = _result(tables, ("estimator", "eps"))
     st = pool.stats()
     secs = np.array(st.seconds) if st.seconds else np.zeros(1)
+    calls = np.array(st.call_seconds) if st.call_seconds else np.zeros(1)
     planner = {"v_star_queries": st.queries, "cache_hit_rate": st.hit_rate, "searches": st.searches,
-               "search_ms_median": float(np.median(secs) * 1e3), "search_ms_p99": float(np.percentile(secs, 99) * 1e3)}
+               "call_ms_median": float(np.median(calls) * 1e3), "call_ms_p99": float(np.percentile(calls, 99) * 1e3),
+               "search_ms_median": float(np.median(secs) * 1e3), "search_ms_p99": float(np.percentile(secs, 99) * 1e3),
+               "search_ms_max": float(secs.max() * 1e3), "planner_s_total": float(calls.sum())}
     return FidelityResult(groups, summary, by_type, batches, advs, timer.seconds, planner,
                           inconsistency=pd.concat(incons, ignore_index=True))
 

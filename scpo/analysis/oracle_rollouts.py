@@ -56,6 +56,7 @@ class PlannerPool:
             out.searches += p.stats.searches
             out.expanded += p.stats.expanded
             out.seconds += p.stats.seconds
+            out.call_seconds += p.stats.call_seconds
         return out
 
 

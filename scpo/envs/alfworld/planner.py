@@ -131,13 +131,15 @@ def goal_spec(game: CompiledGame) -> GoalSpec:
 
 @dataclass
 class PlannerStats:
-    """Counters of one planner: V* queries, cache hits, searches, expanded nodes and the seconds of each search."""
+    """Counters of one planner: V* queries, cache hits, searches, expanded nodes, the seconds of each search (a cache
+    miss) and of each query (`value` / `best_action` call: reading the key, then the cache or a search)."""
 
     queries: int = 0
     hits: int = 0
     searches: int = 0
     expanded: int = 0
     seconds: list[float] = field(default_factory=list)
+    call_seconds: list[float] = field(default_factory=list)
 
     @property
     def hit_rate(self) -> float:
@@ -535,12 +537,17 @@ class Planner:
 
     def value(self, engine: FastEngine) -> float:
         """V* of `engine`'s current state: the fewest commands to win from here (math.inf if unreachable)."""
-        return self.value_of_key(self._read(engine), engine)
+        t0 = time.perf_counter()
+        v = self.value_of_key(self._read(engine), engine)
+        self.stats.call_seconds.append(time.perf_counter() - t0)
+        return v
 
     def best_action(self, engine: FastEngine) -> str | None:
         """A command on an optimal path from `engine`'s state (None at the goal or when the goal is unreachable)."""
+        t0 = time.perf_counter()
         key = self._read(engine)
         self.value_of_key(key, engine)
+        self.stats.call_seconds.append(time.perf_counter() - t0)
         return self.cache[key][1]
 
     def plan(self, engine: FastEngine) -> list[str]:
