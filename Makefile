@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TORCH  ?= torch==2.13.0
 
-.PHONY: install test test-fast repro smoke bench clean-venv lab
+.PHONY: install test test-fast repro smoke bench data lint clean-venv lab
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,10 +24,19 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
 repro: $(STAMP)
+	# data first, outside DVC, so a missing source fails in one line (it says where it looked and what to run)
+	$(BIN)/scpo prepare-data
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
 
-bench: $(STAMP)
+data: $(STAMP)
+	$(BIN)/scpo prepare-data   # idempotent: complete data is only verified (the pipeline's first stage does the same)
+
+bench: data   # the speed benchmarks, each with its defaults (a few minutes on 2 cores)
 	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 smoke: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_notebooks_smoke.py

@@ -17,8 +17,7 @@ import time
 
 from scpo.envs.alfworld import TASK_TYPES, expert_actions, game_file, list_tasks
 from scpo.envs.alfworld.env import make_engine
-from scpo.envs.alfworld.fast_engine import _compile_cached
-from scpo.envs.alfworld.games import _load_cached
+from scpo.envs.alfworld.fast_engine import clear_caches
 
 
 def pick_games(split: str, n: int, data_root: str) -> list[str]:
@@ -52,8 +51,7 @@ def measure(engine_name: str, tasks: list[str], plans: dict[str, list[list[str]]
     for task in tasks:
         path = game_file(task, data_root)
         if engine_name == "fast":
-            _compile_cached.cache_clear()
-            _load_cached.cache_clear()
+            clear_caches()
         t0 = time.perf_counter()
         engine = make_engine(path, engine_name)
         engine.reset()

@@ -35,28 +35,24 @@ def _config(params: Path, profile: Optional[str], sets: Optional[List[str]], ext
 @app.command("prepare-data")
 def prepare_data(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[List[str]] = SetOpt,
                  only: Optional[str] = typer.Option(None, help="alfworld | webshop (default: both)")) -> None:
-    """Unpack ALFWorld games and build the WebShop catalogue into data/ (idempotent), then print the counts."""
-    from scpo.data.alfworld_data import DataError, prepare_alfworld
-    from scpo.data.webshop_data import prepare_webshop
+    """Copy, unpack or download ALFWorld games and WebShop files into data/ and build the WebShop catalogue (idempotent:
+    complete data is only verified), then print the counts. Without the data and without internet: one line saying
+    where it looked and what to run."""
+    from scpo.data.errors import DataError
+    from scpo.data.prepare import prepare_data as run_prepare
 
     cfg = _config(params, profile, sets)
-    root = Path(cfg.data.root)
-    summary: dict = {}
     try:
-        if only in (None, "alfworld"):
-            counts = prepare_alfworld(root / "alfworld", source=cfg.data.alfworld_source, shared_dir=cfg.data.shared_dir)
-            summary["alfworld"] = {**counts, "total": sum(counts.values())}
-            typer.echo("ALFWorld games per split: " + ", ".join(f"{k} {v}" for k, v in counts.items())
-                       + f"; total {sum(counts.values())}")
-        if only in (None, "webshop"):
-            summary["webshop"] = prepare_webshop(cfg)
-            typer.echo("WebShop: " + ", ".join(f"{k} {v}" for k, v in summary["webshop"].items()))
+        summary = run_prepare(cfg, only)
     except (DataError, ValueError) as err:
         typer.secho(str(err), fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
-    summary_path = root / "prepare_summary.json"
-    previous = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    summary_path.write_text(json.dumps({**previous, **summary}, indent=2))
+    if "alfworld" in summary:
+        counts = {k: v for k, v in summary["alfworld"].items() if k != "total"}
+        typer.echo("ALFWorld games per split: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+                   + f"; total {summary['alfworld']['total']}")
+    if "webshop" in summary:
+        typer.echo("WebShop: " + ", ".join(f"{k} {v}" for k, v in summary["webshop"].items()))
 
 
 @app.command()
@@ -95,11 +91,18 @@ def evaluate(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets
 def sweep(notebook: Path = typer.Argument(..., help="notebook to execute per grid point"),
           grid: List[str] = typer.Option(..., "--grid", help="name=v1,v2,... (repeatable); the product is swept"),
           out: Path = typer.Option(Path("reports/sweeps"), help="folder for executed notebooks and the summary"),
-          kernel: str = typer.Option("python3", help="Jupyter kernel")) -> None:
+          kernel: str = typer.Option("python3", help="Jupyter kernel"),
+          backend: str = typer.Option("serial", help="serial | local (--jobs / --gpus on this machine) | ray"),
+          jobs: int = typer.Option(1, help="local: points at once (without --gpus)"),
+          gpus: Optional[str] = typer.Option(None, help="local: GPU ids, one point per GPU, e.g. 0,1,2,3"),
+          gpus_per_point: float = typer.Option(1.0, help="ray: GPUs each point asks for (0 on CPU nodes)"),
+          ray_address: Optional[str] = typer.Option(None, help="ray: cluster address (auto: the one this node "
+                                                    "joined; default: a local Ray instance)")) -> None:
     """Papermill sweep: run NOTEBOOK once per point of the grid, then write summary.csv / summary.md."""
-    from scpo.sweep import run_sweep
+    from scpo.pipeline.sweep import run_sweep
 
-    run_sweep(notebook, grid, out, kernel=kernel)
+    run_sweep(notebook, grid, out, kernel=kernel, backend=backend, jobs=jobs, gpus=gpus,
+              gpus_per_point=gpus_per_point, ray_address=ray_address)
 
 
 @app.command("credit-map")

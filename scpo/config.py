@@ -2,6 +2,10 @@
 
     cfg = load_config("params.yaml", profile="smoke", overrides={"credit.scpo.tau": 0.8})
 
+Every default lives here once (the credit options in `scpo.credit.options`, each environment's in its package's options
+model); params.yaml lists the same values (tests/test_config.py checks that they agree) and the profiles change them.
+Environment and credit-method names are checked against their registries (`scpo.envs.registry`, `scpo.credit.registry`).
+
 Resolution order: the stage sections of params.yaml -> the chosen profile's dotted overrides (`profiles:`) -> explicit
 overrides (CLI `--set key=value`, Papermill parameters). Everything then goes through the same validation; any unknown key,
 wrong type or out-of-range value raises `ConfigError` whose message names the dotted key, the bad value and what is allowed.
@@ -11,17 +15,20 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, create_model, field_validator, model_validator
 
-from scpo.credit.options import CreditConfig, StrictModel
+from scpo.credit.options import CreditConfig
+from scpo.credit.registry import check_method
+from scpo.envs import registry as env_registry
+from scpo.strict_model import StrictModel
 
 __all__ = ["Config", "ConfigError", "load_config", "validate_config", "apply_overrides", "parse_overrides", "PROFILES"]
 
 PROFILES = ("smoke", "cpu", "gpu")
-Split = Literal["train", "valid_seen", "valid_unseen", "valid_train"]
+PositiveInt = Annotated[int, Field(ge=1)]
 
 
 class ConfigError(ValueError):
@@ -34,28 +41,44 @@ class DataConfig(StrictModel):
     shared_dir: str = Field("../shared/data", description="read-only copies of the public data, if present")
     alfworld_source: Literal["auto", "env", "shared", "download"] = Field(
         "auto", description="auto: $ALFWORLD_DATA, else shared_dir/alfworld/*.tar.gz, else alfworld-download")
-    webshop_source: str | None = Field(None, description="directory with the public WebShop files (None: shared_dir/webshop)")
-    webshop_n_products: int = Field(2000, ge=10, description="products in the generated WebShop catalogue")
-    webshop_n_goals: int = Field(1000, ge=10)
+    alfworld_require_all: bool = Field(
+        True, description="true: the official game counts per split are required; false: any non-empty split will do "
+                          "(small sets such as tests/fixtures)")
+    webshop_source: str | None = Field(None, description="directory with the public WebShop files, or WebShop's own "
+                                       "items_shuffle*.json + items_ins_v2*.json (None: shared_dir/webshop, then the "
+                                       "internet)")
+    webshop_n_products: int = Field(2000, ge=10, description="products in the WebShop catalogue (generated, or the first "
+                                    "n of WebShop's product file)")
+    webshop_n_goals: int | None = Field(1000, ge=10, description="goals drawn by weight, as WebShop's limit_goals "
+                                        "(None: all)")
+    webshop_goals: Literal["synthetic", "human"] = Field("synthetic", description="WebShop's goal mode: every option "
+                                                         "combination's synthetic instruction, or the human instructions")
     seed: int = 0
 
 
-class AlfworldEnvConfig(StrictModel):
-    engine: Literal["fast", "textworld"] = "fast"
-    max_steps: int = Field(50, ge=1)
-    train_split: Split = "train"
-    eval_splits: tuple[Split, ...] = ("valid_seen", "valid_unseen")
+def _trainable_env(name: str) -> str:
+    if name not in env_registry.trainable():
+        raise ValueError(f"unknown environment {name!r}; registered: {', '.join(env_registry.trainable())}")
+    return name
 
 
-class WebshopEnvConfig(StrictModel):
-    max_steps: int = Field(15, ge=1)
+class CreditSection(CreditConfig):
+    """params.yaml's `credit:` section: the credit options, with `method` checked against the credit registry."""
+
+    _check_method = field_validator("method")(check_method)
 
 
-class EnvConfig(StrictModel):
-    name: Literal["alfworld", "webshop"] = "alfworld"
+class _EnvCommon(StrictModel):
+    name: str = Field("alfworld", description="a trainable environment of scpo.envs.registry")
     history_length: int = Field(2, ge=0, description="past (observation, action) pairs shown in the prompt")
-    alfworld: AlfworldEnvConfig = AlfworldEnvConfig()
-    webshop: WebshopEnvConfig = WebshopEnvConfig()
+
+    _check_name = field_validator("name")(_trainable_env)
+
+
+# env.<name>: one section per trainable environment, its options model from the environment's spec
+EnvConfig = create_model("EnvConfig", __base__=_EnvCommon, **{
+    name: (spec.options, spec.options()) for name, spec in ((n, env_registry.env_spec(n))
+                                                               for n in env_registry.trainable())})
 
 
 class PolicyConfig(StrictModel):
@@ -67,17 +90,32 @@ class PolicyConfig(StrictModel):
     lora_r: int = Field(16, ge=1)
     lora_alpha: int = Field(32, ge=1)
     # tiny profile
-    tiny_hidden_size: int = Field(128, ge=8)
+    tiny_hidden_size: int = Field(64, ge=8, description="tiny: a 2-layer Llama, ~0.2M parameters, word-level BPE "
+                                  "tokenizer")
     tiny_layers: int = Field(2, ge=1)
     tiny_heads: int = Field(4, ge=1)
     tiny_vocab_size: int = Field(2048, ge=64)
-    max_prompt_tokens: int = Field(768, ge=16)
-    max_new_tokens: int = Field(48, ge=1)
+    max_prompt_tokens: int = Field(1024, ge=16, description="the prompt budget of environments not listed in "
+                                   "max_prompt_tokens_by_env (tiny tokens: ALFWorld prompts ~300, max ~800; WebShop "
+                                   "~630, max ~950)")
+    max_prompt_tokens_by_env: dict[str, Annotated[int, Field(ge=16)]] = Field(
+        default_factory=dict, description="the prompt budget per environment (verl-agent's GiGPO scripts: ALFWorld "
+        "2048, WebShop 4096); the config resolves it into max_prompt_tokens for env.name")
+    prompt_overflow: Literal["truncate_left", "error"] = Field(
+        "truncate_left", description="a prompt over the budget: keep its last tokens, or stop with an error naming its "
+        "length (verl's data.truncation='error', the reference scripts' setting)")
+    max_new_tokens: int = Field(32, ge=1, description="tiny answers are action-only: <action>go to desk 1</action> is "
+                                "6 tokens, a search ~15")
+
+    @field_validator("max_prompt_tokens_by_env", mode="after")
+    @classmethod
+    def _known_envs(cls, value: dict) -> dict:
+        return {_trainable_env(k): v for k, v in value.items()}
 
 
 class RolloutConfig(StrictModel):
     engine: Literal["transformers", "vllm"] = "transformers"
-    n_tasks: int = Field(16, ge=1, description="tasks (groups) per iteration")
+    n_tasks: int = Field(4, ge=1, description="tasks (groups) per iteration")
     group_size: int = Field(8, ge=1, description="N rollouts per task, same seed")
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
@@ -85,30 +123,48 @@ class RolloutConfig(StrictModel):
     vllm_gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vLLM's share of GPU memory")
     vllm_enforce_eager: bool = Field(False, description="vLLM without CUDA graphs / torch.compile: starts in seconds, "
                                      "decodes slower (debugging, short runs)")
+    vllm_model_runner: Literal["v1", "default"] = Field(
+        "v1", description="v1: vLLM's V1 GPU model runner (VLLM_USE_V2_MODEL_RUNNER=0), the one whose weight sync a "
+        "GPU check has to verify first; default: whichever vLLM picks (V2 for most dense models from vLLM 0.24)")
+    vllm_sync_path: Literal["auto", "load_weights", "reload_weights"] = Field(
+        "auto", description="how trainer weights enter vLLM: the model's load_weights (TRL's colocate path), the "
+        "worker's reload_weights (re-runs post-load processing), or auto: reload_weights only where vLLM repacked "
+        "its weights at load (the CPU backend), else load_weights")
     action_choice: Literal["generate", "admissible"] = Field(
-        "generate", description="generate: free-text answers (the papers' setting); admissible: transformers engine "
+        "admissible", description="generate: free-text answers (the papers' setting); admissible: transformers engine "
         "draws the answer among the admissible commands by the model's likelihood (for tiny CPU policies)")
 
 
 class SFTConfig(StrictModel):
-    n_demos: int = Field(200, ge=0, description="expert demonstrations for the warm start (limits how good it gets)")
-    epochs: int = Field(2, ge=0)
-    lr: float = Field(1e-3, gt=0)
-    batch_size: int = Field(16, ge=1)
+    n_demos: int = Field(1000, ge=0, description="expert demonstrations for the warm start (limits how good it gets)")
+    epochs: int = Field(4, ge=0)
+    lr: float = Field(2e-3, gt=0)
+    batch_size: int = Field(8, ge=1)
 
 
 class TrainConfig(StrictModel):
     seed: int = 0
-    iterations: int = Field(150, ge=0)
-    lr: float = Field(1e-6, gt=0, description="learning rate of the RL updates")
+    iterations: int = Field(6, ge=0)
+    lr: float = Field(1e-3, gt=0, description="learning rate of the RL updates (the tiny policy's; the gpu profile "
+                      "sets 1e-6 for 1.5B+ models)")
     clip_ratio: float = Field(0.2, gt=0, lt=1)
     kl_coef: float = Field(0.01, ge=0, description="low-variance KL to the reference policy")
     entropy_coef: float = Field(0.001, ge=0)
     ppo_epochs: int = Field(1, ge=1)
-    minibatch_size: int = Field(64, ge=1, description="steps per optimizer step")
+    minibatch_size: int = Field(64, ge=1, description="steps per optimizer step (environments not listed in "
+                                "minibatch_size_by_env)")
+    minibatch_size_by_env: dict[str, PositiveInt] = Field(
+        default_factory=dict, description="steps per optimizer step per environment (verl-agent's GiGPO scripts: "
+        "ALFWorld 256, WebShop 64); the config resolves it into minibatch_size for env.name")
+    minibatch_order: Literal["length_buckets", "collected"] = Field(
+        "length_buckets", description="length_buckets: shuffled minibatches of similar-length steps (less padding); "
+        "collected: consecutive steps in the order they were collected (verl's split of the batch, one GPU)")
     micro_batch_size: int | None = Field(None, ge=1, description="steps per forward / backward pass; the minibatch's "
                                          "gradient is accumulated over them (None: the whole minibatch at once)")
     max_grad_norm: float = Field(1.0, gt=0)
+    dual_clip_c: float | None = Field(None, gt=1, description="dual-clip PPO bound: a negative-advantage token's loss "
+                                      "is at most -c A (verl's clip_ratio_c = 3); None: plain clipping")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of the RL updates (verl's default 0.01)")
     skip_zero_advantage: bool = Field(True, description="leave steps with advantage exactly 0 (e.g. every step of a group "
                                       "whose rollouts all got the same reward) out of the update")
     ratio_over: Literal["admissible", "tokens"] = Field(
@@ -117,6 +173,12 @@ class TrainConfig(StrictModel):
     checkpoint_every: int = Field(5, ge=1)
     out_dir: str = "runs"
     init_from: str | None = Field(None, description="RL start: an SFT run dir or model dir (None: fresh profile model)")
+    rl_start: Literal["warm_start", "base"] = Field(
+        "warm_start", description="warm_start: RL starts from train.init_from (the pipeline passes the SFT warm start); "
+        "base: from the profile's model itself, init_from unused and the SFT stage skipped (verl-agent: the raw "
+        "Instruct model)")
+    kl_reference: Literal["start", "base"] = Field(
+        "start", description="the KL reference: the weights RL starts from, or the profile's base model")
     save_rollouts_every: int = Field(1, ge=0, description="write rollouts/iter_XXXX.parquet every k iterations (0: never)")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where the policy trains and generates: auto = "
                                                    "cuda when torch sees a GPU, else cpu")
@@ -124,21 +186,23 @@ class TrainConfig(StrictModel):
                                       "the tiny model on a shared machine")
     sft: SFTConfig = SFTConfig()
 
+    @field_validator("minibatch_size_by_env", mode="after")
+    @classmethod
+    def _known_envs(cls, value: dict) -> dict:
+        return {_trainable_env(k): v for k, v in value.items()}
+
 
 class EvalConfig(StrictModel):
     temperature: float = Field(0.4, ge=0)
-    splits: tuple[Split, ...] = ("valid_seen", "valid_unseen")
-    n_episodes: int | None = Field(None, ge=1, description="games per split (None: all)")
+    n_episodes: int | None = Field(40, ge=1, description="games per split (None: all); the splits: "
+                                   "env.<name>.eval_splits")
     episodes_per_task: int = Field(1, ge=1, description="independent episodes per game at `temperature` (repeats shrink "
                                    "the sampling noise of the success rate; 1 = one episode per game)")
 
 
-MethodName = CreditConfig.model_fields["method"].annotation   # the registered credit methods (one list, in options.py)
-
-
 class ReportConfig(StrictModel):
-    methods: tuple[MethodName, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo")
-    envs: tuple[Literal["alfworld", "webshop"], ...] = ("alfworld", "webshop")
+    methods: tuple[str, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo")
+    envs: tuple[str, ...] = ("alfworld", "webshop")
     seeds: tuple[int, ...] = (0, 1, 2)
     similarity_thresh: float = Field(0.9, gt=0, le=1, description="semantic variant of the inconsistency metric: "
                                      "`action -> next observation` texts scoring >= this")
@@ -148,21 +212,29 @@ class ReportConfig(StrictModel):
         ("lexical", "bi_encoder"), description="scorers whose SCPO matches are checked for pairing different actions")
     hard_task_types: tuple[str, ...] = Field(
         ("pick_two", "heat", "cool", "clean"), description="substrings of the task types reported as hard multi-step")
-    credit_map_method: MethodName = Field("scpo", description="credit maps draw the saved rollouts of this method's run")
+    credit_map_method: str = Field("scpo", description="credit maps draw the saved rollouts of this method's run")
     credit_map_seed: int = Field(0, description="... and of this seed")
+
+    @field_validator("methods", "envs", mode="after")
+    @classmethod
+    def _registered(cls, names: tuple[str, ...], info) -> tuple[str, ...]:
+        check = check_method if info.field_name == "methods" else _trainable_env
+        return tuple(check(n) for n in names)
+
+    _check_credit_map_method = field_validator("credit_map_method")(check_method)
 
 
 class FidelityConfig(StrictModel):
     """Credit fidelity against the planner's oracle progress (ALFWorld, notebook 07 / `scpo fidelity`)."""
 
-    split: Split = "valid_unseen"
+    split: Literal["train", "valid_seen", "valid_unseen", "valid_train"] = "valid_unseen"
     n_tasks: int | None = Field(None, ge=1, description="first N games of the split (None: all)")
     seeds: tuple[int, ...] = Field((0, 1, 2), min_length=1, description="task seeds: one group per task and seed")
     eps: tuple[float, ...] = Field((0.2, 0.4, 0.6), min_length=1, description="noise levels of the noisy-optimal policy")
     group_size: int = Field(8, ge=2)
     max_steps: int = Field(15, ge=1, description="episode limit of the noisy-optimal rollouts (15, the cpu profile's: "
                            "at 50 nearly every episode wins and mixed groups vanish)")
-    methods: tuple[MethodName, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo", "oracle")
+    methods: tuple[str, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo", "oracle")
     hindsight_policy: str | None = Field(None, description="policy whose hindsight scores HCAPO uses (None: the warm "
                                          "start <train.out_dir>/alfworld/sft/seed<train.seed>)")
     sweep_tau: tuple[float, ...] = Field((0.5, 0.7, 0.9, 0.95, 1.0), description="SCPO defaults sweep: tau values")
@@ -177,18 +249,33 @@ class FidelityConfig(StrictModel):
             raise ValueError(f"every eps must be in [0, 1], got {list(v)}")
         return v
 
+    @field_validator("methods", mode="after")
+    @classmethod
+    def _registered(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_method(n) for n in names)
+
 
 class Config(StrictModel):
     profile: Literal["smoke", "cpu", "gpu"] = "cpu"
     data: DataConfig = DataConfig()
-    env: EnvConfig = EnvConfig()
+    env: EnvConfig = EnvConfig()  # type: ignore[valid-type]
     policy: PolicyConfig = PolicyConfig()
     rollout: RolloutConfig = RolloutConfig()
-    credit: CreditConfig = CreditConfig()
+    credit: CreditSection = CreditSection()
     train: TrainConfig = TrainConfig()
     eval: EvalConfig = EvalConfig()
     report: ReportConfig = ReportConfig()
     fidelity: FidelityConfig = FidelityConfig()
+
+    @model_validator(mode="after")
+    def _resolve_per_env(self) -> "Config":
+        """`*_by_env[env.name]` replaces the plain key (as credit.norm.scale_by_env does for the credit scale)."""
+        name = self.env.name
+        if name in self.policy.max_prompt_tokens_by_env:
+            self.policy.max_prompt_tokens = self.policy.max_prompt_tokens_by_env[name]
+        if name in self.train.minibatch_size_by_env:
+            self.train.minibatch_size = self.train.minibatch_size_by_env[name]
+        return self
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "Config":

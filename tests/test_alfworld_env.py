@@ -12,13 +12,19 @@ from scpo.envs.alfworld import DataError
 
 
 @pytest.fixture(scope="module")
-def data_root(alfworld_data_root):
-    return alfworld_data_root.parent  # the project's data/ folder
+def data_root(alfworld_games_root):
+    return alfworld_games_root  # the committed games; the same first games per split and task type as the full data
 
 
-def test_list_tasks_sorted_counts_and_errors(data_root):
+def test_list_tasks_counts_on_the_full_data(alfworld_data_root):
+    seen = alfworld.list_tasks("valid_seen", alfworld_data_root.parent)  # the project's data/ folder
+    assert len(seen) == 140 and seen == sorted(seen) and len(alfworld.list_tasks("valid_unseen", alfworld_data_root)) == 134
+    assert seen[0].startswith("valid_seen/look_at_obj_in_light-AlarmClock-None-DeskLamp-323/trial_")
+
+
+def test_list_tasks_sorted_and_errors(data_root):
     seen = alfworld.list_tasks("valid_seen", data_root)
-    assert len(seen) == 140 and seen == sorted(seen) and len(alfworld.list_tasks("valid_unseen", data_root)) == 134
+    assert len(seen) == 7 and seen == sorted(seen) and len(alfworld.list_tasks("valid_unseen", data_root)) == 1
     assert alfworld.list_tasks("valid_seen", data_root, limit=3) == seen[:3]
     assert seen[0].startswith("valid_seen/look_at_obj_in_light-AlarmClock-None-DeskLamp-323/trial_")
     with pytest.raises(ValueError, match="'test'.*valid_seen"):

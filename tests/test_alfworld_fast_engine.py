@@ -65,8 +65,8 @@ GOAL = "put a cool apple in countertop."
 
 
 @pytest.fixture(scope="module")
-def tiny_game(tmp_path_factory, alfworld_data_root):
-    real = json.loads(next(alfworld_data_root.glob("json_2.1.1/valid_seen/*/*/game.tw-pddl")).read_text())
+def tiny_game(tmp_path_factory, alfworld_games_root):
+    real = json.loads(next(alfworld_games_root.glob("json_2.1.1/valid_seen/*/*/game.tw-pddl")).read_text())
     grammar = re.sub(r'"Your task is to: [^"]*"', f'"Your task is to: {GOAL}"', real["grammar"])
     game = {"pddl_domain": real["pddl_domain"], "grammar": grammar, "pddl_problem": TINY_PROBLEM, "solvable": True,
             "walkthrough": ["go to fridge 1", "open fridge 1", "take apple 1 from fridge 1", "go to countertop 1",

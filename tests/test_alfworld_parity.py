@@ -14,13 +14,13 @@ from scpo.envs.alfworld.parity import compare_game, format_report, main, run_par
 
 
 @pytest.fixture(scope="module")
-def one_per_type(alfworld_data_root):
-    tasks = list_tasks("valid_seen", alfworld_data_root)
+def one_per_type(alfworld_games_root):
+    tasks = list_tasks("valid_seen", alfworld_games_root)
     return [next(t for t in tasks if t.split("/")[1].startswith(tt + "-")) for tt in TASK_TYPES]
 
 
-def test_parity_one_game_per_task_type(one_per_type, alfworld_data_root):
-    summary, results = run_parity(one_per_type, alfworld_data_root, random_walks=1, walk_steps=8, progress=False,
+def test_parity_one_game_per_task_type(one_per_type, alfworld_games_root):
+    summary, results = run_parity(one_per_type, alfworld_games_root, random_walks=1, walk_steps=8, progress=False,
                                   memoize_reference=False)  # the plain reference
     assert summary["games"] == 6 and summary["games_with_errors"] == 0, format_report(summary, results)
     assert summary["walkthrough_won_both"] == 6
@@ -29,10 +29,10 @@ def test_parity_one_game_per_task_type(one_per_type, alfworld_data_root):
     assert summary["all_obs_identical"] == summary["all_admissible_identical"] == summary["all_won_agree"] == 1.0
 
 
-def test_harness_reports_the_first_divergence(one_per_type, alfworld_data_root, monkeypatch):
+def test_harness_reports_the_first_divergence(one_per_type, alfworld_games_root, monkeypatch):
     monkeypatch.setattr(render, "arrive", lambda engine, r: "You teleport.")
     task = one_per_type[1]  # look_at_obj_in_light-AlarmClock-None-DeskLamp-323: go to desk 1, use desklamp 1, take ...
-    result = compare_game(task, alfworld_data_root, random_walks=0)
+    result = compare_game(task, alfworld_games_root, random_walks=0)
     d = result.first_divergence
     assert d["sequence"] == "walkthrough" and d["step"] == 1 and d["command"] == "go to desk 1"
     assert d["fast_observation"] == "You teleport." and d["textworld_observation"].startswith("You arrive at desk 1.")
@@ -46,9 +46,9 @@ def test_harness_reports_the_first_divergence(one_per_type, alfworld_data_root, 
                                         "all_won_agree": 1.0}, [result])
 
 
-def test_cli_entry_prints_and_writes_json(alfworld_data_root, tmp_path, capsys):
+def test_cli_entry_prints_and_writes_json(alfworld_games_root, tmp_path, capsys):
     out = tmp_path / "parity.json"
-    summary = main(split="valid_unseen", games=1, random_walks=0, walk_steps=0, data_root=alfworld_data_root, out=out)
+    summary = main(split="valid_unseen", games=1, random_walks=0, walk_steps=0, data_root=alfworld_games_root, out=out)
     assert "ALFWorld parity" in capsys.readouterr().out
     report = json.loads(out.read_text())
     assert report["summary"] == summary and report["games"][0]["task_id"].startswith("valid_unseen/")
@@ -60,15 +60,15 @@ def test_walk_seed_is_stable():
     assert walk_seed("valid_seen/x/trial_1", 0) == 162674084222274  # first 12 hex digits of sha1("valid_seen/x/trial_1|walk0")
 
 
-def test_memoized_reference_plays_the_same_text(one_per_type, alfworld_data_root):
+def test_memoized_reference_plays_the_same_text(one_per_type, alfworld_games_root):
     task = one_per_type[4]  # pick_cool_then_place_in_recep: open/close, cool, move
-    commands = expert_actions(task, alfworld_data_root) + ["inventory", "look", "help"]
-    plain = TextworldEngine(game_file(task, alfworld_data_root))
+    commands = expert_actions(task, alfworld_games_root) + ["inventory", "look", "help"]
+    plain = TextworldEngine(game_file(task, alfworld_games_root))
     expected = [plain.reset()] + [plain.step(c) for c in commands]
     original = textgen._parse_and_convert
     with memoized_parsers():
         assert textgen._parse_and_convert is not original
-        fast_ref = TextworldEngine(game_file(task, alfworld_data_root))
+        fast_ref = TextworldEngine(game_file(task, alfworld_games_root))
         got = [fast_ref.reset()] + [fast_ref.step(c) for c in commands]
     assert textgen._parse_and_convert is original
     assert got == expected and got[-4][2] is True  # the walkthrough's last step wins

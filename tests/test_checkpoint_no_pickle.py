@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 
 from scpo.cli import app
 from scpo.config import load_config
-from scpo.rollout import env_api, toy_env
 from scpo.train.checkpoint import CheckpointError, read_training_state, rng_state, set_rng_state, write_training_state
 
 SMOKE = {"policy.tiny_hidden_size": 32, "policy.tiny_layers": 1, "policy.tiny_heads": 2, "policy.tiny_vocab_size": 300,
-         "policy.max_new_tokens": 8, "env.alfworld.max_steps": 4, "rollout.n_tasks": 2, "rollout.group_size": 3,
+         "policy.max_new_tokens": 8, "env.name": "corridor", "env.corridor.max_steps": 4, "rollout.n_tasks": 2,
+         "rollout.group_size": 3,
          "train.checkpoint_every": 1, "train.lr": 1e-3, "credit.method": "gigpo", "rollout.action_choice": "generate",
          "train.skip_zero_advantage": False}  # every iteration takes optimizer steps: a non-trivial Adam state
 CLI_SETS = [arg for k, v in SMOKE.items() for arg in ("--set", f"{k}={v}")]
@@ -60,17 +60,14 @@ def _history(run_dir: Path) -> pd.DataFrame:
 def runs(tmp_path_factory):
     """An uninterrupted 2-iteration run, and a run stopped after its iteration-1 checkpoint (to be resumed)."""
     root = tmp_path_factory.mktemp("runs")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(env_api.ENV_PACKAGES, "alfworld", toy_env)
-        _rl(root / "uninterrupted", iterations=2)
-        _rl(root / "stopped", iterations=1)
+    _rl(root / "uninterrupted", iterations=2)
+    _rl(root / "stopped", iterations=1)
     return root
 
 
 @pytest.fixture
-def stopped(runs, tmp_path, monkeypatch):
-    """A fresh copy of the stopped run (tests plant files in it), with the toy env registered for resuming."""
-    monkeypatch.setitem(env_api.ENV_PACKAGES, "alfworld", toy_env)
+def stopped(runs, tmp_path):
+    """A fresh copy of the stopped run (tests plant files in it); it trains on the corridor test env."""
     return Path(shutil.copytree(runs / "stopped", tmp_path / "run"))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scpo.cli import app
+from scpo.data import alfworld_data
 from scpo.data.alfworld_data import (EXPECTED_COUNTS, TARBALLS, DataError, count_games, prepare_alfworld, read_game)
 
 
@@ -47,20 +49,39 @@ def _fake_tarballs(where: Path, per_split: dict[str, int], corrupt: str | None =
         t.close()
 
 
-def test_missing_source_names_every_place_it_looked(tmp_path, monkeypatch):
-    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path))  # no alfworld-download on PATH
+@pytest.fixture()
+def no_alfworld_home(tmp_path, monkeypatch):
+    """$ALFWORLD_DATA pointing at an empty folder, so the machine's own ALFWorld data is not found."""
+    monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "alfworld-home"))
+    return tmp_path / "alfworld-home"
+
+
+def test_missing_source_names_every_place_it_looked(tmp_path, monkeypatch, no_alfworld_home):
+    monkeypatch.setattr(alfworld_data, "_downloader", lambda: None)  # alfworld-download not installed
     with pytest.raises(DataError) as err:
         prepare_alfworld(tmp_path / "out", shared_dir=tmp_path / "nowhere")
     msg = str(err.value)
-    assert "$ALFWORLD_DATA" in msg and "nowhere" in msg and "alfworld-download" in msg
+    assert "\n" not in msg and f"$ALFWORLD_DATA={no_alfworld_home}" in msg and "nowhere" in msg
+    assert "`alfworld-download` (not installed" in msg and "scpo prepare-data --only alfworld" in msg
+    assert not (tmp_path / "out").exists()
 
 
-def test_incomplete_and_corrupt_sources_fail_clearly(tmp_path, monkeypatch):
-    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
+def test_tests_never_download(tmp_path, monkeypatch, no_alfworld_home):
+    (tmp_path / "bin").mkdir()
+    tool = tmp_path / "bin" / "alfworld-download"
+    tool.write_text("#!/bin/sh\ntouch " + str(tmp_path / "ran") + "\nexit 1\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    with pytest.raises(DataError, match="not found"):
+        prepare_alfworld(tmp_path / "out", shared_dir=tmp_path / "nowhere", allow_download=False)
+    assert not (tmp_path / "ran").exists()
+
+
+def test_incomplete_and_corrupt_sources_fail_clearly(tmp_path, monkeypatch, no_alfworld_home):
     _fake_tarballs(tmp_path / "shared" / "alfworld", {"valid_seen": 2, "valid_unseen": 1, "valid_train": 1, "train": 1})
-    with pytest.raises(DataError, match="valid_seen: 2 games, expected 140"):
+    with pytest.raises(DataError, match="valid_seen 2/140"):
         prepare_alfworld(tmp_path / "out", shared_dir=tmp_path / "shared")
+    assert not (tmp_path / "out").exists()  # an incomplete source never reaches the data folder
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "game.tw-pddl").write_text("{oops")
     with pytest.raises(DataError, match="corrupt ALFWorld game file"):
@@ -74,3 +95,36 @@ def test_alfworld_data_env_variable_is_the_first_source(tmp_path, monkeypatch, a
     monkeypatch.setenv("ALFWORLD_DATA", str(alfworld_data_root))
     counts = prepare_alfworld(tmp_path / "out", source="env", shared_dir=tmp_path / "nowhere", verify=False)
     assert counts == EXPECTED_COUNTS
+
+
+def _home_with_unplayable_games(home: Path, fixture_root: Path) -> dict[str, int]:
+    """The fixture games plus, per split, an unsolvable game and a movable-receptacle game (as alfworld-download leaves
+    them): ALFWorld does not play those two kinds."""
+    shutil.copytree(fixture_root / "json_2.1.1", home / "json_2.1.1")
+    for split in EXPECTED_COUNTS:
+        game = json.loads(next((home / "json_2.1.1" / split).glob("*/*/game.tw-pddl")).read_text())
+        for folder, solvable in (("pick_two_obj_and_place-Pen-None-Desk-1", False),
+                                 ("pick_and_place_with_movable_recep-Pen-Mug-Desk-1", True)):
+            path = home / "json_2.1.1" / split / folder / "trial_1" / "game.tw-pddl"
+            path.parent.mkdir(parents=True)
+            path.write_text(json.dumps({**game, "solvable": solvable}))
+    return count_games(fixture_root)
+
+
+def test_env_folder_keeps_only_the_games_alfworld_plays(tmp_path, monkeypatch, alfworld_games_root):
+    expected = _home_with_unplayable_games(tmp_path / "home", alfworld_games_root)
+    monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "home"))
+    counts = prepare_alfworld(tmp_path / "out", shared_dir=tmp_path / "nowhere", require_all=False)
+    assert counts == expected and sum(counts.values()) == 15
+    with pytest.raises(DataError, match="incomplete: train 6/3553"):  # the official counts are required by default
+        prepare_alfworld(tmp_path / "out2", source="env", shared_dir=tmp_path / "nowhere")
+
+
+def test_subset_data_folder_is_accepted_only_when_asked(tmp_path, alfworld_games_root, no_alfworld_home):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "alfworld").symlink_to(alfworld_games_root, target_is_directory=True)
+    counts = prepare_alfworld(tmp_path / "data" / "alfworld", shared_dir=tmp_path / "nowhere", require_all=False)
+    assert counts == {"train": 6, "valid_seen": 7, "valid_unseen": 1, "valid_train": 1}
+    with pytest.raises(DataError, match="not found"):
+        prepare_alfworld(tmp_path / "data" / "alfworld", shared_dir=tmp_path / "nowhere", allow_download=False)
+    assert (tmp_path / "data" / "alfworld").is_symlink()  # a failed run leaves the folder as it was

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from scpo.config import ConfigError
-from scpo.reports.layout import find_repo_root
-from scpo.reports.notebook import notebook_config, split_overrides
+from scpo.pipeline.layout import find_repo_root
+from scpo.pipeline.notebook import notebook_config, split_overrides
 
 
 def test_split_overrides_parses_yaml_values():

@@ -1,5 +1,6 @@
 """CI's smoke run of the pipeline: every notebook executed by Papermill, in pipeline order, on the smoke profile shrunk
-further by overrides (one ALFWorld task, two rollouts, four steps, one RL iteration), writing only under tmp_path.
+further by overrides (one ALFWorld task, two rollouts, four steps, one RL iteration), writing only under tmp_path, on the
+data committed under tests/fixtures (15 ALFWorld games, a WebShop sample), so it runs on a fresh clone.
 
 This is the same chain `dvc repro` runs (01 prepare -> 02 sft -> 02 rl -> 03 evaluate -> 04 credit maps -> 05
 semantic inconsistency -> 07 credit fidelity -> 06 tables), with the same notebooks and the same config validation; only
@@ -28,14 +29,15 @@ def _execute(name: str, executed_dir: Path, **parameters) -> Path:
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory, alfworld_data_root):
+def smoke(tmp_path_factory, alfworld_games_root, webshop_sample_dir):
     root = tmp_path_factory.mktemp("smoke")
     (root / "data").mkdir()
-    (root / "data" / "alfworld").symlink_to(alfworld_data_root, target_is_directory=True)  # already unpacked
+    (root / "data" / "alfworld").symlink_to(alfworld_games_root, target_is_directory=True)  # the 15 committed games
     overrides = "; ".join([
         f"data.root={root / 'data'}", f"train.out_dir={root / 'runs'}",
+        "data.alfworld_require_all=false", f"data.webshop_source={webshop_sample_dir}",
         "rollout.n_tasks=1", "rollout.group_size=2", "env.alfworld.max_steps=4", "train.iterations=1",
-        "train.sft.n_demos=4", "train.sft.epochs=1", "eval.n_episodes=1", "eval.splits=[valid_seen]",
+        "train.sft.n_demos=4", "train.sft.epochs=1", "eval.n_episodes=1", "env.alfworld.eval_splits=[valid_seen]",
         "policy.max_new_tokens=16",
         "report.methods=[scpo]", "report.seeds=[0]", "report.envs=[alfworld]",
     ])
@@ -48,7 +50,8 @@ def test_every_notebook_runs_in_pipeline_order(smoke):
 
     _execute("01_prepare_data", nb, **common)
     summary = json.loads((root / "data" / "prepare_summary.json").read_text())
-    assert summary["alfworld"]["total"] == 4027 and summary["webshop"]
+    assert summary["alfworld"] == {"train": 6, "valid_seen": 7, "valid_unseen": 1, "valid_train": 1, "total": 15}
+    assert summary["webshop"]["products"] == 200 and summary["webshop"]["goals"] == 100
 
     _execute("02_train", nb / "sft", stage="sft", env="alfworld", seed=0, **common)
     sft = root / "runs" / "alfworld" / "sft" / "seed0"

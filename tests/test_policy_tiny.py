@@ -8,7 +8,7 @@ import torch
 from scpo.config import load_config
 from scpo.policy import Policy, create_policy, load_policy
 from scpo.policy.tiny import TAG_TOKENS, build_tiny_model, train_tokenizer
-from scpo.rollout.engine import TransformersEngine, encode_prompts
+from scpo.rollout.engine import TransformersEngine
 
 CORPUS = ["You are in room 1 of 3. Admissible actions: look, go east, go west",
           "You see a key here. Your task is to: open the door at the end with the key"] * 5
@@ -60,8 +60,8 @@ def test_create_policy_sizes_the_model_from_config():
 
 
 def test_prompt_truncation_keeps_the_end(policy):
-    full = encode_prompts(policy, [CORPUS[0] * 20], 10_000)[0]
-    cut = encode_prompts(policy, [CORPUS[0] * 20], 12)[0]
+    full = policy.encode_prompts([CORPUS[0] * 20], 10_000)[0]
+    cut = policy.encode_prompts([CORPUS[0] * 20], 12)[0]
     assert cut == full[-12:]
 
 
@@ -75,7 +75,7 @@ def test_engine_greedy_is_deterministic_and_stops_at_eos(policy):
     for g, p in zip(a, prompts):
         assert 1 <= len(g.response_ids) <= 6
         assert eos not in g.response_ids[:-1]
-        assert g.prompt_ids == encode_prompts(policy, [p], 64)[0]
+        assert g.prompt_ids == policy.encode_prompts([p], 64)[0]
         assert g.text == policy.tokenizer.decode(g.response_ids, skip_special_tokens=True)
 
 
@@ -120,7 +120,7 @@ def test_admissible_choice_draws_among_commands_by_sequence_likelihood(policy):
     tok = policy.tokenizer
     answers = [tok(f"<action>{c}</action>", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
                for c in commands]
-    prompt_ids = encode_prompts(policy, [CORPUS[0]], 64)[0]
+    prompt_ids = policy.encode_prompts([CORPUS[0]], 64)[0]
     full = [float(lp.sum()) for lp in batched_logprobs(policy.model, [StepSample(prompt_ids, a, 0.0) for a in answers],
                                                         tok.pad_token_id, 8)]
     best = max(range(4), key=lambda i: full[i])

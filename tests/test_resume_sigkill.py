@@ -17,26 +17,24 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = """
 import sys, time
 from scpo.config import load_config
-from scpo.rollout import env_api, toy_env
+from scpo.envs import corridor
 from scpo.train.runner import run_training
 
 slow = float(sys.argv[3])
-class Slow:
-    def __getattr__(self, name):
-        return getattr(toy_env, name)
-    def make_env(self, *a, **k):
-        env = toy_env.make_env(*a, **k)
-        step = env.step
-        def slow_step(action):
-            time.sleep(slow)
-            return step(action)
-        env.step = slow_step
-        return env
-env_api.ENV_PACKAGES["alfworld"] = Slow()
+make_env = corridor.make_env
+def slow_make_env(*a, **k):
+    env = make_env(*a, **k)
+    step = env.step
+    def slow_step(action):
+        time.sleep(slow)
+        return step(action)
+    env.step = slow_step
+    return env
+corridor.make_env = slow_make_env
 ov = {"policy.tiny_hidden_size": 32, "policy.tiny_layers": 1, "policy.tiny_heads": 2, "policy.tiny_vocab_size": 300,
-      "policy.max_new_tokens": 8, "env.alfworld.max_steps": 4, "rollout.n_tasks": 2, "rollout.group_size": 3,
-      "train.iterations": 3, "train.checkpoint_every": 1, "train.lr": 1e-3, "credit.method": "gigpo",
-      "rollout.action_choice": "generate"}
+      "policy.max_new_tokens": 8, "env.name": "corridor", "env.corridor.max_steps": 4, "rollout.n_tasks": 2,
+      "rollout.group_size": 3, "train.iterations": 3, "train.checkpoint_every": 1, "train.lr": 1e-3,
+      "credit.method": "gigpo", "rollout.action_choice": "generate"}
 cfg = load_config("params.yaml", profile="smoke", overrides=ov)
 run_training(cfg, stage="rl", out_dir=sys.argv[1], resume=sys.argv[2] == "resume")
 """

@@ -1,5 +1,5 @@
-"""Every estimator of the credit registry runs 2 RL iterations end to end (smoke size: the corridor env, a 1-layer
-tiny policy warm-started by a few seconds of SFT), writing every artefact of the run-directory contract."""
+"""Every estimator of the credit registry runs 2 RL iterations end to end (smoke size: the registered corridor test env,
+a 1-layer tiny policy warm-started by a few seconds of SFT), writing every artefact of the run-directory contract."""
 
 from __future__ import annotations
 
@@ -8,15 +8,17 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from scpo.config import load_config
 from scpo.credit import available_methods
 from scpo.credit.registry import METHODS
-from scpo.rollout import env_api, toy_env
+from scpo.envs import corridor
 from scpo.rollout_types import RolloutBatch
 
 SMOKE = {"policy.tiny_hidden_size": 32, "policy.tiny_layers": 1, "policy.tiny_heads": 2, "policy.tiny_vocab_size": 300,
-         "policy.max_new_tokens": 10, "env.alfworld.max_steps": 5, "rollout.n_tasks": 2, "rollout.group_size": 3,
+         "policy.max_new_tokens": 10, "env.name": "corridor", "env.corridor.max_steps": 5, "rollout.n_tasks": 2,
+         "rollout.group_size": 3,
          "train.iterations": 2, "train.checkpoint_every": 1, "train.sft.n_demos": 12, "train.sft.epochs": 8,
          "train.sft.lr": 3e-3, "train.lr": 1e-3, "eval.n_episodes": 3,
          "train.skip_zero_advantage": False}  # every iteration takes optimizer steps, whatever the groups' rewards
@@ -27,10 +29,8 @@ def sft_run(tmp_path_factory):
     from scpo.train.runner import run_training
 
     root = tmp_path_factory.mktemp("runs")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(env_api.ENV_PACKAGES, "alfworld", toy_env)
-        cfg = load_config("params.yaml", profile="smoke", overrides={**SMOKE, "train.out_dir": str(root)})
-        summary = run_training(cfg, stage="sft")
+    cfg = load_config("params.yaml", profile="smoke", overrides={**SMOKE, "train.out_dir": str(root)})
+    summary = run_training(cfg, stage="sft")
     return root, summary
 
 
@@ -41,24 +41,25 @@ def test_sft_writes_a_loadable_model_and_lowers_the_loss(sft_run):
     assert summary["demos"]["n_won"] == summary["demos"]["n_tasks"] == 12
     assert summary["bc"]["loss_last_epoch"] < summary["bc"]["loss_first_epoch"]
     policy = load_policy(summary["run_dir"])
-    assert policy.profile == "tiny" and json.loads((root / "alfworld/sft/seed0/summary.json").read_text())["stage"] == "sft"
+    assert policy.profile == "tiny"
+    assert json.loads((root / "corridor/sft/seed0/summary.json").read_text())["stage"] == "sft"
 
 
-PLANNER_METHODS = [m for m in available_methods() if "oracle_progress" in METHODS[m].needs]
+PLANNER_METHODS = [m for m in available_methods() if METHODS[m].oracle]
 
 
 @pytest.mark.parametrize("method", available_methods())
-def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path, monkeypatch, alfworld_data_root):
+def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path, alfworld_data_root):
     """On the corridor env; the methods that need ALFWorld's planner (the oracle) on real ALFWorld games."""
     from scpo.train.runner import run_training
 
-    if method not in PLANNER_METHODS:
-        monkeypatch.setitem(env_api.ENV_PACKAGES, "alfworld", toy_env)
+    env = "alfworld" if method in PLANNER_METHODS else "corridor"
     _, sft = sft_run
     cfg = load_config("params.yaml", profile="smoke", overrides={
-        **SMOKE, "credit.method": method, "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path)})
+        **SMOKE, "env.name": env, "env.alfworld.max_steps": 5, "credit.method": method,
+        "data.root": str(alfworld_data_root.parent), "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path)})
     summary = run_training(cfg, stage="rl")
-    run = tmp_path / "alfworld" / method / "seed0"
+    run = tmp_path / env / method / "seed0"
     assert summary["iterations"] == 2 and summary["method"] == method
     hist = pd.read_csv(run / "history.csv")
     assert hist["iteration"].tolist() == [0, 1]
@@ -77,7 +78,7 @@ def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path, monkeypa
 
 
 @pytest.mark.parametrize("skip", [True, False])
-def test_steps_without_signal_move_the_policy_only_when_not_skipped(skip, sft_run, tmp_path, monkeypatch):
+def test_steps_without_signal_move_the_policy_only_when_not_skipped(skip, sft_run, tmp_path):
     """One step cannot finish a corridor, so every rollout fails and every GiGPO advantage is 0. With
     `train.skip_zero_advantage` no step enters the update and the weights stay the warm start's; without it the KL and
     entropy terms alone move them."""
@@ -86,13 +87,12 @@ def test_steps_without_signal_move_the_policy_only_when_not_skipped(skip, sft_ru
 
     from scpo.train.runner import run_training
 
-    monkeypatch.setitem(env_api.ENV_PACKAGES, "alfworld", toy_env)
     _, sft = sft_run
     cfg = load_config("params.yaml", profile="smoke", overrides={
-        **SMOKE, "env.alfworld.max_steps": 1, "train.iterations": 1, "credit.method": "gigpo",
+        **SMOKE, "env.corridor.max_steps": 1, "train.iterations": 1, "credit.method": "gigpo",
         "train.skip_zero_advantage": skip, "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path)})
     run_training(cfg, stage="rl")
-    run = tmp_path / "alfworld" / "gigpo" / "seed0"
+    run = tmp_path / "corridor" / "gigpo" / "seed0"
     hist = pd.read_csv(run / "history.csv")
     assert hist["credit/frac_all_failed_groups"].iloc[0] == 1.0
     assert hist["losses/frac_steps_updated"].iloc[0] == (0.0 if skip else 1.0)
@@ -101,10 +101,9 @@ def test_steps_without_signal_move_the_policy_only_when_not_skipped(skip, sft_ru
     assert all(torch.equal(before[k], after[k]) for k in before) == skip
 
 
-def test_evaluation_writes_success_per_split_and_task_type(sft_run, tmp_path, monkeypatch):
+def test_evaluation_writes_success_per_split_and_task_type(sft_run, tmp_path):
     from scpo.train.evaluate import evaluation_tasks, run_evaluation
 
-    monkeypatch.setitem(env_api.ENV_PACKAGES, "alfworld", toy_env)
     _, sft = sft_run
     cfg = load_config("params.yaml", profile="smoke", overrides={**SMOKE, "eval.n_episodes": 4})
     result = run_evaluation(cfg, checkpoint=sft["run_dir"], out_dir=tmp_path)
@@ -125,18 +124,57 @@ def test_evaluation_repeats_each_game_with_independent_episodes(sft_run, tmp_pat
     from scpo.train.evaluate import run_evaluation
 
     played: list[str] = []
-    real_make_env = toy_env.make_env
+    real_make_env = corridor.make_env
 
     def counting_make_env(task_id, *args, **kwargs):
         played.append(task_id)
         return real_make_env(task_id, *args, **kwargs)
 
-    monkeypatch.setitem(env_api.ENV_PACKAGES, "alfworld", toy_env)
-    monkeypatch.setattr(toy_env, "make_env", counting_make_env)
+    monkeypatch.setattr(corridor, "make_env", counting_make_env)
     _, sft = sft_run
     cfg = load_config("params.yaml", profile="smoke", overrides={
-        **SMOKE, "eval.n_episodes": 4, "eval.episodes_per_task": 3, "eval.splits": ["valid_unseen"]})
+        **SMOKE, "eval.n_episodes": 4, "eval.episodes_per_task": 3, "env.corridor.eval_splits": ["valid_unseen"]})
     result = run_evaluation(cfg, checkpoint=sft["run_dir"], out_dir=tmp_path)
     split = result["splits"]["valid_unseen"]
     assert split["n"] == 12 == sum(t["n"] for t in split["per_task_type"].values())
     assert len(played) == 12 and all(played.count(g) == 3 for g in set(played)) and len(set(played)) == 4
+
+
+def test_rl_start_base_ignores_the_warm_start_and_sft_is_skipped(sft_run, tmp_path, monkeypatch):
+    """verl-agent's start (gpu profile, train.rl_start: base): RL starts from the profile's model even when the pipeline
+    passes the SFT run as init_from, and the SFT stage writes only a summary saying it was skipped. 0 iterations: the
+    saved model is the start."""
+    from safetensors.torch import load_file
+
+    from scpo.train.runner import run_training
+
+    _, sft = sft_run
+    base = {**SMOKE, "train.iterations": 0, "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path)}
+    warm = load_file(f"{sft['run_dir']}/model/model.safetensors")
+    for start in ("warm_start", "base"):
+        cfg = load_config("params.yaml", profile="smoke", overrides={**base, "train.rl_start": start})
+        summary = run_training(cfg, stage="rl", out_dir=tmp_path / start)
+        saved = load_file(tmp_path / start / "model" / "model.safetensors")
+        same = all(torch.equal(saved[k], warm[k]) for k in warm)
+        assert same == (start == "warm_start") and summary["rl_start"] == start
+        assert summary["init_from"].endswith("init_model") == (start == "base")
+    skipped = run_training(load_config("params.yaml", profile="smoke", overrides={**base, "train.rl_start": "base"}),
+                           stage="sft", out_dir=tmp_path / "sft")
+    assert skipped["skipped"].startswith("train.rl_start=base") and not (tmp_path / "sft" / "model").exists()
+    assert json.loads((tmp_path / "sft" / "summary.json").read_text())["stage"] == "sft"
+
+
+def test_kl_reference_base_measures_kl_to_the_profile_model(sft_run, tmp_path, monkeypatch):
+    """From the warm start, the KL to the start is 0 at the first minibatch and small after; the KL to the profile's
+    (untrained) model is that of two different policies (train.kl_reference: base)."""
+    from scpo.train.runner import run_training
+
+    _, sft = sft_run
+    kl = {}
+    for ref in ("start", "base"):
+        cfg = load_config("params.yaml", profile="smoke", overrides={
+            **SMOKE, "train.iterations": 1, "credit.method": "gigpo", "train.kl_reference": ref,
+            "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path / ref)})
+        run_training(cfg, stage="rl")
+        kl[ref] = pd.read_csv(tmp_path / ref / "corridor" / "gigpo" / "seed0" / "history.csv")["losses/kl"].iloc[0]
+    assert kl["start"] < 0.05 < kl["base"]

@@ -76,3 +76,33 @@ def test_response_logprobs_equal_unpadded_forward():
             assert logp[i, :len(r)].tolist() == pytest.approx(expect, abs=1e-5)
             assert mask[i].sum().item() == len(r)
     assert (ent[mask > 0] > 0).all() and (ent[mask == 0] == 0).all()
+
+
+def test_dual_clip_bounds_negative_advantage_tokens_by_hand():
+    """Dual clip (c = 3, verl's clip_ratio_c): where A < 0 the loss is min(max(-rA, -clip(r)A), -cA).
+    r = 5, A = -1: plain loss 5, dual 3 (bounded); r = 2, A = -1: 2 < 3, unchanged; r = 5, A = +1: positive advantages
+    are untouched (-1.2); r = 0.5, A = -2: max(1.0, 1.6) = 1.6 < 6, unchanged."""
+    old = torch.zeros(1, 4)
+    logp = torch.log(torch.tensor([[5.0, 2.0, 5.0, 0.5]]))
+    adv = torch.tensor([[-1.0, -1.0, 1.0, -2.0]])
+    mask = torch.ones(1, 4)
+    plain, _ = clipped_surrogate(logp, old, adv, mask, clip_ratio=0.2)
+    assert torch.allclose(plain, torch.tensor([[5.0, 2.0, -1.2, 1.6]]), atol=1e-6)
+    dual, clipped, lower = clipped_surrogate(logp, old, adv, mask, clip_ratio=0.2, dual_clip_c=3.0, with_lower=True)
+    assert torch.allclose(dual, torch.tensor([[3.0, 2.0, -1.2, 1.6]]), atol=1e-6)
+    assert lower.tolist() == [[1.0, 0.0, 0.0, 0.0]] and clipped.tolist() == [[0.0, 0.0, 1.0, 1.0]]
+    loss, stats = policy_loss(logp[:, :1], old[:, :1], None, adv[0, :1], mask[:, :1], None, clip_ratio=0.2, kl_coef=0.0,
+                              entropy_coef=0.0, dual_clip_c=3.0)
+    assert loss.item() == pytest.approx(3.0) and stats["clipfrac_lower"] == 1.0
+    with pytest.raises(ValueError, match="dual_clip_c=1.0 must be > 1"):
+        clipped_surrogate(logp, old, adv, mask, clip_ratio=0.2, dual_clip_c=1.0)
+
+
+def test_dual_clipped_tokens_give_no_gradient():
+    """In the dual-clipped region the loss is the constant -cA: its gradient with respect to the log-prob is 0, while
+    without dual clip it is -rA = 5 (the token's probability keeps being pushed down at full strength)."""
+    for c, grad in ((3.0, 0.0), (None, 5.0)):
+        logp = torch.log(torch.tensor([[5.0]])).requires_grad_(True)
+        loss, _ = clipped_surrogate(logp, torch.zeros(1, 1), torch.tensor([-1.0]), torch.ones(1, 1), 0.2, c)
+        loss.sum().backward()
+        assert logp.grad.item() == pytest.approx(grad, abs=1e-6)

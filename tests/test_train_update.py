@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -112,3 +113,62 @@ def test_micro_batches_accumulate_the_minibatch_gradient():
         assert torch.allclose(p, params[0], atol=1e-6)
         assert s["n_updates"] == stats[0]["n_updates"] == 1.0
         assert s["kl"] == pytest.approx(stats[0]["kl"], abs=1e-6) and s["pg"] == pytest.approx(stats[0]["pg"], abs=1e-6)
+
+
+def _tiny_pair():
+    tok = train_tokenizer(["go east go west open door look"] * 4, vocab_size=280)
+    model = build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=0)
+    reference = build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=0).requires_grad_(False)
+    return tok, model, reference
+
+
+def test_zero_advantage_steps_count_in_the_token_mean_when_kept():
+    """verl-agent keeps steps whose advantage is 0 (train.skip_zero_advantage: false in the gpu profile): they add no
+    policy gradient but their tokens count in the token-mean. A = 1 on a 3-token answer and A = 0 on a 2-token one:
+    at ratio 1 the policy-gradient loss is -(1 * 3 + 0 * 2) / 5 = -0.6, against -1 when the zero step is left out."""
+    import types
+
+    from scpo.train.update import update_samples
+
+    tok, model, reference = _tiny_pair()
+    prompt = tok("room 1 of 3", add_special_tokens=False)["input_ids"]
+    a3 = tok("go east", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    a2 = tok("go", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    assert (len(a3), len(a2)) == (3, 2)
+    step = lambda ans: types.SimpleNamespace(extras={"prompt_ids": prompt, "response_ids": ans})  # noqa: E731
+    trajectories = [types.SimpleNamespace(steps=[step(a3), step(a2)])]
+    for skip, pg, n in ((False, -0.6, 2), (True, -1.0, 1)):
+        samples, n_steps = update_samples(trajectories, np.array([1.0, 0.0]), skip)
+        assert (len(samples), n_steps) == (n, 2)
+        train_cfg = load_config(None, overrides={"train.lr": 1e-12, "train.kl_coef": 0.0, "train.entropy_coef": 0.0}).train
+        opt = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr)
+        stats = ppo_update(model, reference, opt, samples, pad_id=tok.pad_token_id, train_cfg=train_cfg)
+        assert stats["pg"] == pytest.approx(pg, abs=1e-5)
+
+
+def test_weight_decay_is_decoupled_and_taken_from_the_config():
+    """AdamW with train.weight_decay (verl: 0.01): a parameter without gradient shrinks by exactly (1 - lr * wd)."""
+    from scpo.train.update import make_optimizer
+
+    for wd in (0.0, 0.01):
+        layer = torch.nn.Linear(4, 4)
+        before = layer.weight.detach().clone()
+        opt = make_optimizer(layer, load_config(None, overrides={"train.lr": 0.1, "train.weight_decay": wd}).train)
+        layer.weight.grad = torch.zeros_like(layer.weight)
+        layer.bias.grad = torch.zeros_like(layer.bias)
+        opt.step()
+        assert torch.allclose(layer.weight, before * (1 - 0.1 * wd), atol=1e-7, rtol=0)
+        assert opt.param_groups[0]["weight_decay"] == wd
+
+
+def test_minibatch_orders():
+    """collected: consecutive steps in collection order (verl's split on one GPU); length_buckets: every index once,
+    each minibatch of similar lengths."""
+    from scpo.train.update import minibatches
+
+    assert minibatches([5, 1, 4, 2, 3], 2, "collected") == [[0, 1], [2, 3], [4]]
+    buckets = minibatches([5, 1, 4, 2, 3, 6], 2, "length_buckets", torch.Generator().manual_seed(0))
+    assert sorted(i for b in buckets for i in b) == list(range(6))
+    assert sorted(sorted([5, 1, 4, 2, 3, 6][i] for i in b) for b in buckets) == [[1, 2], [3, 4], [5, 6]]
+    with pytest.raises(ValueError, match="'sorted'"):
+        minibatches([1], 1, "sorted")

@@ -48,9 +48,9 @@ def test_misuse_is_rejected():
         VectorEnv([])
 
 
-def test_alfworld_groups_are_task_major_and_identical(alfworld_data_root):
-    tasks = alfworld.list_tasks("valid_seen", alfworld_data_root, limit=2)
-    vec = VectorEnv.from_tasks(alfworld.make_env, tasks, repeats=3, data_root=alfworld_data_root, max_steps=5)
+def test_alfworld_groups_are_task_major_and_identical(alfworld_games_root):
+    tasks = alfworld.list_tasks("valid_seen", alfworld_games_root, limit=2)
+    vec = VectorEnv.from_tasks(alfworld.make_env, tasks, repeats=3, data_root=alfworld_games_root, max_steps=5)
     assert len(vec) == 6 and [e.task_id for e in vec.envs] == [tasks[0]] * 3 + [tasks[1]] * 3
     starts = vec.reset_all()
     assert starts[0] == starts[1] == starts[2] and starts[0][0] != starts[3][0]

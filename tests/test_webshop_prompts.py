@@ -8,13 +8,14 @@ from hypothesis import strategies as st
 from scpo.envs.webshop.prompts import build_prompt, project_action, strip_header
 
 SEARCH_PAGE = "WebShop [SEP] Instruction: [SEP] find a red mug [SEP] Search"
-RESULTS_PAGE = "WebShop [SEP] Instruction: [SEP] find a red mug [SEP] Back to Search [SEP] Page 1 (Total results: 1) " \
-               "[SEP] B000000001 [SEP] Red Mug [SEP] $5.99"
+RESULTS_PAGE = "Instruction: [SEP] find a red mug [SEP] Back to Search [SEP] Page 1 (Total results: 1) " \
+               "[SEP] Next > [SEP] B000000001 [SEP] Red Mug [SEP] $5.99"
 ITEM_ADMISSIBLE = ["click[back to search]", "click[< prev]", "click[red]", "click[buy now]"]
 
 
 def test_strip_header():
     assert strip_header(SEARCH_PAGE) == "Search"
+    assert strip_header(RESULTS_PAGE).startswith("Back to Search [SEP] Page 1")  # WebShop's other pages: no "WebShop"
     assert strip_header("Thank you for shopping with us! [SEP] x") == "Thank you for shopping with us! [SEP] x"
 
 
@@ -31,7 +32,7 @@ def test_prompt_shows_the_last_history_length_steps():
     history = [(SEARCH_PAGE, "search[mug]"), (RESULTS_PAGE, "click[b000000001]"), ("item page", "click[red]")]
     p = build_prompt("find a red mug", "item page 2", ITEM_ADMISSIBLE, history, step=3, history_length=2)
     assert "already taken 3 step(s). Below are the most recent 2 observations" in p
-    assert "[Observation 2: 'Back to Search [SEP] Page 1 (Total results: 1) [SEP] B000000001 [SEP] Red Mug [SEP] $5.99'," \
+    assert "[Observation 2: 'Back to Search [SEP] Page 1 (Total results: 1) [SEP] Next > [SEP] B000000001 [SEP] Red Mug [SEP] $5.99'," \
            " Action 2: 'click[b000000001]']" in p
     assert "[Observation 3: 'item page', Action 3: 'click[red]']" in p
     assert "search[mug]" not in p

@@ -1,26 +1,27 @@
 """Run several credit estimators on the same saved rollouts (for credit maps and the inconsistency metric).
 
-HCAPO is left out here: it re-scores each response with the policy (algorithms.md, HCAPO), so it cannot be computed from
-saved rollouts alone; every other registered estimator is a pure function of the batch and the config.
+Methods whose registry spec needs more than the rollouts (`MethodSpec.rollouts_suffice` is False: HCAPO re-scores each
+response with the policy, algorithms.md "HCAPO"; an oracle method needs per-step oracle progress) are left out; every
+other registered estimator is a pure function of the batch and the config.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
 from scpo.config import Config
 from scpo.rollout_types import RolloutBatch
 
-__all__ = ["POLICY_METHODS", "rollout_only_methods", "batch_env", "compute_all"]
-
-POLICY_METHODS = frozenset({"hcapo"})
+__all__ = ["rollout_only_methods", "batch_env", "compute_all"]
 
 
 def rollout_only_methods(methods: Iterable[str]) -> list[str]:
-    """`methods` without the ones that need the policy (order kept)."""
-    return [m for m in methods if m not in POLICY_METHODS]
+    """`methods` without the ones whose spec needs the policy or an oracle (order kept)."""
+    from scpo.credit.registry import method_spec
+
+    return [m for m in methods if method_spec(m).rollouts_suffice]
 
 
 def batch_env(batch: RolloutBatch) -> str | None:

@@ -20,7 +20,7 @@ import pandas as pd
 from scpo.analysis.fidelity import METRICS
 from scpo.analysis.fidelity_run import (FidelityResult, noisy_fidelity, plot_fidelity_vs_eps, plot_scpo_sweep,
                                         scpo_sweep, trained_fidelity)
-from scpo.reports.layout import ReportLayout, run_dir
+from scpo.pipeline.layout import ReportLayout, run_dir
 from scpo.reports.tables import write_table
 
 __all__ = ["PROXY_NOTE", "readable", "trained_runs", "sweep_grid", "write_fidelity_report"]

@@ -68,7 +68,7 @@ class FidelityResult:
 
 def hindsight_policy_dir(cfg) -> Path:
     """HCAPO's hindsight scorer: cfg.fidelity.hindsight_policy, else the ALFWorld warm start of the sft stage."""
-    from scpo.reports.layout import run_dir
+    from scpo.pipeline.layout import run_dir
 
     path = cfg.fidelity.hindsight_policy or run_dir(cfg.train.out_dir, "alfworld", "sft", cfg.train.seed)
     return Path(path)
@@ -78,9 +78,9 @@ def _load_hindsight_policy(cfg):
     """The hindsight scorer, with torch's CPU threads set from train.torch_threads (1 on shared cores: small scoring
     batches with 2 threads spin and cost 3-8x the CPU time on a loaded machine)."""
     from scpo.policy import load_policy
-    from scpo.train.runner import set_threads
+    from scpo.train.seeding import set_threads
 
-    set_threads(cfg)
+    set_threads(cfg.train.torch_threads)
 
     path = hindsight_policy_dir(cfg)
     if not path.exists():

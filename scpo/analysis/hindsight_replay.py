@@ -3,7 +3,7 @@
 A RolloutBatch keeps observations and actions but not the prompts the policy saw nor the admissible lists in them. For an
 ALFWorld batch both are rebuilt by replaying each trajectory's commands in the fast engine (deterministic): the prompt of
 step t is `build_prompt(goal, o_t, admissible_t, history, t)` and the answer is `<action>a_t</action>` + EOS, as the
-tiny policy's admissible-choice sampler writes it (scpo.rollout.engine). Then `scpo.train.hindsight.hindsight_logprob`
+tiny policy's admissible-choice sampler writes it (scpo.envs.prompting.action_answer). Then `scpo.train.hindsight.hindsight_logprob`
 scores each answer under the prompt extended by the trajectory's final observation, at HCAPO's temperature.
 """
 
@@ -64,7 +64,7 @@ def hindsight_for_batch(policy, batch: RolloutBatch, *, data_root: str | Path = 
     answer) token lengths: a batch without padding lets the model use SDPA's causal kernel instead of an explicit mask
     (a quarter less time on the CPU with one thread). Same values as scoring every row in order, up to float rounding.
     Run it with one torch thread on a shared machine (`torch.set_num_threads(1)`): with more, small batches spin."""
-    from scpo.rollout.engine import ACTION_ANSWER, encode_prompts
+    from scpo.envs.prompting import action_answer
     from scpo.train.hindsight import hindsight_logprob, hindsight_prompt
 
     trajs = replay_prompts(batch, data_root=data_root, history_length=history_length, progress=progress)
@@ -73,9 +73,9 @@ def hindsight_for_batch(policy, batch: RolloutBatch, *, data_root: str | Path = 
     index = np.array([unique.setdefault(k, len(unique)) for k in keys], dtype=np.int64)
     distinct = list(unique)
     tok = policy.tokenizer
-    answers = tok([ACTION_ANSWER.format(action=a) for _, _, a in distinct], add_special_tokens=False)["input_ids"]
-    prompt_len = [len(x) for x in encode_prompts(policy, [hindsight_prompt(p, f) for p, f, _ in distinct],
-                                                 max_prompt_tokens)]
+    answers = tok([action_answer(a) for _, _, a in distinct], add_special_tokens=False)["input_ids"]
+    prompt_len = [len(x) for x in policy.encode_prompts([hindsight_prompt(p, f) for p, f, _ in distinct],
+                                                        max_prompt_tokens)]
     buckets: dict[tuple[int, int], list[int]] = {}
     for i, (n, ans) in enumerate(zip(prompt_len, answers)):
         buckets.setdefault((n, len(ans)), []).append(i)

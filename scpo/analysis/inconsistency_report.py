@@ -16,7 +16,7 @@ from scpo.analysis.inconsistency import (COUNT_COLUMNS, PAIR_KINDS, inconsistenc
 from scpo.analysis.rollout_files import iteration_files, iteration_of
 from scpo.config import Config
 from scpo.credit.grouping import discounted_returns
-from scpo.reports.layout import run_dir
+from scpo.pipeline.layout import run_dir
 from scpo.rollout_types import RolloutBatch
 
 __all__ = ["control_target", "inconsistency_of_batch", "inconsistency_over_runs", "summarise_inconsistency",

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from scpo.strict_model import StrictModel
 
 __all__ = [
     "StrictModel", "NormOptions", "GRPOOptions", "GiGPOOptions", "SCPOOptions", "ProGPOCOptions", "ProGPOROptions",
@@ -14,12 +16,6 @@ __all__ = [
 
 Scale = Literal["std", "none"]
 ScorerName = Literal["lexical", "bi_encoder", "cross_encoder"]
-
-
-class StrictModel(BaseModel):
-    """Base for every config model: unknown keys are errors, assignments are validated."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
 
 
 class NormOptions(StrictModel):
@@ -141,7 +137,7 @@ class OracleOptions(StrictModel):
 
 
 class CreditConfig(StrictModel):
-    method: Literal["grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo", "oracle"] = "gigpo"
+    method: str = Field("gigpo", description="a credit method of the registry (scpo.credit.registry.METHODS)")
     success_reward: float = Field(10.0, gt=0, description="R_success: the reward of a won episode")
     norm: NormOptions = NormOptions()
     grpo: GRPOOptions = GRPOOptions()

@@ -6,6 +6,10 @@
 Each method reads a fixed list of option sections of `CreditConfig` (its own first, then the ones it builds on, then
 `norm`); a keyword option sets the first field of that name in those sections (or a top-level field such as
 `success_reward`). Unknown option -> ValueError listing the allowed names; unknown method -> KeyError listing the registry.
+
+Each `MethodSpec` also declares what the method needs beyond the batch, so callers ask the spec, never the name: a
+frozen `scorer` (per config), `policy_scores` (per-row scores computed with the policy, passed as `hindsight_logprob`:
+HCAPO's hindsight log-probs, `scpo.train.hindsight`) or an `oracle` (per-step oracle progress carried by the rollouts).
 """
 
 from __future__ import annotations
@@ -31,15 +35,22 @@ from scpo.credit.result import CreditResult
 from scpo.credit.scpo import compute_scpo
 from scpo.rollout_types import RolloutBatch
 
-__all__ = ["compute_advantages", "available_methods", "resolve_config", "METHODS"]
+__all__ = ["compute_advantages", "available_methods", "resolve_config", "method_spec", "check_method", "MethodSpec",
+           "METHODS"]
 
 
 @dataclass(frozen=True)
 class MethodSpec:
     fn: Callable[..., CreditResult]
     sections: tuple[str, ...]                       # option sections it reads, most specific first
-    scorer: Callable[[CreditConfig], tuple[str, str | None] | None] = lambda cfg: None
-    needs: tuple[str, ...] = ()                     # optional RolloutBatch columns it reads
+    scorer: Callable[[CreditConfig], tuple[str, str | None] | None] = lambda cfg: None   # (name, model) it needs
+    policy_scores: bool = False                     # needs `hindsight_logprob` (n_rows,), computed with the policy
+    oracle: bool = False                            # needs oracle progress per step (not in the pipeline's rollouts)
+
+    @property
+    def rollouts_suffice(self) -> bool:
+        """Whether saved rollouts (and a scorer) are all it needs, so analyses can run it on them."""
+        return not (self.policy_scores or self.oracle)
 
 
 def _gigpo_scorer(cfg: CreditConfig):
@@ -55,8 +66,8 @@ METHODS: dict[str, MethodSpec] = {
                            lambda c: (c.progpo_r.similarity_scorer, None) if c.progpo_r.similarity_scorer != "none" else None),
     "g2po": MethodSpec(compute_g2po, ("g2po", "gigpo", "grpo", "norm")),
     "hgpo": MethodSpec(compute_hgpo, ("hgpo", "gigpo", "norm")),
-    "hcapo": MethodSpec(compute_hcapo, ("hcapo", "gigpo", "grpo", "norm")),
-    "oracle": MethodSpec(compute_oracle, ("oracle", "grpo", "norm"), needs=("oracle_progress",)),
+    "hcapo": MethodSpec(compute_hcapo, ("hcapo", "gigpo", "grpo", "norm"), policy_scores=True),
+    "oracle": MethodSpec(compute_oracle, ("oracle", "grpo", "norm"), oracle=True),
 }
 
 
@@ -65,9 +76,24 @@ def available_methods() -> tuple[str, ...]:
     return tuple(METHODS)
 
 
+def method_spec(method: str) -> MethodSpec:
+    """The registry entry of `method`; KeyError listing the registry for an unknown name."""
+    try:
+        return METHODS[method]
+    except KeyError:
+        raise KeyError(f"unknown credit method {method!r}; available: {', '.join(METHODS)}") from None
+
+
+def check_method(method: str) -> str:
+    """`method` if registered, else ValueError listing the registry (config validation)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown credit method {method!r}; available: {', '.join(METHODS)}")
+    return method
+
+
 def resolve_config(method: str, config: CreditConfig | None = None, **options: Any) -> CreditConfig:
     """`config` (default: CreditConfig()) with `options` applied to the method's sections and validated."""
-    spec = _spec(method)
+    spec = method_spec(method)
     cfg = config if config is not None else CreditConfig()
     if not options:
         return cfg
@@ -100,19 +126,16 @@ def default_scorer(name: str, model: str | None):
 def compute_advantages(method: str, batch: RolloutBatch, config: CreditConfig | None = None, *, scorer=None,
                        hindsight_logprob: np.ndarray | None = None, **options: Any) -> CreditResult:
     """Per-step advantages of `method` on `batch` (see `CreditResult`). Pure: reads the batch, returns new arrays."""
-    spec = _spec(method)
+    spec = method_spec(method)
     cfg = resolve_config(method, config, **options)
     if not isinstance(batch, RolloutBatch):
         raise TypeError(f"batch must be a RolloutBatch, got {type(batch).__name__}")
     check_rows(batch.traj_id, batch.step)
+    if spec.policy_scores and hindsight_logprob is None:
+        raise ValueError(f"credit method {method!r} needs hindsight_logprob (n_rows,), per-row scores of the policy: "
+                         "the trainer computes it (scpo.train.hindsight.hindsight_logprob) and passes it to "
+                         f"compute_advantages({method!r}, batch, hindsight_logprob=...)")
     if scorer is None and (need := spec.scorer(cfg)) is not None:
         scorer = default_scorer(*need)
     with shared_codes():
         return spec.fn(batch, cfg, scorer=scorer, hindsight_logprob=hindsight_logprob)
-
-
-def _spec(method: str) -> MethodSpec:
-    try:
-        return METHODS[method]
-    except KeyError:
-        raise KeyError(f"unknown credit method {method!r}; available: {', '.join(METHODS)}") from None

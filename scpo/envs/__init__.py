@@ -1,6 +1,8 @@
-"""Text environments (ALFWorld, WebShop) behind one protocol and a registry."""
+"""Text environments (ALFWorld, WebShop, the corridor test env) behind two protocols (`TextEnv`, `EnvPackage`) and one
+registry (`scpo.envs.registry`)."""
 
-from scpo.envs.base import TextEnv
-from scpo.envs.registry import available, make, register
+from scpo.envs.base import EnvPackage, TextEnv
+from scpo.envs.registry import available, env_spec, make, trainable
+from scpo.envs.spec import EnvOptions, EnvSpec
 
-__all__ = ["TextEnv", "make", "register", "available"]
+__all__ = ["TextEnv", "EnvPackage", "EnvSpec", "EnvOptions", "make", "available", "trainable", "env_spec"]

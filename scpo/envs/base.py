@@ -1,11 +1,13 @@
-"""The text-environment protocol every environment implements. Environments return raw observations and know nothing
-of prompts' credit, policies or trainers (imports point one way: envs <- rollout <- trainer)."""
+"""The protocols of the environments: `TextEnv` (one episode's environment) and `EnvPackage` (what an environment
+package exposes to the collector, SFT and evaluation). Environments return raw observations and know nothing of
+credit, policies or trainers (imports point one way: envs <- rollout <- trainer)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["TextEnv", "StepResult"]
+__all__ = ["TextEnv", "StepResult", "EnvPackage", "CONTRACT"]
 
 StepResult = tuple[str, float, bool, dict[str, Any]]
 
@@ -23,3 +25,41 @@ class TextEnv(Protocol):
     def reset(self) -> tuple[str, dict[str, Any]]: ...
 
     def step(self, action: str) -> StepResult: ...
+
+
+class EnvPackage(Protocol):
+    """An environment package: a module with these functions (and a `SPEC`, see `scpo.envs.spec`).
+
+    The optional module attribute `PROMPT_PHRASES` (the prompt template's fixed text) becomes single tokens of the tiny
+    policy's tokenizer."""
+
+    def list_tasks(self, split: str, data_root: str | Path = "data", limit: int | None = None) -> list[str]:
+        """Task ids of `split`, sorted; the first `limit` when given."""
+
+    def make_env(
+        self, task_id: str, data_root: str | Path = "data", max_steps: int | None = None, **options: Any
+    ) -> TextEnv:
+        """The environment of one task id; `options` are the env's factory options (`EnvOptions.factory_options`)."""
+
+    def task_type(self, task_id: str, data_root: str | Path = "data") -> str:
+        """The task's type (results are reported per type)."""
+
+    def expert_actions(self, task_id: str, data_root: str | Path = "data") -> list[str]:
+        """Actions that win the task from reset (behaviour-cloning demonstrations)."""
+
+    def build_prompt(
+        self,
+        goal: str,
+        observation: str,
+        admissible: list[str],
+        history: list[tuple[str, str]],
+        step: int,
+        history_length: int = 2,
+    ) -> str:
+        """The policy's prompt at `step` (0-based), showing the last `history_length` (observation, action) pairs."""
+
+    def project_action(self, text: object, admissible: list[str]) -> tuple[str, bool]:
+        """Model text -> (action, valid). Pure; never raises: malformed output is an invalid step."""
+
+
+CONTRACT = tuple(name for name, member in vars(EnvPackage).items() if callable(member) and not name.startswith("_"))

@@ -1,18 +1,26 @@
-"""Helpers shared by the environments' prompt modules: reading the `<action>` tag of a model answer, and the fixed
-phrases of a prompt template (the tiny policy's tokenizer keeps each one as a single token).
+"""The answer format, once: its tags (`ANSWER_TAGS`), an action-only answer (`action_answer`: SFT targets, the
+admissible-choice sampler's candidates) and reading the action back (`extract_action`); and the fixed phrases of a
+prompt template (the tiny policy's tokenizer keeps each one as a single token).
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["ANSWER_TAGS", "extract_action", "template_phrases"]
+__all__ = ["ANSWER_TAGS", "ACTION_ANSWER", "action_answer", "extract_action", "template_phrases"]
 
 ANSWER_TAGS = ("<think>", "</think>", "<action>", "</action>")  # the answer format every env's prompt asks for
+THINK_OPEN, THINK_CLOSE, ACTION_OPEN, ACTION_CLOSE = ANSWER_TAGS
+ACTION_ANSWER = ACTION_OPEN + "{action}" + ACTION_CLOSE  # an answer without reasoning: "<action>go to desk 1</action>"
 
-_ACTION_TAG = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
+_ACTION_TAG = re.compile(re.escape(ACTION_OPEN) + r"(.*?)" + re.escape(ACTION_CLOSE), re.DOTALL | re.IGNORECASE)
 _SPACES = re.compile(r"\s+")
 _FIELD = re.compile(r"\{[a-z_]+\}")
+
+
+def action_answer(action: str) -> str:
+    """The answer that gives `action` without reasoning: `<action>{action}</action>`."""
+    return ACTION_ANSWER.format(action=action)
 
 
 def extract_action(text: object, max_chars: int) -> str | None:

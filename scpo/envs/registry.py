@@ -1,36 +1,95 @@
-"""Name -> environment factory. Factories are imported lazily (so `alfworld`/`textworld` load only when used)."""
+"""The one registry of environments: name -> the `EnvSpec` its package declares (`scpo.envs.spec`).
+
+    scpo.envs.make("alfworld", task_id=..., data_root="data")   # one environment (tests, notebooks)
+    env_settings(cfg)                                            # what the trainer, SFT and evaluation need of env.name
+
+The config validates `env.name` against the trainable names and builds each `env.<name>` section from the spec's
+options model, so adding an environment is: its package (the `EnvPackage` contract and a `SPEC`) and one line here.
+Packages are imported when first asked for (`alfworld` / `textworld` load only when an ALFWorld env is built).
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
-__all__ = ["make", "register", "available"]
+from scpo.envs.base import CONTRACT
+from scpo.envs.spec import EnvSpec
 
-# name -> "module:callable"; each callable takes keyword options and returns a TextEnv
-_REGISTRY: dict[str, str | Callable[..., Any]] = {
-    "alfworld": "scpo.envs.alfworld.env:make_alfworld",
-    "webshop": "scpo.envs.webshop.env:make_webshop",
-    "webshop-original": "scpo.envs.webshop.original:make_original_webshop",
+__all__ = ["ENVIRONMENTS", "EnvSettings", "env_spec", "available", "trainable", "env_package", "env_settings", "make"]
+
+# name -> "module:attribute" of its EnvSpec
+ENVIRONMENTS: dict[str, str] = {
+    "alfworld": "scpo.envs.alfworld:SPEC",
+    "webshop": "scpo.envs.webshop:SPEC",
+    "webshop-original": "scpo.envs.webshop.original:SPEC",
+    "corridor": "scpo.envs.corridor:SPEC",  # a data-free test environment (tests of the collector, trainer, resume)
 }
 
 
-def register(name: str, factory: str | Callable[..., Any]) -> None:
-    """Add an environment: `factory` is a callable or a "module:callable" string."""
-    _REGISTRY[name] = factory
+def env_spec(name: str) -> EnvSpec:
+    """The spec of environment `name`; KeyError listing the registry for an unknown name."""
+    try:
+        entry = ENVIRONMENTS[name]
+    except KeyError:
+        raise KeyError(f"unknown environment {name!r}; available: {', '.join(available())}") from None
+    module, _, attr = entry.partition(":")
+    spec = getattr(importlib.import_module(module), attr)
+    if spec.name != name:
+        raise ValueError(f"registry entry {name!r} points at {entry}, whose spec is named {spec.name!r}")
+    return spec
 
 
 def available() -> list[str]:
-    return sorted(_REGISTRY)
+    """Every registered name (`make` builds any of them)."""
+    return sorted(ENVIRONMENTS)
+
+
+def trainable() -> list[str]:
+    """The names with an environment package: what `env.name` and `report.envs` accept."""
+    return [name for name in available() if env_spec(name).trainable]
+
+
+def env_package(name: str) -> ModuleType:
+    """The environment package of `name`; TypeError naming the functions of the contract it lacks."""
+    module = env_spec(name).load_package()
+    missing = [f for f in CONTRACT if not callable(getattr(module, f, None))]
+    if missing:
+        raise TypeError(f"environment package {module.__name__!r} lacks {missing} of the contract {list(CONTRACT)}")
+    return module
 
 
 def make(name: str, **options: Any):
-    """Build environment `name` with `options`. Unknown names raise a KeyError listing the known ones."""
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"unknown environment {name!r}; available: {', '.join(available())}") from None
-    if isinstance(factory, str):
-        module, _, attr = factory.partition(":")
-        factory = getattr(importlib.import_module(module), attr)
-    return factory(**options)
+    """Build one environment `name` with `options` (the spec's factory)."""
+    return env_spec(name).factory(**options)
+
+
+@dataclass
+class EnvSettings:
+    """What the collector, SFT and evaluation need of the configured environment."""
+
+    name: str
+    package: ModuleType
+    data_root: str
+    max_steps: int
+    train_split: str
+    eval_splits: tuple[str, ...]
+    options: dict[str, Any]
+
+
+def env_settings(cfg) -> EnvSettings:
+    """Package, step limit, training / evaluation splits and factory options of `cfg.env.name`, all from its
+    `env.<name>` section (validated by its spec's options model)."""
+    name = cfg.env.name
+    opts = getattr(cfg.env, name)
+    return EnvSettings(
+        name,
+        env_package(name),
+        cfg.data.root,
+        opts.max_steps,
+        opts.train_split,
+        tuple(opts.eval_splits),
+        opts.factory_options(),
+    )

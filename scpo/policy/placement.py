@@ -12,7 +12,7 @@ import contextlib
 
 import torch
 
-from scpo.policy.profiles import _torch_dtype
+from scpo.policy.profiles import torch_dtype
 
 __all__ = ["resolve_device", "compute_precision"]
 
@@ -31,7 +31,7 @@ def resolve_device(name: str) -> torch.device:
 
 def compute_precision(device: torch.device, dtype: str):
     """A context running forward passes in `dtype` over float32 weights (autocast), or a no-op for float32."""
-    torch_dtype = _torch_dtype(dtype)  # ValueError naming policy.dtype if unknown
-    if torch_dtype == torch.float32:
+    compute_dtype = torch_dtype(dtype)  # ValueError naming policy.dtype if unknown
+    if compute_dtype == torch.float32:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch_dtype)
+    return torch.autocast(device_type=device.type, dtype=compute_dtype)

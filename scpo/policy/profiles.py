@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-__all__ = ["Policy", "create_policy", "load_policy", "resolve_model_dir", "POLICY_META"]
+__all__ = ["Policy", "PromptTooLongError", "create_policy", "load_policy", "resolve_model_dir", "with_lora", "torch_dtype", "POLICY_META"]
 
 POLICY_META = "policy.json"
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+
+class PromptTooLongError(ValueError):
+    """A prompt over `policy.max_prompt_tokens` with `policy.prompt_overflow: error`."""
 
 
 @dataclass
@@ -35,6 +40,25 @@ class Policy:
                                                       add_generation_prompt=True)
         return prompt + "\n"
 
+    def encode_prompts(self, prompts: Sequence[str], max_prompt_tokens: int,
+                       overflow: str = "truncate_left") -> list[list[int]]:
+        """Format (chat template or raw) and tokenise. A prompt over `max_prompt_tokens` tokens keeps its last ones with
+        `overflow="truncate_left"` (the current observation, the admissible actions and the answer format live at the
+        end), or raises `PromptTooLongError` with `overflow="error"` (verl's `data.truncation='error'`, the reference
+        scripts')."""
+        if overflow not in ("truncate_left", "error"):
+            raise ValueError(f"overflow={overflow!r} is not one of 'truncate_left', 'error'")
+        texts = [self.format_prompt(p) for p in prompts]
+        ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        if overflow == "error":
+            longest = max(range(len(ids)), key=lambda i: len(ids[i]), default=None)
+            if longest is not None and len(ids[longest]) > max_prompt_tokens:
+                raise PromptTooLongError(
+                    f"a prompt of {len(ids[longest])} tokens is over policy.max_prompt_tokens={max_prompt_tokens} "
+                    f"(policy.prompt_overflow=error; truncate_left keeps its last tokens): "
+                    f"...{prompts[longest][-120:]!r}")
+        return [list(x[-max_prompt_tokens:]) for x in ids]
+
     @property
     def device(self):
         return next(self.model.parameters()).device
@@ -52,7 +76,8 @@ class Policy:
         return path
 
 
-def _torch_dtype(name: str):
+def torch_dtype(name: str):
+    """The torch dtype named `name` (policy.dtype); ValueError naming the allowed names otherwise."""
     import torch
 
     try:
@@ -78,7 +103,7 @@ def load_policy(path: str | Path, dtype: str = "float32", device: str | None = N
     meta_file = model_dir / POLICY_META
     meta = json.loads(meta_file.read_text()) if meta_file.exists() else {"profile": str(model_dir), "chat": None}
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=_torch_dtype(dtype))
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch_dtype(dtype))
     if device:
         model.to(device)
     chat = meta.get("chat")
@@ -91,11 +116,12 @@ def load_policy(path: str | Path, dtype: str = "float32", device: str | None = N
 
 
 def create_policy(policy_cfg, corpus: Iterable[str] | None = None, models_dir: str | Path = "data/models",
-                  seed: int = 0, device: str | None = None, fixed_phrases: Iterable[str] = ()) -> Policy:
+                  seed: int = 0, device: str | None = None, fixed_phrases: Iterable[str] = (),
+                  lowercase: bool = False) -> Policy:
     """A fresh policy for `policy_cfg.profile` (a `PolicyConfig`).
 
     tiny: tokenizer trained on `corpus` (required; `fixed_phrases`, the prompt template's fixed text, become single
-    tokens) + a freshly initialised model; smollm2-135m: the packaged model
+    tokens; `lowercase` folds case) + a freshly initialised model; smollm2-135m: the packaged model
     (converted once under `models_dir`); anything else: a local folder or Hub name. `policy_cfg.lora` wraps it with peft.
     """
     profile = policy_cfg.profile
@@ -104,7 +130,8 @@ def create_policy(policy_cfg, corpus: Iterable[str] | None = None, models_dir: s
 
         if corpus is None:
             raise ValueError("policy.profile='tiny' needs a text corpus to train its tokenizer (got corpus=None)")
-        tokenizer = train_tokenizer(corpus, vocab_size=policy_cfg.tiny_vocab_size, fixed_phrases=fixed_phrases)
+        tokenizer = train_tokenizer(corpus, vocab_size=policy_cfg.tiny_vocab_size, fixed_phrases=fixed_phrases,
+                                    lowercase=lowercase)
         model = build_tiny_model(tokenizer, policy_cfg.tiny_hidden_size, policy_cfg.tiny_layers, policy_cfg.tiny_heads,
                                  max_positions=max(2048, policy_cfg.max_prompt_tokens + policy_cfg.max_new_tokens),
                                  seed=seed)
@@ -121,7 +148,7 @@ def create_policy(policy_cfg, corpus: Iterable[str] | None = None, models_dir: s
         policy = _load_pretrained(source, policy_cfg.dtype, device)
         policy.profile = profile
     if policy_cfg.lora:
-        policy.model = _with_lora(policy.model, policy_cfg.lora_r, policy_cfg.lora_alpha)
+        policy.model = with_lora(policy.model, policy_cfg.lora_r, policy_cfg.lora_alpha)
     return policy
 
 
@@ -131,7 +158,7 @@ def _load_pretrained(source: str | Path, dtype: str, device: str | None) -> Poli
     if Path(source).exists():
         return load_policy(source, dtype=dtype, device=device)
     tokenizer = AutoTokenizer.from_pretrained(source)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=_torch_dtype(dtype))
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype(dtype))
     if device:
         model.to(device)
     tokenizer.padding_side = "left"
@@ -141,7 +168,8 @@ def _load_pretrained(source: str | Path, dtype: str, device: str | None) -> Poli
                   chat=getattr(tokenizer, "chat_template", None) is not None)
 
 
-def _with_lora(model, r: int, alpha: int):
+def with_lora(model, r: int, alpha: int):
+    """`model` wrapped with LoRA adapters of rank `r` and scale `alpha` on every linear layer (peft)."""
     from peft import LoraConfig, get_peft_model
 
     return get_peft_model(model, LoraConfig(r=r, lora_alpha=alpha, target_modules="all-linear", task_type="CAUSAL_LM"))

@@ -24,17 +24,21 @@ SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048, max_texts: int = 3000,
-                    fixed_phrases: Iterable[str] = ()):
+                    fixed_phrases: Iterable[str] = (), lowercase: bool = False):
     """Byte-level BPE over word-level pre-tokens, trained on (the first `max_texts` of) `texts`; any text decodes back
-    exactly. The answer tags and each of `fixed_phrases` are added tokens. Wrapped as a transformers fast tokenizer
-    with left padding."""
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    exactly (lowercased, with `lowercase`). The answer tags and each of `fixed_phrases` are added tokens. Wrapped as a
+    transformers fast tokenizer with left padding. `lowercase` (an env package's `TINY_TOKENIZER_LOWERCASE`) folds case
+    before tokenising, so a name shown in one case and typed in another is one token sequence: WebShop shows an ASIN as
+    "B09RPRRNVP" and clicks it as "click[b09rprrnvp]"."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     texts = list(texts)[:max_texts]
     if not texts:
         raise ValueError("train_tokenizer needs at least one text (got an empty corpus)")
     tok = Tokenizer(models.BPE(unk_token=None))
+    if lowercase:
+        tok.normalizer = normalizers.Lowercase()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(WORD_BOUNDARY), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),

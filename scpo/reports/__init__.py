@@ -1,2 +1,2 @@
-"""Report helpers for the notebooks and the DVC pipeline: where outputs go (`layout`), how a notebook builds its config
-(`notebook`), results tables over seeds beside the published figures (`tables`, `published`) and training curves (`curves`)."""
+"""Tables and figures of the results: means over seeds beside the published figures (`tables`, `published`, `paper`)
+and training curves (`curves`). Where outputs go and how notebooks build their config: `scpo.pipeline`."""

@@ -8,7 +8,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from scpo.reports.layout import run_dir
+from scpo.pipeline.layout import run_dir
 
 __all__ = ["SUCCESS_METRIC", "load_histories", "wide_curves", "plot_curves"]
 

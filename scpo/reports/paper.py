@@ -15,7 +15,7 @@ from pathlib import Path
 
 from scpo.config import Config
 from scpo.reports.curves import load_histories, plot_curves, wide_curves
-from scpo.reports.layout import ReportLayout
+from scpo.pipeline.layout import ReportLayout
 from scpo.reports.published import PUBLISHED_SCALE, published_by_method, published_table
 from scpo.reports.tables import (comparison_table, load_eval_runs, our_scale_label, results_table, task_type_table,
                                  write_table)

@@ -139,7 +139,8 @@ def our_scale_label(cfg: Config) -> str:
         episodes = f"{episodes} games x {cfg.eval.episodes_per_task}"
     return (f"{model}, behaviour-cloning warm start on {cfg.train.sft.n_demos} demos, "
             f"{cfg.rollout.n_tasks} tasks x {cfg.rollout.group_size} rollouts, {cfg.train.iterations} iterations, "
-            f"eval {episodes} episodes per split (ALFWorld {', '.join(cfg.eval.splits)}; WebShop test) "
+            f"eval {episodes} episodes per split (ALFWorld {', '.join(cfg.env.alfworld.eval_splits)}; "
+            f"WebShop {', '.join(cfg.env.webshop.eval_splits)}) "
             f"at temperature {cfg.eval.temperature}, "
             f"profile '{cfg.profile}'")
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from types import ModuleType
 from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
+from scpo.envs.base import EnvPackage
 from scpo.envs.vector import VectorEnv
+from scpo.rollout.generation import Generation, GenerationEngine
 from scpo.rollout_types import Step, Trajectory
 
 __all__ = ["RolloutTiming", "collect_rollouts"]
@@ -47,10 +48,11 @@ class _Episode:
     done: bool = False
 
 
-def collect_rollouts(env_pkg: ModuleType, task_ids: Sequence[str], group_size: int, engine, *, env_name: str,
-                     seed: int = 0, data_root: str = "data", max_steps: int | None = None, history_length: int = 2,
-                     temperature: float = 1.0, top_p: float = 1.0, env_options: dict | None = None,
-                     progress: bool = True, desc: str = "rollouts") -> tuple[list[Trajectory], RolloutTiming]:
+def collect_rollouts(env_pkg: EnvPackage, task_ids: Sequence[str], group_size: int, engine: GenerationEngine, *,
+                     env_name: str, seed: int = 0, data_root: str = "data", max_steps: int | None = None,
+                     history_length: int = 2, temperature: float = 1.0, top_p: float = 1.0,
+                     env_options: dict | None = None, progress: bool = True,
+                     desc: str = "rollouts") -> tuple[list[Trajectory], RolloutTiming]:
     """Play `group_size` episodes of every task in `task_ids`; returns trajectories (task-major, index-minor) + timings."""
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
@@ -74,7 +76,10 @@ def collect_rollouts(env_pkg: ModuleType, task_ids: Sequence[str], group_size: i
         prompts = [env_pkg.build_prompt(episodes[k].goal, episodes[k].obs, adm, episodes[k].history, turn,
                                         history_length=history_length) for k, adm in zip(live, admissible)]
         t0 = time.perf_counter()
-        gens = engine.generate(prompts, temperature=temperature, top_p=top_p, admissible=admissible)
+        # what an admissible-choice engine chooses among: the env's `choice_commands` when it has them (WebShop: the
+        # search placeholder replaced by candidate searches), else the admissible commands
+        choices = [list(episodes[k].info.get("choice_commands") or adm) for k, adm in zip(live, admissible)]
+        gens = engine.generate(prompts, temperature=temperature, top_p=top_p, admissible=choices)
         timing.gen_s += time.perf_counter() - t0
         timing.n_generations += len(gens)
 
@@ -102,14 +107,14 @@ def collect_rollouts(env_pkg: ModuleType, task_ids: Sequence[str], group_size: i
     trajectories = []
     for ep in episodes:
         info = ep.info
+        task_type = info["task_type"] if "task_type" in info else env_pkg.task_type(ep.task_id, data_root=data_root)
         trajectories.append(Trajectory(task_id=ep.task_id, seed=seed, index=ep.index, steps=ep.steps,
                                        won=bool(info.get("won", False)), task_score=float(info.get("task_score", 0.0)),
-                                       task_type=str(info.get("task_type", env_pkg.task_type(ep.task_id))),
-                                       env_name=env_name))
+                                       task_type=str(task_type), env_name=env_name))
     return trajectories, timing
 
 
-def _token_extras(gen) -> dict[str, Any]:
+def _token_extras(gen: Generation) -> dict[str, Any]:
     """What the trainer needs of a generation: prompt and answer ids, and the candidates' ids when it was a choice."""
     extras: dict[str, Any] = {"prompt_ids": gen.prompt_ids, "response_ids": gen.response_ids}
     if getattr(gen, "candidate_ids", None) is not None:

@@ -1,5 +1,5 @@
-"""Generation engines behind one interface: `generate(prompts, temperature, top_p) -> list[Generation]` and
-`sync_weights(policy)` after each update.
+"""Generation engines behind one interface (`scpo.rollout.generation.GenerationEngine`): `generate(prompts,
+temperature, top_p) -> list[Generation]` and `sync_weights(policy)` after each update.
 
 `TransformersEngine` (CPU, and the twin the tests exercise) calls `model.generate` on the training model itself, so weight
 sync is a no-op. `VLLMEngine` (GPU) lives in `scpo.rollout.vllm_engine` and is imported only when selected.
@@ -8,39 +8,13 @@ sync is a no-op. `VLLMEngine` (GPU) lives in `scpo.rollout.vllm_engine` and is i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from collections.abc import Sequence
 
-__all__ = ["Generation", "GenerationEngine", "TransformersEngine", "encode_prompts", "make_engine"]
+from scpo.envs.prompting import action_answer
+from scpo.policy.interface import PolicyLike
+from scpo.rollout.generation import Generation, GenerationEngine
 
-
-@dataclass
-class Generation:
-    """One sampled answer: decoded `text`, the (truncated) prompt token ids it was conditioned on and the answer's ids.
-
-    `candidate_ids` are the token ids of every answer the sampler chose among (admissible choice only; `response_ids` is
-    one of them), so the trainer can compute the probability of the choice that was actually sampled.
-    """
-
-    text: str
-    prompt_ids: list[int] = field(default_factory=list)
-    response_ids: list[int] = field(default_factory=list)
-    candidate_ids: list[list[int]] | None = None
-
-
-class GenerationEngine(Protocol):
-    def generate(self, prompts: Sequence[str], temperature: float, top_p: float = 1.0,
-                 admissible: Sequence[Sequence[str]] | None = None) -> list[Generation]: ...
-
-    def sync_weights(self, policy) -> None: ...
-
-
-def encode_prompts(policy, prompts: Sequence[str], max_prompt_tokens: int) -> list[list[int]]:
-    """Format (chat template or raw) and tokenise; over-long prompts keep their last `max_prompt_tokens` tokens (the
-    current observation, the admissible actions and the answer format live at the end)."""
-    texts = [policy.format_prompt(p) for p in prompts]
-    ids = policy.tokenizer(texts, add_special_tokens=False)["input_ids"]
-    return [list(x[-max_prompt_tokens:]) for x in ids]
+__all__ = ["TransformersEngine", "make_engine", "CHOICE_CHUNK"]
 
 
 class TransformersEngine:
@@ -55,17 +29,18 @@ class TransformersEngine:
     `search[<your query>]`) cannot be enumerated: those prompts are answered by free generation.
     """
 
-    def __init__(self, policy, max_prompt_tokens: int, max_new_tokens: int, batch_size: int = 64,
-                 action_choice: str = "generate"):
+    def __init__(self, policy: PolicyLike, max_prompt_tokens: int, max_new_tokens: int, batch_size: int = 64,
+                 action_choice: str = "generate", prompt_overflow: str = "truncate_left"):
         if action_choice not in ("generate", "admissible"):
             raise ValueError(f"action_choice={action_choice!r} is not one of 'generate', 'admissible'")
         self.policy = policy
+        self.prompt_overflow = prompt_overflow
         self.max_prompt_tokens = max_prompt_tokens
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
         self.action_choice = action_choice
 
-    def sync_weights(self, policy) -> None:
+    def sync_weights(self, policy: PolicyLike) -> None:
         self.policy = policy  # same model object: nothing to copy
 
     def generate(self, prompts: Sequence[str], temperature: float, top_p: float = 1.0,
@@ -93,7 +68,7 @@ class TransformersEngine:
             return []
         tok = self.policy.tokenizer
         model = self.policy.model
-        ids = encode_prompts(self.policy, prompts, self.max_prompt_tokens)
+        ids = self.policy.encode_prompts(prompts, self.max_prompt_tokens, self.prompt_overflow)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out: list[Generation | None] = [None] * len(ids)
         pad, eos = tok.pad_token_id, tok.eos_token_id
@@ -118,7 +93,6 @@ class TransformersEngine:
             model.train(was_training)
         return out  # type: ignore[return-value]
 
-
     def _choose_all(self, prompts: Sequence[str], commands: Sequence[Sequence[str]],
                     temperature: float) -> list[Generation]:
         """One answer per prompt drawn among its commands by sequence likelihood (see the class docstring); prompts are
@@ -130,9 +104,9 @@ class TransformersEngine:
         if not prompts:
             return []
         tok, model = self.policy.tokenizer, self.policy.model
-        prompt_ids = encode_prompts(self.policy, prompts, self.max_prompt_tokens)
+        prompt_ids = self.policy.encode_prompts(prompts, self.max_prompt_tokens, self.prompt_overflow)
         out: list[Generation | None] = [None] * len(prompts)
-        answers = [[ACTION_ANSWER.format(action=c) for c in cmds] for cmds in commands]
+        answers = [[action_answer(c) for c in cmds] for cmds in commands]
         cands = [[ids + [tok.eos_token_id] for ids in tok(a, add_special_tokens=False)["input_ids"]] if a else []
                  for a in answers]
         for i in (i for i, c in enumerate(cands) if not c):  # nothing to choose from: an empty (invalid) answer
@@ -159,7 +133,6 @@ class TransformersEngine:
         return out  # type: ignore[return-value]
 
 
-ACTION_ANSWER = "<action>{action}</action>"
 CHOICE_CHUNK = 8  # prompts scored together by the admissible-choice sampler (their KV cache is repeated K times)
 _PLACEHOLDER = re.compile(r"<[^<>]+>")
 
@@ -174,16 +147,17 @@ def _cut_after_eos(tokens: list[int], eos: int | None, pad: int | None) -> list[
     return tokens
 
 
-def make_engine(cfg, policy, model_dir=None) -> GenerationEngine:
+def make_engine(cfg, policy: PolicyLike, model_dir=None) -> GenerationEngine:
     """The engine named by `cfg.rollout.engine` ('transformers' | 'vllm'); vLLM is imported only here, only if chosen."""
     if cfg.rollout.engine == "transformers":
         return TransformersEngine(policy, cfg.policy.max_prompt_tokens, cfg.policy.max_new_tokens, cfg.rollout.batch_size,
-                                  action_choice=cfg.rollout.action_choice)
+                                  action_choice=cfg.rollout.action_choice, prompt_overflow=cfg.policy.prompt_overflow)
     if cfg.rollout.engine == "vllm":
         from scpo.rollout.vllm_engine import VLLMEngine
 
         return VLLMEngine(policy, model_dir=model_dir, max_prompt_tokens=cfg.policy.max_prompt_tokens,
                           max_new_tokens=cfg.policy.max_new_tokens, dtype=cfg.policy.dtype,
                           gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization, seed=cfg.train.seed,
-                          enforce_eager=cfg.rollout.vllm_enforce_eager)
+                          enforce_eager=cfg.rollout.vllm_enforce_eager, model_runner=cfg.rollout.vllm_model_runner,
+                          sync_path=cfg.rollout.vllm_sync_path, prompt_overflow=cfg.policy.prompt_overflow)
     raise ValueError(f"rollout.engine={cfg.rollout.engine!r} is not one of 'transformers', 'vllm'")

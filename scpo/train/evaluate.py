@@ -1,7 +1,7 @@
 """`run_evaluation(cfg, checkpoint, out_dir)`: `cfg.eval.episodes_per_task` episodes (default one) per task on each
-evaluation split (ALFWorld: `cfg.eval.splits`; WebShop: `test`) at `cfg.eval.temperature`; success overall and per task
-type, written as `eval.json` and `eval.csv` (split, task_type, n, success; task_type "all" is the split's overall row;
-`n` counts episodes, so games x episodes_per_task).
+evaluation split of the environment (`env.<name>.eval_splits`: ALFWorld valid_seen and valid_unseen, WebShop test) at
+`cfg.eval.temperature`; success overall and per task type, written as `eval.json` and `eval.csv` (split, task_type, n,
+success; task_type "all" is the split's overall row; `n` counts episodes, so games x episodes_per_task).
 
 `eval.n_episodes` tasks are taken evenly spaced over the split's sorted task list (ALFWorld's ids sort by task type, so
 the first n would cover only one or two types).
@@ -18,8 +18,9 @@ import numpy as np
 from scpo.config import Config
 from scpo.policy import load_policy, resolve_model_dir
 from scpo.policy.placement import resolve_device
-from scpo.rollout import collect_rollouts, env_settings, make_engine
-from scpo.train.runner import iteration_seed, seed_everything, set_threads
+from scpo.envs.registry import env_settings
+from scpo.rollout import collect_rollouts, make_engine
+from scpo.train.seeding import iteration_seed, seed_everything, set_threads
 
 __all__ = ["run_evaluation", "evaluation_tasks"]
 
@@ -35,7 +36,7 @@ def evaluation_tasks(all_tasks: list[str], n: int | None) -> list[str]:
 def run_evaluation(cfg: Config, checkpoint: Path, out_dir: Path) -> dict:
     """Evaluate the policy at `checkpoint` (model / run / checkpoint dir); returns the eval.json dict."""
     t_start = time.perf_counter()
-    set_threads(cfg)
+    set_threads(cfg.train.torch_threads)
     env = env_settings(cfg)
     model_dir = resolve_model_dir(checkpoint)
     policy = load_policy(model_dir, dtype=cfg.policy.dtype, device=resolve_device(cfg.train.device))
@@ -49,9 +50,9 @@ def run_evaluation(cfg: Config, checkpoint: Path, out_dir: Path) -> dict:
         seed_everything(iteration_seed(cfg.train.seed, -1))
         tasks = evaluation_tasks(env.package.list_tasks(split, data_root=env.data_root), cfg.eval.n_episodes)
         trajectories, timing = collect_rollouts(
-            env.package, tasks, cfg.eval.episodes_per_task, engine, env_name=env.name, seed=cfg.train.seed, data_root=env.data_root,
-            max_steps=env.max_steps, history_length=cfg.env.history_length, temperature=cfg.eval.temperature,
-            top_p=1.0, env_options=env.options, desc=f"eval {split}")
+            env.package, tasks, cfg.eval.episodes_per_task, engine, env_name=env.name, seed=cfg.train.seed,
+            data_root=env.data_root, max_steps=env.max_steps, history_length=cfg.env.history_length,
+            temperature=cfg.eval.temperature, top_p=1.0, env_options=env.options, desc=f"eval {split}")
         won = np.array([t.won for t in trajectories], dtype=float)
         per_type = {}
         for tt in sorted({t.task_type for t in trajectories}):

@@ -6,7 +6,8 @@ answer y_t is re-scored:
     log pi_H(a_t) = (1/|y_t|) sum_k log softmax(z_k / T_H)[y_{t,k}],   T_H = 5     (per-token mean, temperature 5)
 
 The array (one value per row of `RolloutBatch.from_trajectories`) is passed as `hindsight_logprob` to
-`compute_advantages("hcapo", ...)`, which forms rho_t = clip(pi_H(a_t) / mean_k pi_H(a_k), 0.8, 1.2).
+`compute_advantages("hcapo", ...)` (its registry spec declares `policy_scores`), which forms
+rho_t = clip(pi_H(a_t) / mean_k pi_H(a_k), 0.8, 1.2).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from scpo.rollout.engine import encode_prompts
+from scpo.policy import PolicyLike
 from scpo.train.logprobs import response_logprobs
 
 __all__ = ["HINDSIGHT_TEMPLATE", "hindsight_prompt", "hindsight_logprob"]
@@ -26,7 +27,7 @@ def hindsight_prompt(prompt: str, final_observation: str) -> str:
     return HINDSIGHT_TEMPLATE.format(prompt=prompt, final_observation=final_observation)
 
 
-def hindsight_logprob(policy, trajectories, *, temperature: float = 5.0, max_prompt_tokens: int = 768,
+def hindsight_logprob(policy: PolicyLike, trajectories, *, temperature: float = 5.0, max_prompt_tokens: int = 768,
                       batch_size: int = 64) -> np.ndarray:
     """Mean answer-token log-prob at `temperature` under the hindsight prompt, one float per step row (0 for an empty
     answer)."""
@@ -36,7 +37,7 @@ def hindsight_logprob(policy, trajectories, *, temperature: float = 5.0, max_pro
     keep = [i for i, (_, r) in enumerate(rows) if r]
     if not keep:
         return out
-    prompt_ids = encode_prompts(policy, [rows[i][0] for i in keep], max_prompt_tokens)
+    prompt_ids = policy.encode_prompts([rows[i][0] for i in keep], max_prompt_tokens)
     pad = policy.tokenizer.pad_token_id
     model = policy.model
     was_training = model.training

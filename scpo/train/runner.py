@@ -1,17 +1,20 @@
 """`run_training(cfg, stage)`: the behaviour-cloning warm start ("sft") and the group-RL loop ("rl").
 
 The RL loop reads top to bottom, one iteration =
-    sample tasks -> collect N rollouts per task -> RolloutBatch -> compute_advantages (HCAPO: + hindsight log-probs)
-    -> clipped-ratio update with KL to the reference and an entropy bonus (steps with advantage 0 left out:
-    `train.skip_zero_advantage`) -> sync engine weights -> metrics, rollouts, checkpoint.
+    sample tasks -> collect N rollouts per task -> RolloutBatch -> compute_advantages (+ the policy's hindsight
+    log-probs for methods whose registry spec needs `policy_scores`: HCAPO)
+    -> clipped-ratio update with KL to the reference and an entropy bonus (steps with advantage 0 left out with
+    `train.skip_zero_advantage`, kept by the gpu profile as verl-agent) -> sync engine weights -> metrics, rollouts,
+    checkpoint. RL starts from the SFT warm start or the profile's model (`train.rl_start`); the KL reference is the
+    start or the profile's model (`train.kl_reference`).
 Every iteration is seeded from (train.seed, iteration), so a run resumed from a checkpoint continues exactly as the
-uninterrupted run would have (tested by killing a run with SIGKILL).
+uninterrupted run would have (tested by killing a run with SIGKILL). Seeding: `scpo.train.seeding`; the run folder's
+place: `scpo.pipeline.layout.run_dir`.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import time
 from pathlib import Path
@@ -21,42 +24,29 @@ import torch
 from tqdm.auto import tqdm
 
 from scpo.config import Config
-from scpo.credit.registry import METHODS
-from scpo.policy import create_policy, load_policy, resolve_model_dir
+from scpo.credit.registry import method_spec
+from scpo.envs.registry import EnvSettings, env_settings
+from scpo.pipeline.layout import run_dir as layout_run_dir
+from scpo.policy import PolicyLike, create_policy, load_policy, resolve_model_dir
 from scpo.policy.placement import compute_precision, resolve_device
-from scpo.rollout import collect_rollouts, env_settings, make_engine
-from scpo.rollout_types import RolloutBatch, stable_uid
+from scpo.policy.profiles import with_lora
+from scpo.rollout import GenerationEngine, collect_rollouts, make_engine
+from scpo.rollout_types import RolloutBatch
 from scpo.train.checkpoint import latest_checkpoint, read_training_state, save_checkpoint
 from scpo.train.metrics import HistoryLog, credit_metrics, rollout_metrics
+from scpo.train.seeding import iteration_seed, seed_everything, set_threads
 from scpo.train.sft import behaviour_cloning, expert_demonstrations
-from scpo.train.update import ppo_update, samples_from_trajectories
+from scpo.train.update import make_optimizer, ppo_update, update_samples
 
-__all__ = ["run_training", "run_sft", "run_rl", "default_run_dir", "seed_everything", "sample_tasks", "iteration_rollouts",
-           "set_threads"]
+__all__ = ["run_training", "run_sft", "run_rl", "sample_tasks", "iteration_rollouts"]
 
 PERF_KEYS = ("perf/env_s", "perf/gen_s", "perf/credit_s", "perf/update_s", "perf/iter_s")
 
 
-def default_run_dir(cfg: Config, stage: str) -> Path:
-    leaf = "sft" if stage == "sft" else cfg.credit.method
-    return Path(cfg.train.out_dir) / cfg.env.name / leaf / f"seed{cfg.train.seed}"
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def set_threads(cfg: Config) -> None:
-    """torch's CPU threads from `train.torch_threads` (one thread avoids oversubscription on shared cores)."""
-    if cfg.train.torch_threads:
-        torch.set_num_threads(cfg.train.torch_threads)
-
-
-def iteration_seed(seed: int, iteration: int) -> int:
-    """A deterministic per-iteration seed (content hash, so seeds of different runs do not collide by arithmetic)."""
-    return int(stable_uid("iteration", seed, iteration, length=8), 16)
+def _run_dir(cfg: Config, stage: str) -> Path:
+    """The default run folder of `stage` ('sft' or 'rl'): <train.out_dir>/<env>/<sft | method>/seed<seed>."""
+    return layout_run_dir(cfg.train.out_dir, cfg.env.name, "sft" if stage == "sft" else cfg.credit.method,
+                          cfg.train.seed)
 
 
 def sample_tasks(pool: list[str], n_tasks: int, seed: int, iteration: int) -> list[str]:
@@ -66,8 +56,8 @@ def sample_tasks(pool: list[str], n_tasks: int, seed: int, iteration: int) -> li
     return [pool[i] for i in idx]
 
 
-def iteration_rollouts(cfg: Config, env, engine, pool: list[str], it: int, group_size: int | None = None,
-                       desc: str | None = None):
+def iteration_rollouts(cfg: Config, env: EnvSettings, engine: GenerationEngine, pool: list[str], it: int,
+                       group_size: int | None = None, desc: str | None = None):
     """Iteration `it`'s rollouts: `sample_tasks` from `pool`, then `rollout.group_size` (or `group_size`) rollouts per
     task at the rollout temperature -> (trajectories, timing). Whatever the policy, iteration `it` plays the same tasks."""
     tasks = sample_tasks(pool, cfg.rollout.n_tasks, cfg.train.seed, it)
@@ -80,7 +70,7 @@ def iteration_rollouts(cfg: Config, env, engine, pool: list[str], it: int, group
 
 def run_training(cfg: Config, stage: str = "rl", out_dir: Path | None = None, resume: bool = False) -> dict:
     """Run stage 'sft' or 'rl'; returns the summary dict (also written to `<out_dir>/summary.json`)."""
-    set_threads(cfg)
+    set_threads(cfg.train.torch_threads)
     if stage == "sft":
         return run_sft(cfg, out_dir)
     if stage == "rl":
@@ -89,18 +79,28 @@ def run_training(cfg: Config, stage: str = "rl", out_dir: Path | None = None, re
 
 
 # ------------------------------------------------------------------------------------------------------------------ SFT
-def _demo_tasks(env, cfg: Config) -> list[str]:
+def _demo_tasks(env: EnvSettings, cfg: Config) -> list[str]:
     pool = env.package.list_tasks(env.train_split, data_root=env.data_root)
     rng = np.random.default_rng([cfg.train.seed, 7])
     return [pool[i] for i in sorted(rng.permutation(len(pool))[: cfg.train.sft.n_demos])]
 
 
 def run_sft(cfg: Config, out_dir: Path | None = None) -> dict:
-    """Behaviour cloning on `train.sft.n_demos` expert demonstrations; writes `model/` and `summary.json`."""
+    """Behaviour cloning on `train.sft.n_demos` expert demonstrations; writes `model/` and `summary.json`.
+
+    With `train.rl_start: base` (RL from the profile's model, verl-agent's recipe) no warm start is needed: only a
+    summary saying so is written (no `model/`), so the pipeline's SFT stage costs nothing."""
     t_start = time.perf_counter()
-    env = env_settings(cfg)
-    run_dir = Path(out_dir) if out_dir is not None else default_run_dir(cfg, "sft")
+    run_dir = Path(out_dir) if out_dir is not None else _run_dir(cfg, "sft")
     run_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.train.rl_start == "base":
+        shutil.rmtree(run_dir / "model", ignore_errors=True)  # a warm start of an earlier setting would look current
+        summary = {"stage": "sft", "env": cfg.env.name, "seed": cfg.train.seed, "profile": cfg.policy.profile,
+                   "skipped": "train.rl_start=base: RL starts from the profile's model, no warm start",
+                   "wall_s": time.perf_counter() - t_start, "run_dir": str(run_dir)}
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary
+    env = env_settings(cfg)
     seed_everything(cfg.train.seed)
     demos, demo_stats = expert_demonstrations(env.package, _demo_tasks(env, cfg), data_root=env.data_root,
                                               max_steps=env.max_steps, history_length=cfg.env.history_length)
@@ -111,7 +111,8 @@ def run_sft(cfg: Config, out_dir: Path | None = None) -> dict:
     else:
         policy = create_policy(cfg.policy.model_copy(update={"dtype": "float32"}), corpus=corpus,
                                models_dir=Path(cfg.data.root) / "models", seed=cfg.train.seed, device=device,
-                               fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ()))
+                               fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ()),
+                               lowercase=getattr(env.package, "TINY_TOKENIZER_LOWERCASE", False))
     with compute_precision(device, cfg.policy.dtype):
         bc = behaviour_cloning(policy, demos, epochs=cfg.train.sft.epochs, lr=cfg.train.sft.lr,
                                batch_size=cfg.train.sft.batch_size, max_prompt_tokens=cfg.policy.max_prompt_tokens,
@@ -125,11 +126,17 @@ def run_sft(cfg: Config, out_dir: Path | None = None) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------------------------- RL
-def _initial_policy_dir(cfg: Config, env, run_dir: Path) -> Path:
-    """`train.init_from` (an SFT run / model dir), a local profile model (smollm2-135m's converted folder, a local path),
-    or a fresh profile model saved once under `<run_dir>/init_model` (tiny, Hub names), so a resumed run finds it again."""
-    if cfg.train.init_from:
+def _initial_policy_dir(cfg: Config, env: EnvSettings, run_dir: Path) -> Path:
+    """Where RL starts: `train.init_from` (an SFT run / model dir) with `train.rl_start: warm_start`, else the profile's
+    model (`_profile_model_dir`)."""
+    if cfg.train.init_from and cfg.train.rl_start == "warm_start":
         return resolve_model_dir(cfg.train.init_from)
+    return _profile_model_dir(cfg, env, run_dir)
+
+
+def _profile_model_dir(cfg: Config, env: EnvSettings, run_dir: Path) -> Path:
+    """The profile's own model: a local one (smollm2-135m's converted folder, a local path), or a fresh profile model
+    saved once under `<run_dir>/init_model` (tiny, Hub names), so a resumed run finds it again."""
     if cfg.policy.profile == "smollm2-135m":
         from scpo.policy.smollm2 import ensure_smollm2
 
@@ -145,7 +152,8 @@ def _initial_policy_dir(cfg: Config, env, run_dir: Path) -> Path:
                                              progress=False)
             corpus = [d.prompt for d in demos] + [d.response for d in demos]
         create_policy(cfg.policy, corpus=corpus, models_dir=Path(cfg.data.root) / "models", seed=cfg.train.seed,
-                      fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ())).save(init_dir)
+                      fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ()),
+                      lowercase=getattr(env.package, "TINY_TOKENIZER_LOWERCASE", False)).save(init_dir)
     return init_dir
 
 
@@ -164,13 +172,15 @@ def _label_progress(env, batch: RolloutBatch) -> RolloutBatch:
 _PLANNERS: dict = {}
 
 
-def _credit(cfg: Config, batch: RolloutBatch, trajectories, policy):
+def _credit(cfg: Config, batch: RolloutBatch, trajectories, policy: PolicyLike):
+    """`compute_advantages` of `credit.method`, with what its registry spec says it needs from the policy."""
     from scpo.credit import compute_advantages
+    from scpo.credit.registry import method_spec
     from scpo.train.hindsight import hindsight_logprob
 
     method = cfg.credit.method
     kwargs = {}
-    if method == "hcapo":
+    if method_spec(method).policy_scores:
         kwargs["hindsight_logprob"] = hindsight_logprob(policy, trajectories, temperature=cfg.credit.hcapo.temperature,
                                                         max_prompt_tokens=cfg.policy.max_prompt_tokens,
                                                         batch_size=cfg.train.minibatch_size)
@@ -181,7 +191,7 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
     """Group RL with `cfg.credit.method`; see the module docstring for the loop and the run directory contract."""
     t_start = time.perf_counter()
     env = env_settings(cfg)
-    run_dir = Path(out_dir) if out_dir is not None else default_run_dir(cfg, "rl")
+    run_dir = Path(out_dir) if out_dir is not None else _run_dir(cfg, "rl")
     ckpt = latest_checkpoint(run_dir) if resume else None
     saved = read_training_state(ckpt) if ckpt else None  # an old or tampered checkpoint is refused here, before any work
     if ckpt is None:  # a fresh run: drop any outputs of an earlier one
@@ -197,14 +207,12 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
     # trained weights in float32, forward passes in policy.dtype (scpo.policy.placement); the reference in policy.dtype
     policy = load_policy(ckpt / "model" if ckpt else init_dir, dtype="float32", device=device)
     if cfg.policy.lora and not hasattr(policy.model, "peft_config"):
-        from scpo.policy.profiles import _with_lora
-
-        policy.model = _with_lora(policy.model, cfg.policy.lora_r, cfg.policy.lora_alpha)
+        policy.model = with_lora(policy.model, cfg.policy.lora_r, cfg.policy.lora_alpha)
     reference = None
-    if cfg.train.kl_coef > 0:
-        reference = load_policy(init_dir, dtype=cfg.policy.dtype, device=device).model.eval().requires_grad_(False)
-    optimizer = torch.optim.AdamW([p for p in policy.model.parameters() if p.requires_grad], lr=cfg.train.lr,
-                                  weight_decay=0.0)
+    if cfg.train.kl_coef > 0:  # the weights RL starts from, or the profile's base model (train.kl_reference)
+        ref_dir = init_dir if cfg.train.kl_reference == "start" else _profile_model_dir(cfg, env, run_dir)
+        reference = load_policy(ref_dir, dtype=cfg.policy.dtype, device=device).model.eval().requires_grad_(False)
+    optimizer = make_optimizer(policy.model, cfg.train)
     start = saved.restore(optimizer) if saved else 0
     engine = make_engine(cfg, policy, model_dir=ckpt / "model" if ckpt else init_dir)
     log = HistoryLog(run_dir, keep_iterations=start)
@@ -220,7 +228,7 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
             # 1. rollouts: N per task, same seed, all envs batched through generation
             trajectories, timing = iteration_rollouts(cfg, env, engine, pool, it)
             batch = RolloutBatch.from_trajectories(trajectories)
-            if "oracle_progress" in METHODS[cfg.credit.method].needs:  # the oracle estimator: q_t from the planner
+            if method_spec(cfg.credit.method).oracle:  # the oracle estimator: q_t from the planner
                 batch = _label_progress(env, batch)
 
             # 2. credit assignment (pure estimators; HCAPO's hindsight log-probs come from the policy)
@@ -230,10 +238,7 @@ def run_rl(cfg: Config, out_dir: Path | None = None, resume: bool = False) -> di
 
             # 3. policy update, then push the new weights to the generation engine
             t0 = time.perf_counter()
-            samples = samples_from_trajectories(trajectories, credit.advantages)
-            n_steps = len(samples)
-            if cfg.train.skip_zero_advantage:  # no signal in them; their KL / entropy terms alone would move the policy
-                samples = [s for s in samples if s.advantage != 0.0]
+            samples, n_steps = update_samples(trajectories, credit.advantages, cfg.train.skip_zero_advantage)
             gen = torch.Generator().manual_seed(iteration_seed(cfg.train.seed, it))
             update = ppo_update(policy.model, reference, optimizer, samples, pad_id=pad_id, train_cfg=cfg.train,
                                 temperature=cfg.rollout.temperature or 1.0, generator=gen)
@@ -267,6 +272,7 @@ def _summary(cfg: Config, run_dir: Path, rows: list[dict], wall_s: float, init_d
     perf = {k.split("/", 1)[1]: float(np.mean([r[k] for r in rows])) for k in PERF_KEYS if rows}
     return {"stage": "rl", "env": cfg.env.name, "method": cfg.credit.method, "seed": cfg.train.seed,
             "profile": cfg.policy.profile, "iterations": len(rows), "init_from": str(init_dir),
+            "rl_start": cfg.train.rl_start, "kl_reference": cfg.train.kl_reference,
             "final": {k: v for k, v in last.items() if not k.startswith("perf/")},
             "success_rate_mean": float(np.mean([r["charts/success_rate"] for r in rows])) if rows else None,
             "seconds_per_iteration": perf, "wall_s": wall_s, "run_dir": str(run_dir)}

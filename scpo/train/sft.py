@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from scpo.rollout.engine import encode_prompts
+from scpo.envs.base import EnvPackage
+from scpo.envs.prompting import action_answer
+from scpo.policy import PolicyLike
 from scpo.train.logprobs import bucketed_batches, response_logprobs
 
-__all__ = ["ANSWER_TEMPLATE", "Demo", "expert_demonstrations", "encode_demos", "behaviour_cloning"]
-
-ANSWER_TEMPLATE = "<action>{action}</action>"
+__all__ = ["Demo", "expert_demonstrations", "encode_demos", "behaviour_cloning"]
 
 
 @dataclass
@@ -32,7 +31,7 @@ class Demo:
     response: str
 
 
-def expert_demonstrations(env_pkg: ModuleType, task_ids: Sequence[str], *, data_root: str = "data",
+def expert_demonstrations(env_pkg: EnvPackage, task_ids: Sequence[str], *, data_root: str = "data",
                           max_steps: int | None = None, history_length: int = 2,
                           progress: bool = True) -> tuple[list[Demo], dict[str, float]]:
     """Replay each task's expert actions; keep the steps of replays that win. Returns (demos, stats)."""
@@ -46,7 +45,7 @@ def expert_demonstrations(env_pkg: ModuleType, task_ids: Sequence[str], *, data_
         for t, action in enumerate(actions):
             prompt = env_pkg.build_prompt(goal, obs, list(info.get("admissible_commands", [])), history, t,
                                           history_length=history_length)
-            steps.append(Demo(task_id, prompt, ANSWER_TEMPLATE.format(action=action)))
+            steps.append(Demo(task_id, prompt, action_answer(action)))
             history.append((obs, action))
             obs, _, done, info = env.step(action)
             if done:
@@ -57,15 +56,16 @@ def expert_demonstrations(env_pkg: ModuleType, task_ids: Sequence[str], *, data_
     return demos, {"n_tasks": float(len(task_ids)), "n_won": float(won), "n_steps": float(len(demos))}
 
 
-def encode_demos(policy, demos: Sequence[Demo], max_prompt_tokens: int) -> tuple[list[list[int]], list[list[int]]]:
+def encode_demos(policy: PolicyLike, demos: Sequence[Demo],
+                 max_prompt_tokens: int) -> tuple[list[list[int]], list[list[int]]]:
     """Prompt ids (formatted, left-truncated) and answer ids + EOS."""
-    prompt_ids = encode_prompts(policy, [d.prompt for d in demos], max_prompt_tokens)
+    prompt_ids = policy.encode_prompts([d.prompt for d in demos], max_prompt_tokens)
     eos = policy.tokenizer.eos_token_id
     answers = policy.tokenizer([d.response for d in demos], add_special_tokens=False)["input_ids"]
     return prompt_ids, [list(a) + ([eos] if eos is not None else []) for a in answers]
 
 
-def behaviour_cloning(policy, demos: Sequence[Demo], *, epochs: int, lr: float, batch_size: int,
+def behaviour_cloning(policy: PolicyLike, demos: Sequence[Demo], *, epochs: int, lr: float, batch_size: int,
                       max_prompt_tokens: int, seed: int = 0, progress: bool = True) -> dict[str, float]:
     """AdamW on the answer-token NLL; returns the mean loss of the first and last epochs, steps and seconds."""
     if not demos:

@@ -23,7 +23,8 @@ from scpo.policy.scoring import candidate_scores, choice_log_distribution
 from scpo.train.logprobs import bucketed_batches, response_logprobs
 from scpo.train.loss import policy_loss
 
-__all__ = ["StepSample", "samples_from_trajectories", "step_logprobs", "batched_logprobs", "ppo_update"]
+__all__ = ["StepSample", "samples_from_trajectories", "update_samples", "make_optimizer", "step_logprobs",
+           "batched_logprobs", "minibatches", "ppo_update"]
 
 
 @dataclass
@@ -56,6 +57,23 @@ def samples_from_trajectories(trajectories, advantages: np.ndarray) -> list[Step
         out.append(StepSample(list(s.extras["prompt_ids"]), list(s.extras["response_ids"]), float(a),
                               [list(c) for c in cands] if cands is not None else None))
     return out
+
+
+def update_samples(trajectories, advantages: np.ndarray, skip_zero_advantage: bool) -> tuple[list[StepSample], int]:
+    """-> (the steps the update trains on, the number of steps with an answer). `skip_zero_advantage` leaves out steps
+    whose advantage is exactly 0 (every step of a group whose rollouts all got the same reward); kept (verl-agent's
+    setting), they carry no policy-gradient signal but count in the token-mean and carry KL and entropy terms."""
+    samples = samples_from_trajectories(trajectories, advantages)
+    n_steps = len(samples)
+    if skip_zero_advantage:
+        samples = [s for s in samples if s.advantage != 0.0]
+    return samples, n_steps
+
+
+def make_optimizer(model, train_cfg) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters with `train.lr` and decoupled `train.weight_decay` (verl: 0.01)."""
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=train_cfg.lr,
+                             weight_decay=train_cfg.weight_decay)
 
 
 def step_logprobs(model, samples: Sequence[StepSample], pad_id: int, temperature: float = 1.0,
@@ -120,12 +138,25 @@ def _loss_units(sample: StepSample) -> int:
     return 1 if sample.candidates is not None else len(sample.response_ids)
 
 
+def minibatches(lengths: Sequence[int], batch_size: int, order: str = "length_buckets",
+                generator: torch.Generator | None = None) -> list[list[int]]:
+    """Index minibatches of one epoch: `length_buckets` (shuffled, similar lengths together: `bucketed_batches`) or
+    `collected` (consecutive indices in collection order, the last one shorter: verl's `batch.split` on one GPU)."""
+    if order == "length_buckets":
+        return bucketed_batches(lengths, batch_size, generator)
+    if order == "collected":
+        return [list(range(s, min(s + batch_size, len(lengths)))) for s in range(0, len(lengths), batch_size)]
+    raise ValueError(f"minibatch order {order!r} is not one of 'length_buckets', 'collected'")
+
+
 def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pad_id: int, train_cfg,
                temperature: float = 1.0, generator: torch.Generator | None = None) -> dict[str, float]:
-    """Clipped-ratio updates with low-variance KL to `ref_model` (skipped when None or kl_coef = 0) and an entropy bonus.
+    """Clipped-ratio updates (dual clip with `train.dual_clip_c`) with low-variance KL to `ref_model` (skipped when None
+    or kl_coef = 0) and an entropy bonus.
 
-    Each minibatch (`train.minibatch_size` steps) is one optimizer step; its forward / backward passes take
-    `train.micro_batch_size` steps at a time and accumulate the gradient, which equals the whole minibatch's.
+    Each minibatch (`train.minibatch_size` steps, grouped as `train.minibatch_order` says) is one optimizer step; its
+    forward / backward passes take `train.micro_batch_size` steps at a time and accumulate the gradient, which equals
+    the whole minibatch's.
     Returns the token-weighted means over minibatches of pg, kl, entropy, clipfrac, approx_kl, plus grad_norm and
     the number of optimizer steps.
     """
@@ -146,7 +177,7 @@ def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pa
     model.train()
     for _ in range(train_cfg.ppo_epochs):
         lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
-        for idx in bucketed_batches(lengths, bs, generator):
+        for idx in minibatches(lengths, bs, train_cfg.minibatch_order, generator):
             units = sum(_loss_units(samples[i]) for i in idx)
             optimizer.zero_grad(set_to_none=True)
             for m in range(0, len(idx), micro):  # gradient accumulation: each micro-batch's token-mean, weighted by
@@ -159,7 +190,8 @@ def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pa
                 ref_b = _pad([ref[i] for i in part], width).to(device) if ref is not None else None
                 adv = torch.tensor([s.advantage for s in chunk], dtype=torch.float32, device=device)
                 loss, stats = policy_loss(logp, old_b, ref_b, adv, mask, entropy, clip_ratio=train_cfg.clip_ratio,
-                                          kl_coef=train_cfg.kl_coef, entropy_coef=train_cfg.entropy_coef)
+                                          kl_coef=train_cfg.kl_coef, entropy_coef=train_cfg.entropy_coef,
+                                          dual_clip_c=train_cfg.dual_clip_c)
                 w = float(mask.sum())
                 (loss * (w / units)).backward()
                 weight += w

@@ -4,16 +4,20 @@ interpreter of the same files (`engine="fast"`, the default; parity-tested again
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
 
 from scpo.envs.alfworld.env import DEFAULT_MAX_STEPS, ENGINES, SUCCESS_REWARD, AlfworldEnv, make_alfworld
 from scpo.envs.alfworld.games import SPLITS, TASK_TYPES, DataError, expert_actions, game_file, list_tasks, task_type
 from scpo.envs.alfworld.prompts import PROMPT_PHRASES, build_prompt, project_action
+from scpo.envs.spec import EnvOptions, EnvSpec
 
 __all__ = ["list_tasks", "make_env", "task_type", "expert_actions", "expert_demo", "build_prompt", "project_action",
            "PROMPT_PHRASES",
            "AlfworldEnv",
            "make_alfworld", "game_file", "TASK_TYPES", "SPLITS", "ENGINES", "SUCCESS_REWARD", "DEFAULT_MAX_STEPS",
-           "DataError"]
+           "DataError", "AlfworldOptions", "SPEC"]
 
 
 def make_env(task_id: str, data_root: str | Path = "data", max_steps: int | None = None, engine: str = "fast",
@@ -38,3 +42,16 @@ def expert_demo(task_id: str, data_root: str | Path = "data", engine: str = "fas
         if done:
             break
     return steps
+
+
+class AlfworldOptions(EnvOptions):
+    """`env.alfworld` in params.yaml."""
+
+    engine: Literal[ENGINES] = Field("fast", description="fast (our interpreter, parity-tested) | textworld (the "
+                                     "reference)")
+    max_steps: int = Field(DEFAULT_MAX_STEPS, ge=1)
+    train_split: Literal[SPLITS] = "train"
+    eval_splits: tuple[Literal[SPLITS], ...] = Field(("valid_seen", "valid_unseen"), min_length=1)
+
+
+SPEC = EnvSpec(name="alfworld", factory=make_alfworld, package=__name__, options=AlfworldOptions)

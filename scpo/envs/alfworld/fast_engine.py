@@ -23,10 +23,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from scpo.envs.alfworld import render
-from scpo.envs.alfworld.games import DataError, cache_key, goal_of, load_game
+from scpo.envs.alfworld.games import DataError, cache_key, clear_game_cache, goal_of, load_game
 from scpo.envs.alfworld.pddl import Facts, PddlError, goal_satisfied, parse_problem
 
-__all__ = ["FastEngine", "CompiledGame", "compile_game", "demangle_names", "NOTHING_HAPPENS"]
+__all__ = ["FastEngine", "CompiledGame", "compile_game", "clear_caches", "demangle_names", "NOTHING_HAPPENS"]
 
 NOTHING_HAPPENS = "Nothing happens."
 # md5 of the ALFRED domain and of the grammar (task line blanked) shared by all json_2.1.1 games: the text and rules coded
@@ -137,6 +137,12 @@ def _compile_cached(path: str, mtime_ns: int) -> CompiledGame:
 def compile_game(path: str | Path) -> CompiledGame:
     """The static part of a game (cached by path and modification time)."""
     return _compile_cached(*cache_key(path))
+
+
+def clear_caches() -> None:
+    """Forget every compiled and every parsed game file, so the next load reads and compiles from disk (benchmarks)."""
+    _compile_cached.cache_clear()
+    clear_game_cache()
 
 
 class FastEngine:

@@ -14,7 +14,7 @@ from pathlib import Path
 from scpo.data.alfworld_data import EXPECTED_COUNTS, DataError, read_game
 
 __all__ = ["TASK_TYPES", "SPLITS", "DataError", "resolve_root", "list_tasks", "game_file", "task_type", "expert_actions",
-           "goal_of", "load_game"]
+           "goal_of", "load_game", "clear_game_cache"]
 
 # ALFWorld's task types (alfworld.agents.environment.alfred_tw_env.TASK_TYPES, ids 1..6).
 TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
@@ -56,9 +56,10 @@ def game_file(task_id: str | Path, data_root: str | Path = "data") -> Path:
     return resolve_root(data_root) / "json_2.1.1" / path / GAME_NAME
 
 
-def task_type(task_id: str | Path) -> str:
+def task_type(task_id: str | Path, data_root: str | Path = "data") -> str:
     """The task type from the task folder name, e.g. `pick_heat_then_place_in_recep-Apple-None-DiningTable-26` ->
-    `pick_heat_then_place_in_recep`. Accepts a task id or a game-file path."""
+    `pick_heat_then_place_in_recep`. Accepts a task id or a game-file path (`data_root` is not needed: the contract's
+    signature)."""
     for part in reversed(Path(task_id).parts):
         prefix = part.split("-", 1)[0]
         if prefix in TASK_TYPES:
@@ -84,6 +85,11 @@ def _load_cached(path: str, mtime_ns: int) -> dict:
 def load_game(path: str | Path) -> dict:
     """The parsed game file (cached by path and modification time); a missing or corrupt file raises DataError."""
     return _load_cached(*cache_key(path))
+
+
+def clear_game_cache() -> None:
+    """Forget every parsed game file (the next `load_game` reads from disk)."""
+    _load_cached.cache_clear()
 
 
 def goal_of(game: dict) -> str:

@@ -8,7 +8,11 @@ Contract (shared with ALFWorld): `list_tasks`, `make_env`, `task_type`, `expert_
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
+from pydantic import Field
+
+from scpo.envs.spec import EnvOptions, EnvSpec
 from scpo.envs.webshop.catalogue import SPLITS, Catalogue, build_catalogue, load_catalogue, split_ranges
 from scpo.envs.webshop.env import (DEFAULT_MAX_STEPS, SEARCH_TEMPLATE, SUCCESS_REWARD, WebShopEnv, format_task_id,
                                    make_webshop, parse_task_id)
@@ -18,9 +22,13 @@ from scpo.envs.webshop.prompts import PROMPT_PHRASES, build_prompt, project_acti
 __all__ = ["list_tasks", "make_env", "task_type", "expert_actions", "build_prompt", "project_action", "PROMPT_PHRASES",
            "WebShopEnv",
            "make_webshop", "RandomPolicy", "run_episode", "build_catalogue", "load_catalogue", "split_ranges", "Catalogue",
-           "SPLITS", "SEARCH_TEMPLATE", "SUCCESS_REWARD", "DEFAULT_MAX_STEPS", "TASK_TYPES"]
+           "SPLITS", "SEARCH_TEMPLATE", "SUCCESS_REWARD", "DEFAULT_MAX_STEPS", "TASK_TYPES", "TINY_TOKENIZER_LOWERCASE",
+           "WebShopOptions", "SPEC"]
 
 TASK_TYPES = ("human", "synthetic")  # the goal's instruction: written by a person or by WebShop's template
+# the tiny policy's tokenizer folds case: WebShop shows an ASIN as "B09RPRRNVP" and clicks it as "click[b09rprrnvp]",
+# and a small model can only learn to click the product it read if both are the same tokens
+TINY_TOKENIZER_LOWERCASE = True
 
 
 def list_tasks(split: str, data_root: str | Path = "data", limit: int | None = None) -> list[str]:
@@ -35,11 +43,12 @@ def list_tasks(split: str, data_root: str | Path = "data", limit: int | None = N
 
 
 def make_env(task_id: str, data_root: str | Path = "data", max_steps: int | None = None, **options) -> WebShopEnv:
-    """The env of one task id from `list_tasks` (options: seed, catalogue)."""
+    """The env of one task id from `list_tasks` (options: seed, catalogue); max_steps None = the default 15."""
     unknown = set(options) - {"seed", "catalogue"}
     if unknown:
         raise TypeError(f"unknown WebShop env options {sorted(unknown)}; known: max_steps, data_root, seed, catalogue")
-    return make_webshop(task_id=task_id, data_root=data_root, max_steps=max_steps, **options)
+    return make_webshop(task_id=task_id, data_root=data_root,
+                        max_steps=DEFAULT_MAX_STEPS if max_steps is None else max_steps, **options)
 
 
 def task_type(task_id: str, data_root: str | Path = "data") -> str:
@@ -49,3 +58,14 @@ def task_type(task_id: str, data_root: str | Path = "data") -> str:
     if index >= len(goals):
         raise ValueError(f"task id {task_id!r}: goal index {index} outside the catalogue's {len(goals)} goals")
     return goals[index].source
+
+
+class WebShopOptions(EnvOptions):
+    """`env.webshop` in params.yaml. Evaluation on `test`, as the WebShop and GiGPO papers report."""
+
+    max_steps: int = Field(DEFAULT_MAX_STEPS, ge=1)
+    train_split: Literal[SPLITS] = "train"
+    eval_splits: tuple[Literal[SPLITS], ...] = Field(("test",), min_length=1)
+
+
+SPEC = EnvSpec(name="webshop", factory=make_webshop, package=__name__, options=WebShopOptions)

@@ -1,27 +1,26 @@
-"""The WebShop catalogue and goal list, built from the public WebShop files by `scpo prepare-data`.
+"""The WebShop catalogue (products + goals + splits) that `scpo prepare-data` builds under data/webshop/catalogue/.
 
-Real (from `items_ins_v2_10000.json` and `items_human_ins_10000.json`): product ids (ASINs), attributes, categories (parsed
-from each product's synthetic instruction "Find me <adjectives> <category> with <...> for <...>"), the synthetic and the
-human instruction texts with their goal attributes, and the option values named in the human instructions.
-Generated (see generate.py): brands, titles, prices, the other option values, descriptions, features, reviews, and the
-goals' price bounds (WebShop's rule: the larger of two draws among the first 4 multiples of $10 above the price).
+Two sources, one code path (`source.load_products` -> `goals` -> `goals.order_goals`), as WebShop's SimServer runs it:
+- WebShop's own files (`items_shuffle*.json` + `items_ins_v2*.json` [+ `items_human_ins*.json`] in the raw directory,
+  e.g. from `data.webshop_source`): the real catalogue, nothing generated.
+- Otherwise the public files (`items_ins_v2_10000.json`, `items_human_ins_10000.json`): `generate.generate_record` makes
+  a product record in WebShop's format for each product whose synthetic instruction "Find me <attrs> <category> with
+  <attrs> for <attrs>" names a category (4,455 of 10,000); the products with human instructions come first, the rest
+  are a seeded draw; the records are written to `generated_items_shuffle.json` (WebShop can load that file too).
 
-Goals follow WebShop's goal builder (`web_agent_site/engine/goal.py`): a human goal is the human instruction (trailing '.'
-stripped) with the price clause appended, its attributes the instruction attributes, its options the instruction options; a
-synthetic goal is the product's synthetic instruction + " with <name>: <value>, and ..." for one option combination + the
-price clause. The pool holds every human goal and one synthetic goal per product first, then further option combinations
-(each level shuffled); its first `n_goals` are shuffled again with `seed + 233` (WebShop shuffles its goals with seed
-233). Only products whose synthetic instruction names a category are used: at most 4,455 of the 10,000.
+Goals: `goals="synthetic"` (WebShop's default text env: every option combination of every product with a synthetic
+instruction) or `goals="human"` (its human-instruction goals, where the catalogue has the products). Reward prices and
+price bounds are drawn from random.Random(seed), in WebShop's order. Goal order: shuffled with Random(233); `n_goals`
+below the count draws that many distinct goals by weight (WebShop's `limit_goals`); None keeps all.
 
-Splits follow WebShop's convention of contiguous ranges of the shuffled goal list (test = goals [0, 500), valid =
-[500, 1500), train = the rest); catalogues with fewer than 3,000 goals scale the sizes down: test = the first
-min(500, n // 6), valid = the next min(1000, n // 3), train = the rest (see `split_ranges`).
+Splits: WebShop's ranges of the goal list, test [0, 500), valid [500, 1500), train [1500, n) (`split_ranges`), for
+n >= 3,000 goals; smaller lists keep the proportions: test = the first min(500, n // 6), valid = the next
+min(1000, n // 3), train = the rest (WebShop's baselines put every goal in every split when the product count is small).
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import os
 import random
@@ -29,40 +28,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from scpo.envs.webshop import generate as gen
+from scpo.envs.webshop.goals import Goal, human_goals, order_goals, synthetic_goals
+from scpo.envs.webshop.source import Product, find_original_files, load_products, read_json
 
 __all__ = ["Product", "Goal", "Catalogue", "build_catalogue", "load_catalogue", "split_ranges", "parse_category",
-           "price_bound", "catalogue_dir", "SPLITS", "PRICE_RANGE"]
+           "catalogue_dir", "SPLITS", "GOAL_MODES", "GENERATED_PRODUCT_FILE"]
 
 SPLITS = ("test", "valid", "train")
-PRICE_RANGE = [10.0 * i for i in range(1, 100)]  # WebShop's goal price bounds
-CATALOGUE_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Product:
-    asin: str
-    category: str                 # leaf category, e.g. "women's shorts" (real); also the product's search query
-    title: str
-    brand: str
-    price: float
-    attributes: tuple[str, ...]   # real
-    options: dict[str, list[str]]  # group name -> values (lowercase)
-    description: str
-    features: tuple[str, ...]
-    rating: str
-    reviews: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Goal:
-    index: int
-    asin: str                      # the product the instruction was written for
-    instruction: str
-    attributes: tuple[str, ...]
-    options: tuple[str, ...]       # option values to choose
-    price_upper: float | None      # None: no price clause
-    source: str                    # "human" | "synthetic"
-    option_names: dict[str, str] = field(default_factory=dict)  # synthetic goals: group name -> value
+GOAL_MODES = ("synthetic", "human")
+CATALOGUE_VERSION = 2
+GENERATED_PRODUCT_FILE = "generated_items_shuffle.json"
+PUBLIC_ATTRIBUTES = "items_ins_v2_10000.json"
+PUBLIC_HUMAN = "items_human_ins_10000.json"
 
 
 def split_ranges(n_goals: int) -> dict[str, tuple[int, int]]:
@@ -97,23 +74,8 @@ def parse_category(instruction: str, attributes: list[str]) -> str | None:
     return None
 
 
-def price_bound(rng, price: float) -> float | None:
-    """WebShop's goal price bound: the larger of 2 draws among the first 4 of $10, $20, ... above `price` (None, i.e. no
-    price clause, when fewer than 2 remain)."""
-    candidates = [p for p in PRICE_RANGE if p > price][:4]
-    if len(candidates) < 2:
-        return None
-    return max(rng.sample(candidates, 2))
-
-
 def catalogue_dir(data_root: str | Path = "data") -> Path:
     return Path(data_root) / "webshop" / "catalogue"
-
-
-def _read_raw(raw_dir: Path) -> tuple[dict, dict]:
-    items = json.loads((raw_dir / "items_ins_v2_10000.json").read_text())
-    human = json.loads((raw_dir / "items_human_ins_10000.json").read_text())
-    return items, human
 
 
 def _human_options(instructions: list[dict]) -> dict[str, list[str]]:
@@ -129,67 +91,8 @@ def _human_options(instructions: list[dict]) -> dict[str, list[str]]:
     return groups
 
 
-def _make_product(asin: str, item: dict, category: str, seed: int, real_options: dict | None) -> Product:
-    rng = gen.product_rng(seed, asin)
-    attrs = list(dict.fromkeys(a.strip().lower() for a in item["attributes"] if a.strip()))
-    brand = gen.generate_brand(rng)
-    rating, reviews = gen.generate_reviews(rng)
-    return Product(asin=asin, category=category, title=gen.generate_title(rng, brand, category, attrs), brand=brand,
-                   price=gen.generate_price(rng), attributes=tuple(attrs),
-                   options=gen.generate_options(rng, category, real_options),
-                   description=gen.generate_description(rng, brand, category, attrs),
-                   features=tuple(gen.generate_features(rng, attrs)), rating=rating, reviews=tuple(reviews))
-
-
-def _price_clause(upper: float | None) -> str:
-    return f", and price lower than {upper:.2f} dollars" if upper is not None else ""
-
-
-def _goal_pool(products: list[Product], items: dict, human: dict, seed: int) -> list[dict]:
-    """Goals in levels, each level shuffled: level 0 = every human goal + one synthetic goal per product (a random option
-    combination); level k = each product's (k+1)-th option combination."""
-    rng = random.Random(seed)
-    level0: list[dict] = []
-    for p in products:
-        for ins in human.get(p.asin, []):
-            attrs = [a.lower() for a in ins["instruction_attributes"]]
-            if not attrs:  # WebShop drops human goals without attributes
-                continue
-            upper = price_bound(rng, p.price)
-            level0.append(dict(asin=p.asin, instruction=ins["instruction"].strip().rstrip(".") + _price_clause(upper),
-                               attributes=attrs, options=[o.lower() for o in ins["instruction_options"] if o.strip()],
-                               price_upper=upper, source="human"))
-    combos_per_product = []
-    for p in products:
-        names = sorted(p.options)
-        combos = [dict(zip(names, c, strict=True)) for c in itertools.product(*(p.options[n] for n in names))]
-        rng.shuffle(combos)
-        combos_per_product.append(combos)
-    pool: list[dict] = []
-    for level in range(max((len(c) for c in combos_per_product), default=0)):
-        goals = level0 if level == 0 else []
-        for p, combos in zip(products, combos_per_product, strict=True):
-            if level >= len(combos):
-                continue
-            chosen = combos[level]
-            upper = price_bound(rng, p.price)
-            option_text = ", and ".join(f"{k}: {v}" for k, v in chosen.items())
-            text = items[p.asin]["instruction"] + (" with " + option_text if option_text else "") + _price_clause(upper)
-            goals.append(dict(asin=p.asin, instruction=text,
-                              attributes=[a.lower() for a in items[p.asin]["instruction_attributes"]],
-                              options=list(chosen.values()), option_names=chosen, price_upper=upper,
-                              source="synthetic"))
-        rng.shuffle(goals)
-        pool += goals
-    return pool
-
-
-def build_catalogue(raw_dir: str | Path, out_dir: str | Path, n_products: int, n_goals: int, seed: int = 0) -> dict:
-    """Build `n_products` products and `n_goals` goals into `out_dir/catalogue/` {products,goals,meta}.json (out_dir is
-    data/webshop) and return the summary counts. Deterministic for a given seed; the products with human instructions
-    come first, the rest are a seeded draw among those whose category parses."""
-    raw_dir, out_dir = Path(raw_dir), Path(out_dir)
-    items, human = _read_raw(raw_dir)
+def generated_records(items: dict, human: dict, n_products: int, seed: int) -> list[dict]:
+    """WebShop-format records for `n_products` products of the public files (see the module docstring), ASIN order."""
     categories = {asin: parse_category(it["instruction"], it["instruction_attributes"])
                   for asin, it in items.items() if it.get("instruction")}
     eligible = sorted(a for a, c in categories.items() if c)
@@ -199,30 +102,59 @@ def build_catalogue(raw_dir: str | Path, out_dir: str | Path, n_products: int, n
     human_asins = [a for a in eligible if a in human]
     others = [a for a in eligible if a not in human]
     random.Random(seed).shuffle(others)
-    chosen = (human_asins + others)[:n_products]
-    products = [_make_product(a, items[a], categories[a], seed, _human_options(human.get(a, []))) for a in chosen]
-    products.sort(key=lambda p: p.asin)
+    chosen = sorted((human_asins + others)[:n_products])
+    return [gen.generate_record(a, items[a]["attributes"], categories[a], seed, _human_options(human.get(a, [])))
+            for a in chosen]
 
-    pool = _goal_pool(products, items, human, seed)
-    if n_goals > len(pool):
-        raise ValueError(f"n_goals={n_goals}: {n_products} products give at most {len(pool)} goals; "
-                         "raise data.webshop_n_products or lower data.webshop_n_goals")
-    goals = pool[:n_goals]
-    random.Random(seed + 233).shuffle(goals)  # WebShop shuffles its goals with random.seed(233)
-    goals = [dict(index=i, **g) for i, g in enumerate(goals)]
-    ranges = split_ranges(len(goals))
 
+def _write_json(path: Path, payload, indent: int | None = None) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(payload, indent=indent))
+    os.replace(tmp, path)
+
+
+def build_catalogue(raw_dir: str | Path, out_dir: str | Path, n_products: int, n_goals: int | None, seed: int = 0,
+                    goals: str = "synthetic") -> dict:
+    """Build the catalogue into `out_dir/catalogue/` {products,goals,meta}.json (out_dir is data/webshop) and return its
+    summary counts. WebShop's own product file in `raw_dir` is used when present (its first `n_products` records),
+    else a generated catalogue of `n_products` products. Deterministic for a given seed."""
+    if goals not in GOAL_MODES:
+        raise ValueError(f"goals={goals!r}; allowed: {', '.join(GOAL_MODES)}")
+    if n_goals is not None and n_goals < 3:
+        raise ValueError(f"n_goals={n_goals}: need at least 3 goals (one per split), or None for all")
+    raw_dir, out_dir = Path(raw_dir), Path(out_dir)
     out = out_dir / "catalogue"
     out.mkdir(parents=True, exist_ok=True)
-    meta = dict(version=CATALOGUE_VERSION, seed=seed, n_products=len(products), n_goals=len(goals),
-                splits={k: list(v) for k, v in ranges.items()})
-    for name, payload in (("products.json", [asdict(p) for p in products]), ("goals.json", goals), ("meta.json", meta)):
-        tmp = out / f".{name}.tmp"
-        tmp.write_text(json.dumps(payload, indent=None if name != "meta.json" else 2))
-        os.replace(tmp, out / name)
-    n_human = sum(g["source"] == "human" for g in goals)
-    return {"products": len(products), "categories": len({p.category for p in products}), "goals": len(goals),
-            "human goals": n_human, **{f"{k} goals": e - s for k, (s, e) in ranges.items()}}
+    files = find_original_files(raw_dir)
+    if files.products is not None:
+        if files.attributes is None:
+            raise FileNotFoundError(f"{files.products} needs WebShop's attribute file items_ins_v2*.json beside it in "
+                                    f"{raw_dir}")
+        records, source = read_json(files.products), f"webshop files: {files.products.name}"
+        attributes = read_json(files.attributes)
+        human = read_json(files.human) if files.human is not None else {}
+        limit = n_products
+    else:
+        attributes = read_json(raw_dir / PUBLIC_ATTRIBUTES)
+        human = read_json(raw_dir / PUBLIC_HUMAN)
+        records = generated_records(attributes, human, n_products, seed)
+        _write_json(out / GENERATED_PRODUCT_FILE, records)
+        source, limit = f"generated from {PUBLIC_ATTRIBUTES}", None
+    rng = random.Random(seed)
+    products, instructions = load_products(records, attributes, human, num_products=limit, rng=rng)
+    pool = synthetic_goals(products, rng) if goals == "synthetic" else human_goals(products, instructions, rng)
+    if n_goals is not None and n_goals > len(pool):
+        raise ValueError(f"n_goals={n_goals}: {len(products)} products give {len(pool)} {goals} goals; raise "
+                         "data.webshop_n_products or lower data.webshop_n_goals")
+    ordered = [dict(index=i, **g) for i, g in enumerate(order_goals(pool, limit=n_goals))]
+    ranges = split_ranges(len(ordered))
+    meta = dict(version=CATALOGUE_VERSION, seed=seed, source=source, goals=goals, n_products=len(products),
+                n_goals=len(ordered), n_goal_pool=len(pool), splits={k: list(v) for k, v in ranges.items()})
+    _write_json(out / "products.json", [asdict(p) for p in products])
+    _write_json(out / "goals.json", ordered)
+    _write_json(out / "meta.json", meta, indent=2)
+    return {"source": source, "products": len(products), "goal mode": goals, "goal pool": len(pool),
+            "goals": len(ordered), **{f"{k} goals": e - s for k, (s, e) in ranges.items()}}
 
 
 @dataclass
@@ -233,6 +165,7 @@ class Catalogue:
     goals: list[Goal]
     splits: dict[str, tuple[int, int]]
     root: Path
+    meta: dict = field(default_factory=dict)
     by_asin: dict[str, Product] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -244,6 +177,13 @@ class Catalogue:
         from scpo.envs.webshop.search import ProductSearch
 
         return ProductSearch(self.products)
+
+    @functools.cached_property
+    def cum_weights(self) -> dict[str, list[float]]:
+        """Per split, WebShop's cumulative goal weights ([0, w0, w0 + w1, ...]) for `goals.random_idx`."""
+        from scpo.envs.webshop.goals import cumulative_weights
+
+        return {s: cumulative_weights([self.goals[i].weight for i in self.split_indices(s)]) for s in self.splits}
 
     def split_indices(self, split: str) -> range:
         if split not in self.splits:
@@ -257,15 +197,27 @@ class Catalogue:
         raise ValueError(f"goal index {index} outside the catalogue's {len(self.goals)} goals")
 
 
+def _product(d: dict) -> Product:
+    tuples = ("attributes", "features", "reviews", "instruction_attributes", "generated")
+    return Product(**{k: tuple(v) if k in tuples else v for k, v in d.items()})
+
+
+def _goal(d: dict) -> Goal:
+    opts = d["goal_options"]
+    return Goal(**{**d, "attributes": tuple(d["attributes"]),
+                   "goal_options": dict(opts) if isinstance(opts, dict) else tuple(opts)})
+
+
 @functools.lru_cache(maxsize=4)
 def _load(path: str, mtime: float) -> Catalogue:
     root = Path(path)
     meta = json.loads((root / "meta.json").read_text())
-    products = [Product(**{**p, "attributes": tuple(p["attributes"]), "features": tuple(p["features"]),
-                           "reviews": tuple(p["reviews"])}) for p in json.loads((root / "products.json").read_text())]
-    goals = [Goal(**{**g, "attributes": tuple(g["attributes"]), "options": tuple(g["options"])})
-             for g in json.loads((root / "goals.json").read_text())]
-    return Catalogue(products, goals, {k: tuple(v) for k, v in meta["splits"].items()}, root)
+    if meta.get("version") != CATALOGUE_VERSION:
+        raise ValueError(f"the WebShop catalogue at {root} has format version {meta.get('version')}, this code reads "
+                         f"{CATALOGUE_VERSION}; rebuild it with `scpo prepare-data --only webshop`")
+    products = [_product(p) for p in json.loads((root / "products.json").read_text())]
+    goals = [_goal(g) for g in json.loads((root / "goals.json").read_text())]
+    return Catalogue(products, goals, {k: tuple(v) for k, v in meta["splits"].items()}, root, meta)
 
 
 def load_catalogue(data_root: str | Path = "data") -> Catalogue:
@@ -275,4 +227,3 @@ def load_catalogue(data_root: str | Path = "data") -> Catalogue:
     if not meta.is_file():
         raise FileNotFoundError(f"no WebShop catalogue at {root}; build it with `scpo prepare-data --only webshop`")
     return _load(str(root), meta.stat().st_mtime_ns)
-

@@ -1,9 +1,12 @@
-"""Generated product fields for the WebShop catalogue: brand, title, price, option groups, description, features, reviews.
+"""Generated product records for the WebShop catalogue, in WebShop's own product-file format (`items_shuffle*.json`).
 
-The public WebShop files give each product its real attributes and (through its synthetic instruction) its real category;
-the full product file (titles, prices, options, descriptions) is not public here, so these fields are generated from the
-real ones with a per-product random stream (`product_rng`), so a product looks the same whatever catalogue it is part of.
-Option values seen in the human instructions (`items_human_ins_10000.json`) are kept as real values of their groups.
+The public WebShop files give each product its real attributes and (through its synthetic instruction) its real leaf
+category; the product file itself (titles, prices, options, descriptions) is not public here, so `generate_record`
+makes a record of that format from the real fields, with a per-product random stream (`product_rng`), so a product
+looks the same whatever catalogue it is part of. Real: asin, query (= the leaf category), option values named in human
+instructions. Generated (listed in the record's "generated_fields"): name (brand + attributes + category), price,
+the other option values, full_description, small_description, category (the main category, from the leaf's kind) and
+product_category ("<main> › <leaf>"). Reviews: none, as WebShop shows (its review loading is commented out).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import re
 from scpo.rollout_types import stable_uid
 
 __all__ = ["product_rng", "option_schema", "generate_options", "generate_price", "generate_title",
-           "generate_description", "generate_features", "generate_reviews", "generate_brand", "title_case"]
+           "generate_description", "generate_features", "generate_brand", "title_case", "main_category",
+           "generate_record", "GENERATED_FIELDS"]
 
 # option vocabularies by kind (lowercase: WebShop's clickables are lowercase)
 CLOTHING_SIZES = ["x-small", "small", "medium", "large", "x-large", "xx-large", "3x-large"]
@@ -32,7 +36,7 @@ BEAUTY_COLORS = ["natural", "black", "dark brown", "light brown", "nude", "rose 
 DEVICE_COLORS = ["black", "white", "silver", "space grey", "blue", "red"]
 SCENTS = ["unscented", "lavender", "coconut", "rose", "vanilla", "citrus", "fresh", "eucalyptus mint"]
 FLAVORS = ["original", "chocolate", "vanilla", "strawberry", "sea salt", "honey", "spicy", "mint"]
-STYLES = ["standard", "pro", "with case", "2-pack", "bundle"]
+STYLES = ["basic", "pro", "with case", "2-pack", "bundle"]  # no colour inside a word ("standard" holds "tan")
 
 # WebShop's domains recognised by whole words of the leaf category (a multi-word keyword matches as a phrase)
 _FOOTWEAR = {"shoes", "boots", "sneakers", "loafers", "slip-ons", "mules", "clogs", "oxfords", "sandals", "slippers",
@@ -167,16 +171,41 @@ def generate_features(rng: random.Random, attributes: list[str]) -> list[str]:
     return [rng.choice(_FEATURE_TEMPLATES).format(Attr=title_case(a), attr=a) for a in attributes]
 
 
-_REVIEW_TEMPLATES = [(5, "Exactly as described. Would buy again."), (4, "Good value for the price."),
-                     (3, "It is okay, but shipping took a while."), (5, "Great quality, my family loves it."),
-                     (2, "Not what I expected."), (4, "Works well, nice packaging.")]
+# WebShop's five main categories (its `category` field) and the top level of their product_category paths
+_MAIN = {"fashion": "Clothing, Shoes & Jewelry", "garden": "Home & Kitchen", "electronics": "Electronics",
+         "grocery": "Grocery & Gourmet Food", "beauty": "Beauty & Personal Care"}
+GENERATED_FIELDS = ("name", "pricing", "customization_options", "full_description", "small_description", "category",
+                    "product_category")
 
 
-def generate_reviews(rng: random.Random) -> tuple[str, list[str]]:
-    """(rating text, review lines): 'N.A.' and no reviews for 40% of products (as for many WebShop items)."""
-    if rng.random() < 0.4:
-        return "N.A.", []
-    picked = rng.sample(_REVIEW_TEMPLATES, rng.randint(1, 3))
-    rating = sum(s for s, _ in picked) / len(picked)
-    return f"{rating:.1f}", [f"{s} stars: {text}" for s, text in picked]
+def main_category(category: str) -> str:
+    """WebShop's main category of a leaf category, by the same keywords as `option_schema`."""
+    c = category.lower()
+    if _has(c, _FOOTWEAR) or (c.startswith(_CLOTHING_PREFIXES) and "fragrance" not in c):
+        return "fashion"
+    if _has(c, _BEDS) or _has(c, _FURNITURE):
+        return "garden"
+    if _has(c, _DEVICES):
+        return "electronics"
+    if _has(c, _FOOD):
+        return "grocery"
+    return "beauty"
 
+
+def generate_record(asin: str, attributes: list[str], category: str, seed: int,
+                    real_options: dict[str, list[str]] | None = None) -> dict:
+    """A product record in WebShop's items_shuffle format for a product with real `attributes` and leaf `category`."""
+    rng = product_rng(seed, asin)
+    attrs = list(dict.fromkeys(a.strip().lower() for a in attributes if a.strip()))
+    brand = generate_brand(rng)
+    title = generate_title(rng, brand, category, attrs)
+    price = generate_price(rng)
+    options = generate_options(rng, category, real_options)
+    description = generate_description(rng, brand, category, attrs)
+    features = generate_features(rng, attrs)
+    main = main_category(category)
+    return {"asin": asin, "name": title, "full_description": description, "small_description": features or [""],
+            "pricing": f"${price:.2f}",
+            "customization_options": {k: [{"value": v, "image": None} for v in vs] for k, vs in options.items()} or None,
+            "category": main, "query": category, "product_category": f"{_MAIN[main]} › {title_case(category)}",
+            "images": [""], "generated_fields": list(GENERATED_FIELDS)}

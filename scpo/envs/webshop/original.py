@@ -17,11 +17,13 @@ from __future__ import annotations
 from typing import Any
 from collections.abc import Callable
 
+from scpo.envs.prompting import action_answer
+from scpo.envs.spec import EnvSpec
 from scpo.envs.webshop.env import DEFAULT_MAX_STEPS, SEARCH_TEMPLATE, SUCCESS_REWARD, format_task_id, parse_task_id
 from scpo.envs.webshop.prompts import project_action
 
 __all__ = ["OriginalWebShopEnv", "make_original_webshop", "original_split_ranges", "load_original_env",
-           "ORIGINAL_MISSING_MESSAGE"]
+           "ORIGINAL_MISSING_MESSAGE", "SPEC"]
 
 ORIGINAL_MISSING_MESSAGE = (
     "the original WebShop is not installed (module web_agent_site not found). Install it separately: clone the "
@@ -84,7 +86,7 @@ class OriginalWebShopEnv:
         if self._done:
             raise RuntimeError(f"step() on a finished WebShop episode ({self.task_id}); call reset() first")
         # the original lowercases the argument of an action; so does the projection
-        _, valid = project_action(f"<action>{action}</action>", [a.lower() for a in self.admissible_commands()])
+        _, valid = project_action(action_answer(action), [a.lower() for a in self.admissible_commands()])
         obs, score, done, _ = self.original.step(str(action))
         self._steps += 1
         if done:
@@ -101,3 +103,7 @@ def make_original_webshop(task_id: str, max_steps: int | None = None, original=N
     if original is None:
         original = (env_factory or load_original_env)(**env_kwargs)
     return OriginalWebShopEnv(original, task_id=task_id, max_steps=max_steps)
+
+
+# `scpo.envs.make("webshop-original", ...)` only: training runs on our WebShop (`webshop`), which has the task list
+SPEC = EnvSpec(name="webshop-original", factory=make_original_webshop)

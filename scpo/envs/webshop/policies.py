@@ -1,9 +1,10 @@
 """Scripted WebShop policies: the expert (demonstrations, tests) and a seeded random policy (the floor).
 
-Expert: search with the instruction (price clause dropped), page through the results until the goal's product shows (at
-most 5 pages), open it, click each goal option, buy. If the product is not among the results it goes back and searches the
-product's title instead. The expert knows the goal's product (privileged); with the goal's own product, options and price
-its score is 1.0 by construction of the reward, so a failure means search or paging missed it.
+Expert: search with the goal's first candidate search (the instruction without its price clause; `queries`), page
+through the results until the goal's product shows (while the page is full, at most 5 pages: WebShop returns at most 50),
+open it, click each goal option, buy. If the product is not among the results it goes back and tries the next candidate
+search, then the product's title. The expert knows the goal's product (privileged); with the goal's own product, options
+and price its score is 1.0 by construction of the reward, so a failure means search or paging missed it.
 Random: a uniform draw among the admissible commands; on the search page it searches a random subset of the
 instruction's words.
 """
@@ -11,21 +12,16 @@ instruction's words.
 from __future__ import annotations
 
 import random
-import re
 from pathlib import Path
 from typing import Any
 
 from scpo.envs.webshop import pages
 from scpo.envs.webshop.env import SEARCH_TEMPLATE, WebShopEnv, make_webshop
+from scpo.envs.webshop.queries import expert_query, search_candidates
 
-__all__ = ["expert_query", "expert_actions", "expert_plan", "RandomPolicy", "run_episode"]
+__all__ = ["expert_query", "expert_actions", "expert_plan", "RandomPolicy", "run_episode", "MAX_RESULT_PAGES"]
 
-_PRICE_CLAUSE = re.compile(r",? and price lower than [\d.]+ dollars\s*$")
-
-
-def expert_query(instruction: str) -> str:
-    """The instruction without its price clause, lowercased: what the expert types into the search box."""
-    return _PRICE_CLAUSE.sub("", instruction).strip().lower()
+MAX_RESULT_PAGES = 5  # WebShop returns at most 50 results, 10 per page
 
 
 def expert_plan(env: WebShopEnv) -> list[str]:
@@ -40,17 +36,20 @@ def expert_plan(env: WebShopEnv) -> list[str]:
         actions.append(action)
         return env.step(action)[3]
 
-    for query in (expert_query(goal.instruction), product.title.lower()):
+    for query in (*search_candidates(goal)[:2], product.title.lower()):
         info = act(f"search[{query}]")
-        while target not in info["admissible_commands"] and f"click[{pages.NEXT}]" in info["admissible_commands"]:
+        page = 1
+        while target not in info["admissible_commands"] and page < MAX_RESULT_PAGES and \
+                len(env.shown_asins) == pages.RESULTS_PER_PAGE:
             info = act(f"click[{pages.NEXT}]")
+            page += 1
         if target in info["admissible_commands"]:
             break
         info = act(f"click[{pages.BACK_TO_SEARCH}]")
     else:
         return actions  # not found: the expert fails (never seen on the built catalogues; see the tests)
     info = act(target)
-    for option in goal.options:
+    for option in goal.option_values:
         if f"click[{option}]" in info["admissible_commands"]:
             info = act(f"click[{option}]")
     act(f"click[{pages.BUY_NOW}]")

@@ -3,7 +3,7 @@
 The templates follow verl-agent's `WEBSHOP_TEMPLATE_NO_HIS` / `WEBSHOP_TEMPLATE` (agent_system/environments/prompts/
 webshop.py): the task, the step count, the last `history_length` (observation, action) pairs, the current observation, the
 admissible actions one per line, and the `<think>...</think><action>...</action>` answer format. As verl-agent does, the
-observation's "WebShop [SEP] Instruction: [SEP] <goal> [SEP]" header is dropped from the prompt (the task line has it).
+observation's "[WebShop [SEP] ]Instruction: [SEP] <goal> [SEP]" header is dropped from the prompt (the task line has it).
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ HISTORY_ITEM = "\n[Observation {index}: '{observation}', Action {index}: '{actio
 # the templates' fixed text (the tiny policy's tokenizer keeps each piece as one token)
 PROMPT_PHRASES = template_phrases(PROMPT_NO_HISTORY, PROMPT_WITH_HISTORY, HISTORY_ITEM)
 MAX_ACTION_CHARS = 300  # a projected action is never longer than this (a search query is free text)
-_HEADER = re.compile(r"^WebShop \[SEP\] Instruction: \[SEP\] .*? \[SEP\] ", re.DOTALL)
+_HEADER = re.compile(r"^(?:WebShop \[SEP\] )?Instruction: \[SEP\] .*? \[SEP\] ", re.DOTALL)
 _SEARCH = re.compile(r"^search\[(.+)\]$", re.DOTALL)
 
 
 def strip_header(observation: str) -> str:
-    """Drop the page's 'WebShop [SEP] Instruction: [SEP] <goal> [SEP] ' prefix."""
+    """Drop the page's '[WebShop [SEP] ]Instruction: [SEP] <goal> [SEP] ' prefix (the search page has 'WebShop')."""
     return _HEADER.sub("", observation, count=1)
 
 

@@ -1,0 +1,337 @@
+"""The GPU check's stages (run by checks/gpu/run.sh, one process each: vLLM keeps GPU memory until its process ends).
+
+    python checks/gpu/gpu_check.py engine --runner default|v1 [--throughput] --out OUT/engine_default.json
+        SmolLM2-135M-Instruct (or --model qwen2-small / qwen2.5-1.5b, random Qwen2), P ALFWorld prompts of expert
+        steps: 1. vLLM vs the trainer on the same weights: greedy answers (token-exact, first token, common prefix),
+        the log-prob of vLLM's samples (vLLM's vs the trainer's), the exact parameter comparison; 2. a behaviour-cloning
+        update of the trainer, then `VLLMEngine.sync_weights`: greedy agreement before and after the sync, the
+        parameter comparison (max |diff|, NaN) and the probe agreement, on the runner asked for; 3. (--throughput)
+        generated tokens per second, vLLM vs `TransformersEngine`, same prompts at temperature 1.
+    python checks/gpu/gpu_check.py rl --engine vllm|transformers [--model qwen2.5-1.5b] --out OUT/rl_vllm.json
+        RL iterations of the gpu profile (verl-agent's recipe) end to end, smaller sizes; seconds per iteration split
+        env / generation / credit / update, generated tokens per second; for the paper-shaped random Qwen2, also the
+        cost per step-sample and its extrapolation to a full gpu-profile iteration (16 x 8 episodes of max_steps).
+    python checks/gpu/gpu_check.py report --out OUT
+        OUT/summary.json and OUT/README.md (a table) from the stages' JSON files.
+
+Without CUDA the stages run on the CPU (vLLM's CPU build, or the stand-in of checks/gpu/standin: run.sh --dry).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.machinery
+import json
+import os
+import sys
+import time
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+MODELS = ("smollm2", "qwen2-small", "qwen2.5-1.5b")
+
+
+def _device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _timed(fn):
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    out = fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return out, time.perf_counter() - t0
+
+
+def model_dir(name: str, models_dir: Path) -> Path:
+    """SmolLM2 converted from its packaged GGUF, or a random Qwen2 (`scpo.policy.qwen2_shapes`) built once, on the GPU
+    when there is one."""
+    from scpo.policy.qwen2_shapes import build_random_qwen2
+    from scpo.policy.smollm2 import ensure_smollm2
+
+    smollm2 = ensure_smollm2(models_dir)
+    if name == "smollm2":
+        return smollm2
+    if name not in MODELS:
+        raise SystemExit(f"--model {name!r} is not one of {', '.join(MODELS)}")
+    return build_random_qwen2(models_dir / f"random-{name}", smollm2, shape=name, dtype="bfloat16",
+                              device=str(_device()))
+
+
+def agreement(a: list, b: list) -> dict:
+    """Token-exact, first-token and mean common-prefix (over the longer answer) agreement of two answer lists."""
+    exact = [x.response_ids == y.response_ids for x, y in zip(a, b)]
+    first = [x.response_ids[:1] == y.response_ids[:1] for x, y in zip(a, b)]
+    prefix = []
+    for x, y in zip(a, b):
+        k = 0
+        while k < min(len(x.response_ids), len(y.response_ids)) and x.response_ids[k] == y.response_ids[k]:
+            k += 1
+        prefix.append(k / max(len(x.response_ids), len(y.response_ids), 1))
+    return {"exact": float(np.mean(exact)), "first_token": float(np.mean(first)),
+            "common_prefix": float(np.mean(prefix)), "n": len(exact)}
+
+
+def _config(args, engine: str, policy_dir: Path):
+    """The gpu profile with the check's sizes (ALFWorld, gigpo)."""
+    from scpo.config import load_config
+
+    return load_config(ROOT / "params.yaml", profile="gpu", overrides={
+        "env.name": "alfworld", "data.root": args.data_root, "policy.profile": str(policy_dir),
+        "policy.max_new_tokens": args.max_new_tokens, "rollout.engine": engine,
+        "rollout.vllm_gpu_memory_utilization": args.gpu_memory_utilization,
+        "rollout.vllm_enforce_eager": args.enforce_eager, "rollout.vllm_model_runner": args.runner,
+        "rollout.n_tasks": args.tasks, "rollout.group_size": args.group, "env.alfworld.max_steps": args.max_steps,
+        "train.iterations": args.iterations, "train.out_dir": str(Path(args.out).with_suffix("")) + "_runs",
+        "train.checkpoint_every": 1000, "train.save_rollouts_every": 0, "credit.method": "gigpo",
+        "train.micro_batch_size": args.micro_batch_size, "train.device": "auto"})
+
+
+def _prompts(cfg, n: int):
+    """Prompts of expert-demonstration steps of the first training games (first steps and steps with history)."""
+    from scpo.envs.registry import env_settings
+    from scpo.train.sft import expert_demonstrations
+
+    env = env_settings(cfg)
+    tasks = env.package.list_tasks(env.train_split, data_root=env.data_root, limit=max(8, n // 4))
+    demos, _ = expert_demonstrations(env.package, tasks, data_root=env.data_root, max_steps=env.max_steps,
+                                     history_length=cfg.env.history_length, progress=False)
+    return [d.prompt for d in demos][:n], demos
+
+
+def _versions() -> dict:
+    import transformers
+
+    vllm = sys.modules.get("vllm") or __import__("vllm")
+    return {"vllm": vllm.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"}
+
+
+def engine_stage(args) -> dict:
+    from vllm import SamplingParams
+
+    from scpo.policy import load_policy
+    from scpo.policy.placement import compute_precision
+    from scpo.rollout.engine import TransformersEngine
+    from scpo.rollout.vllm_engine import VLLMEngine, WeightSyncError
+    from scpo.rollout.vllm_weights import compare_with_trainer
+    from scpo.train.logprobs import response_logprobs
+    from scpo.train.sft import behaviour_cloning
+
+    device = _device()
+    mdir = model_dir(args.model, Path(args.models_dir))
+    cfg = _config(args, "transformers", mdir)
+    prompts, demos = _prompts(cfg, args.prompts)
+    max_prompt = cfg.policy.max_prompt_tokens
+    policy = load_policy(mdir, dtype="float32", device=device)  # trained weights float32, compute in args.dtype
+    precision = compute_precision(device, args.dtype)
+    hf = TransformersEngine(policy, max_prompt, args.max_new_tokens, batch_size=args.batch_size)
+    engine, startup_s = _timed(lambda: VLLMEngine(
+        policy, mdir, max_prompt, args.max_new_tokens, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
+        seed=0, enforce_eager=args.enforce_eager, model_runner=args.runner))
+    vdtype = getattr(torch, args.dtype)
+    report: dict = {**_versions(), "stage": "engine", "model": args.model, "runner_asked": args.runner,
+                    "runner_used": engine.model_runner_kind, "dtype": args.dtype, "prompts": len(prompts),
+                    "max_new_tokens": args.max_new_tokens, "enforce_eager": args.enforce_eager,
+                    "vllm_startup_s": startup_s}
+
+    # 1. same weights: greedy answers, log-probs of vLLM's samples, parameters
+    with precision:
+        hf_greedy = hf.generate(prompts, temperature=0.0)
+    v_greedy = engine.generate(prompts, temperature=0.0)
+    report["same_weights"] = {"greedy": agreement(v_greedy, hf_greedy),
+                              "parameters": compare_with_trainer(engine.vllm_model(), policy.model, vdtype)}
+    ids = policy.encode_prompts(prompts, max_prompt)
+    outs = engine.llm.generate([{"prompt_token_ids": x} for x in ids], use_tqdm=False, sampling_params=SamplingParams(
+        temperature=1.0, max_tokens=args.max_new_tokens, logprobs=0, seed=1, detokenize=False))
+    resp = [list(o.outputs[0].token_ids) for o in outs]
+    v_lp = [[d[t].logprob for t, d in zip(r, o.outputs[0].logprobs)] for r, o in zip(resp, outs)]
+    diffs = []
+    with torch.no_grad(), precision:
+        for s in range(0, len(ids), 32):
+            lp, mask, _ = response_logprobs(policy.model, ids[s:s + 32], resp[s:s + 32], policy.tokenizer.pad_token_id)
+            for row, vl in enumerate(v_lp[s:s + 32]):
+                n = int(mask[row].sum())
+                diffs.append(np.abs(lp[row, :n].float().cpu().numpy() - np.asarray(vl[:n])))
+    flat = np.concatenate(diffs) if diffs else np.zeros(1)
+    report["same_weights"]["logprob_abs_diff"] = {
+        "mean": float(flat.mean()), "p99": float(np.quantile(flat, 0.99)), "max": float(flat.max()),
+        "tokens": int(flat.size), "mean_ratio_error": float(np.mean(np.abs(np.exp(flat) - 1)))}
+
+    # 2. an update, then the sync: agreement before / after, parameters, probes
+    with precision:
+        bc = behaviour_cloning(policy, demos[: args.sync_demos], epochs=1, lr=args.sync_lr, batch_size=8,
+                               max_prompt_tokens=max_prompt, progress=False)
+        hf_after = hf.generate(prompts, temperature=0.0)
+    report["update"] = {"bc_loss": bc["loss_first_epoch"], "demos": min(args.sync_demos, len(demos)),
+                        "lr": args.sync_lr, "trainer_before_vs_after": agreement(hf_greedy, hf_after)}
+    report["before_sync"] = agreement(engine.generate(prompts, temperature=0.0), hf_after)
+    report["before_sync_parameters"] = compare_with_trainer(engine.vllm_model(), policy.model, vdtype)
+    try:
+        with precision:  # as in the trainer's loop: the engine must step out of autocast itself
+            engine.sync_weights(policy)
+        report["sync_error"] = None
+    except WeightSyncError as err:
+        report["sync_error"] = str(err)
+    report["sync"] = {k: v for k, v in engine.last_sync.items()}
+    report["after_sync_parameters"] = compare_with_trainer(engine.vllm_model(), policy.model, vdtype)
+    report["after_sync"] = agreement(engine.generate(prompts, temperature=0.0), hf_after)
+
+    # 3. throughput at temperature 1
+    if args.throughput:
+        def tokens(gens):
+            return sum(len(g.response_ids) for g in gens)
+
+        v_samples, v_s = _timed(lambda: engine.generate(prompts, temperature=1.0))
+        with precision:
+            hf_samples, hf_s = _timed(lambda: hf.generate(prompts, temperature=1.0))
+        report["throughput"] = {
+            "vllm_s": v_s, "vllm_tokens": tokens(v_samples), "vllm_tok_per_s": tokens(v_samples) / v_s,
+            "transformers_s": hf_s, "transformers_tokens": tokens(hf_samples),
+            "transformers_tok_per_s": tokens(hf_samples) / hf_s,
+            "speedup_tok_per_s": (tokens(v_samples) / v_s) / max(tokens(hf_samples) / hf_s, 1e-9)}
+    return report
+
+
+def dvclive_standin() -> types.ModuleType:
+    """A `dvclive` that drops metrics, for an image without dvc (history.csv is still written)."""
+    stub = types.ModuleType("dvclive")
+    stub.__spec__ = importlib.machinery.ModuleSpec("dvclive", None)  # accelerate probes find_spec("dvclive")
+    stub.Live = lambda **kw: types.SimpleNamespace(log_metric=lambda *a, **k: None, next_step=lambda: None,
+                                                   end=lambda: None)
+    return stub
+
+
+def rl_stage(args) -> dict:
+    try:
+        import dvclive  # noqa: F401
+        standin = False
+    except ImportError:
+        sys.modules["dvclive"] = dvclive_standin()
+        standin = True
+    import pandas as pd
+
+    from scpo.train.runner import run_training
+
+    mdir = model_dir(args.model, Path(args.models_dir))
+    cfg = _config(args, args.engine, mdir)
+    summary, wall_s = _timed(lambda: run_training(cfg, stage="rl"))
+    hist = pd.read_csv(Path(summary["run_dir"]) / "history.csv")
+    per = summary["seconds_per_iteration"]
+    samples = float(hist["perf/steps"].mean())
+    tokens = float(hist["perf/response_tokens"].mean())
+    report = {**_versions(), "stage": "rl", "engine": args.engine, "model": args.model, "runner_asked": args.runner,
+              "iterations": summary["iterations"], "wall_s": wall_s, "seconds_per_iteration": per,
+              "step_samples_per_iteration": samples, "response_tokens_per_iteration": tokens,
+              "gen_tok_per_s": tokens / max(per["gen_s"], 1e-9), "dvclive_standin": standin,
+              "sizes": {"tasks": args.tasks, "group": args.group, "max_steps": args.max_steps,
+                        "max_new_tokens": args.max_new_tokens, "max_prompt_tokens": cfg.policy.max_prompt_tokens,
+                        "minibatch_size": cfg.train.minibatch_size, "micro_batch_size": cfg.train.micro_batch_size},
+              "recipe": {"dual_clip_c": cfg.train.dual_clip_c, "weight_decay": cfg.train.weight_decay,
+                         "skip_zero_advantage": cfg.train.skip_zero_advantage, "rl_start": cfg.train.rl_start},
+              "last_iteration": {k: v for k, v in hist.iloc[-1].items() if k.startswith(("losses/", "charts/"))}}
+    if samples:
+        full = 16 * 8 * cfg.env.alfworld.max_steps  # gpu profile: 16 tasks x 8 rollouts, episodes up to max_steps
+        report["per_step_sample_s"] = {"gen": per["gen_s"] / samples, "update": per["update_s"] / samples}
+        report["extrapolated_full_iteration_s_upper"] = (per["gen_s"] + per["update_s"]) / samples * full
+        report["extrapolation_note"] = (f"{full} step-samples: every episode of a 16 x 8 gpu-profile iteration runs "
+                                        f"to max_steps={cfg.env.alfworld.max_steps} (an upper bound), at this run's "
+                                        f"per-sample cost")
+    return report
+
+
+def report_stage(out: Path) -> dict:
+    """summary.json and a README table from the stages' JSON files and run.sh's stages.jsonl."""
+    stages = [json.loads(x) for x in (out / "stages.jsonl").read_text().splitlines()] if (
+        out / "stages.jsonl").exists() else []
+    results = {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json")) if p.name != "summary.json"}
+    rows = []
+
+    def add(what, value):
+        rows.append((what, value))
+
+    for name, r in results.items():
+        if r.get("stage") == "engine":
+            sw, after = r["same_weights"], r["after_sync"]
+            add(f"{name}: runner asked / used", f"{r['runner_asked']} / {r['runner_used']} ({r['dtype']})")
+            add(f"{name}: same weights, greedy exact / first token", f"{sw['greedy']['exact']:.0%} / "
+                f"{sw['greedy']['first_token']:.0%} of {sw['greedy']['n']}")
+            add(f"{name}: same weights, log-prob mean / p99 abs diff (nats)",
+                f"{sw['logprob_abs_diff']['mean']:.3f} / {sw['logprob_abs_diff']['p99']:.3f}")
+            add(f"{name}: greedy exact before sync -> after sync",
+                f"{r['before_sync']['exact']:.0%} -> {after['exact']:.0%} (first token "
+                f"{r['before_sync']['first_token']:.0%} -> {after['first_token']:.0%})")
+            p = r["after_sync_parameters"]
+            add(f"{name}: parameters after sync, max abs diff / NaN / tensors",
+                f"{p['max_abs_diff']:.3g} / {p['nan']} / {p['tensors']} (path {r['sync'].get('path')})")
+            add(f"{name}: sync error", r["sync_error"] or "none")
+            if "throughput" in r:
+                t = r["throughput"]
+                add(f"{name}: tokens/s vLLM vs transformers",
+                    f"{t['vllm_tok_per_s']:.0f} vs {t['transformers_tok_per_s']:.0f} ({t['speedup_tok_per_s']:.1f}x)")
+        elif r.get("stage") == "rl":
+            per = r["seconds_per_iteration"]
+            add(f"{name}: s/iteration (gen / update), {r['model']}",
+                f"{per['iter_s']:.1f} ({per['gen_s']:.1f} / {per['update_s']:.1f}), "
+                f"{r['step_samples_per_iteration']:.0f} step-samples, {r['gen_tok_per_s']:.0f} generated tok/s")
+            if "extrapolated_full_iteration_s_upper" in r:
+                add(f"{name}: full gpu-profile iteration, upper bound", f"{r['extrapolated_full_iteration_s_upper']:.0f} s")
+    for s in stages:
+        add(f"stage {s['stage']}", f"exit {s['rc']} after {s['seconds']} s (limit {s['limit']} s)")
+    summary = {"stages": stages, "results": results, "table": rows}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    device = next((r.get("device") for r in results.values()), "?")
+    vllm = next((r.get("vllm") for r in results.values()), "?")
+    lines = [f"# GPU check: {device}, vLLM {vllm}", "", "| what | result |", "|---|---|"]
+    lines += [f"| {w} | {v} |" for w, v in rows]
+    (out / "README.md").write_text("\n".join(lines) + "\n")
+    return summary
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("stage", choices=["engine", "rl", "report"])
+    ap.add_argument("--out", required=True, help="a .json file (engine, rl) or the results folder (report)")
+    ap.add_argument("--data-root", default="data")
+    ap.add_argument("--models-dir", default="runs/models")
+    ap.add_argument("--model", default="smollm2", choices=MODELS)
+    ap.add_argument("--runner", default="v1", choices=["v1", "default"])
+    ap.add_argument("--engine", default="vllm", choices=["vllm", "transformers"], help="rl: the rollout engine")
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    ap.add_argument("--prompts", type=int, default=128)
+    ap.add_argument("--batch-size", type=int, default=64, help="prompts per transformers generate call")
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--sync-demos", type=int, default=128)
+    ap.add_argument("--sync-lr", type=float, default=1e-4)
+    ap.add_argument("--throughput", action="store_true")
+    ap.add_argument("--enforce-eager", action="store_true")
+    ap.add_argument("--gpu-memory-utilization", type=float, default=0.3)
+    ap.add_argument("--tasks", type=int, default=4)
+    ap.add_argument("--group", type=int, default=4)
+    ap.add_argument("--max-steps", type=int, default=6)
+    ap.add_argument("--iterations", type=int, default=1)
+    ap.add_argument("--micro-batch-size", type=int, default=8)
+    args = ap.parse_args()
+    if args.stage == "report":
+        print(json.dumps(report_stage(Path(args.out))["table"], indent=1))
+        return
+    if not torch.cuda.is_available():
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB of KV cache for vLLM's CPU backend
+        torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    report = engine_stage(args) if args.stage == "engine" else rl_stage(args)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, default=str))
+    print(json.dumps(report, indent=2, default=str)[:4000])
+
+
+if __name__ == "__main__":
+    main()

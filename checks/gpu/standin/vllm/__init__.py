@@ -1,0 +1,226 @@
+"""A stand-in for the parts of vLLM's offline API that `scpo.rollout.vllm_engine` uses, for machines without vLLM.
+
+Used by tests/test_vllm_engine.py and by the GPU check's dry mode (`checks/gpu/run.sh --dry`: this folder's parent on
+PYTHONPATH). It behaves like vLLM where the engine depends on it, with torch and transformers only:
+- `LLM(model=dir, dtype=...)` loads the checkpoint and keeps it the way vLLM does: q/k/v and gate/up projections fused
+  (`packed_modules_mapping`), the output layer tied to the embedding when the config ties them, in the engine's dtype;
+  generation and next-token checks run a transformers twin rebuilt from those fused weights, so a broken sync shows;
+- the engine core is reachable in-process only with VLLM_ENABLE_V1_MULTIPROCESSING=0; the worker says whether it runs
+  the V2 model runner (VLLM_USE_V2_MODEL_RUNNER unset: yes, like vLLM >= 0.24 for dense models; "0": no);
+- `load_weights` records how it was called (grad mode, autocast, the current vLLM config, dtypes, names);
+  `reload_weights` restores repacked weights, loads and repacks (FAULTS["repack"]: linear weights moved into a kernel
+  closure and left empty, as vLLM's CPU backend does, so the model's own load_weights cannot reach them).
+`FAULTS` injects failures: weights dropped, NaN written, `reset_prefix_cache()` returning False.
+"""
+
+from __future__ import annotations
+
+import os
+import types
+from dataclasses import dataclass
+
+import torch
+
+__version__ = "0.0.0+standin"
+
+FAULTS = {"drop_weights": False, "nan": False, "reset_returns": True, "repack": False}
+INSTANCES: list[LLM] = []
+PACKED = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"]}
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": torch.float32}
+
+
+def reset_faults() -> None:
+    FAULTS.update(drop_weights=False, nan=False, reset_returns=True, repack=False)
+
+
+@dataclass
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 16
+    logprobs: int | None = None
+    seed: int | None = None
+    detokenize: bool = True
+
+
+def _vllm_name(hf_name: str) -> str:
+    """The fused parameter an HF parameter lands in (its own name if not fused)."""
+    prefix, _, rest = hf_name.rpartition(".")
+    owner, _, module = prefix.rpartition(".")
+    for fused, parts in PACKED.items():
+        if module in parts:
+            return f"{owner}.{fused}.{rest}"
+    return hf_name
+
+
+class FusedModel(torch.nn.Module):
+    """vLLM's layout of a Llama / Qwen2 checkpoint: fused projections, tied output layer not a parameter of its own."""
+
+    packed_modules_mapping = PACKED
+
+    def __init__(self, twin, dtype: torch.dtype):
+        super().__init__()
+        self.__dict__["twin"] = twin  # not a submodule: named_parameters() lists the fused layout only
+        self.tied = bool(getattr(twin.config, "tie_word_embeddings", False))
+        self.calls: list[dict] = []
+        state = {k: v for k, v in twin.state_dict().items() if not (self.tied and k == "lm_head.weight")}
+        groups: dict[str, list[torch.Tensor]] = {}
+        for name, tensor in state.items():
+            groups.setdefault(_vllm_name(name), []).append(tensor)
+        for name, parts in groups.items():
+            self._module(name.rpartition(".")[0]).register_parameter(
+                name.rpartition(".")[2], torch.nn.Parameter(torch.cat(parts).to(dtype).clone(), requires_grad=False))
+        self._offsets = {}  # hf name -> (fused name, start row)
+        rows: dict[str, int] = {}
+        for name, tensor in state.items():
+            fused = _vllm_name(name)
+            self._offsets[name] = (fused, rows.get(fused, 0))
+            rows[fused] = rows.get(fused, 0) + tensor.shape[0]
+        self.refresh_twin()
+
+    def _module(self, path: str) -> torch.nn.Module:
+        node = self
+        for part in path.split(".") if path else []:
+            if not hasattr(node, part):
+                node.add_module(part, torch.nn.Module())
+            node = getattr(node, part)
+        return node
+
+    def weight(self, name: str) -> torch.Tensor:
+        """A fused weight, read back from its kernel closure if repacked."""
+        module_path, _, leaf = name.rpartition(".")
+        module = self._module(module_path)
+        param = getattr(module, leaf)
+        if param.numel() == 0 and hasattr(module, "cpu_linear"):
+            eye = torch.eye(module.input_size_per_partition, dtype=param.dtype)
+            return module.cpu_linear(eye, None, None).t()
+        return param
+
+    def load_weights(self, weights) -> set[str]:
+        from vllm import config as vllm_config
+
+        call = {"grad": torch.is_grad_enabled(), "autocast_cpu": torch.is_autocast_enabled("cpu"),
+                "config": vllm_config.get_current_vllm_config(), "names": [], "dtypes": set(), "requires_grad": False}
+        self.calls.append(call)
+        loaded = set()
+        for name, tensor in weights:
+            call["names"].append(name)
+            call["dtypes"].add(tensor.dtype)
+            call["requires_grad"] |= tensor.requires_grad
+            if self.tied and name == "lm_head.weight":
+                continue  # vLLM skips the output layer of a tied model
+            fused, start = self._offsets[name]
+            module_path, _, leaf = fused.rpartition(".")
+            param = getattr(self._module(module_path), leaf)
+            if param.numel() == 0:
+                raise RuntimeError(f"{fused} was repacked at load; its parameter is empty")
+            if not FAULTS["drop_weights"]:
+                param.data[start:start + tensor.shape[0]].copy_(tensor)
+            loaded.add(fused)
+        if FAULTS["nan"]:
+            next(p for p in self.parameters() if p.numel()).data.view(-1)[0] = float("nan")
+        self.refresh_twin()
+        return loaded
+
+    def repack(self) -> None:
+        """Move every 2-D projection weight into a kernel closure and leave the parameter empty (vLLM's CPU backend)."""
+        for name, param in list(self.named_parameters()):
+            module_path, _, leaf = name.rpartition(".")
+            if leaf != "weight" or param.dim() != 2 or "embed" in name:
+                continue
+            module = self._module(module_path)
+            w = param.detach().clone()
+            module.cpu_linear = lambda x, _w, bias, w=w: x.to(w.dtype) @ w.t()
+            module.input_size_per_partition = w.shape[1]
+            setattr(module, leaf, torch.nn.Parameter(torch.empty(0, dtype=w.dtype), requires_grad=False))
+
+    def unpack(self) -> None:
+        for module in self.modules():
+            if hasattr(module, "cpu_linear"):
+                w = module.cpu_linear(torch.eye(module.input_size_per_partition), None, None).t()
+                module.weight = torch.nn.Parameter(w.clone(), requires_grad=False)
+                del module.cpu_linear
+
+    def refresh_twin(self) -> None:
+        """The transformers twin gets the fused weights split back (what generation runs on)."""
+        with torch.no_grad():
+            for name, (fused, start) in self._offsets.items():
+                target = self.twin.get_parameter(name)
+                target.copy_(self.weight(fused)[start:start + target.shape[0]].to(target.dtype))
+
+
+class _Worker:
+    def __init__(self, model_dir: str, dtype: torch.dtype):
+        from transformers import AutoModelForCausalLM
+
+        twin = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).eval()
+        self.use_v2_model_runner = os.environ.get("VLLM_USE_V2_MODEL_RUNNER") != "0"
+        self.vllm_config = types.SimpleNamespace(model_config=types.SimpleNamespace(dtype=dtype))
+        model = FusedModel(twin, dtype)
+        self.model_runner = types.SimpleNamespace(model=model, get_model=lambda: model)
+        self.reloads = 0
+        if FAULTS["repack"]:
+            model.repack()
+
+    def reload_weights(self, weights_iterator=None, is_checkpoint_format: bool = True) -> None:
+        assert is_checkpoint_format and weights_iterator is not None
+        self.reloads += 1
+        model = self.model_runner.model
+        repacked = any(p.numel() == 0 for p in model.parameters())
+        model.unpack()
+        model.load_weights(weights_iterator)
+        if repacked:
+            model.repack()
+
+
+class LLM:
+    def __init__(self, model: str, tokenizer: str | None = None, dtype: str = "auto", seed: int = 0, **kwargs):
+        self.kwargs = {"model": model, "tokenizer": tokenizer, "dtype": dtype, "seed": seed, **kwargs}
+        self.seed = seed
+        self.prefix_resets = 0
+        self.calls: list[tuple[list, SamplingParams]] = []
+        self.worker = _Worker(model, _DTYPES[dtype])
+        executor = types.SimpleNamespace(driver_worker=types.SimpleNamespace(worker=self.worker))
+        if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0":  # like vLLM's V1 LLMEngine
+            self.llm_engine = types.SimpleNamespace(model_executor=executor)
+        else:  # engine core in a child process: no model_executor here
+            self.llm_engine = types.SimpleNamespace()
+        self.generate_autocast: list[bool] = []
+        INSTANCES.append(self)
+
+    @property
+    def model(self) -> FusedModel:
+        return self.worker.model_runner.model
+
+    def reset_prefix_cache(self) -> bool:
+        self.prefix_resets += 1
+        return FAULTS["reset_returns"]
+
+    def generate(self, prompts, sampling_params: SamplingParams, use_tqdm: bool = True):
+        """Greedy or sampled answers of the twin; log-probs of the sampled tokens after temperature (vLLM's
+        processed log-probs) when `logprobs` is set."""
+        self.calls.append((prompts, sampling_params))
+        self.generate_autocast.append(torch.is_autocast_enabled("cpu"))
+        twin = self.model.twin
+        eos = twin.generation_config.eos_token_id if twin.generation_config is not None else None
+        eos = eos[0] if isinstance(eos, list) else eos
+        gen = torch.Generator().manual_seed(sampling_params.seed if sampling_params.seed is not None else self.seed)
+        out = []
+        with torch.no_grad():
+            for p in prompts:
+                ids = list(p["prompt_token_ids"])
+                tokens, logprobs = [], []
+                for _ in range(sampling_params.max_tokens):
+                    logits = twin(input_ids=torch.tensor([ids + tokens]), logits_to_keep=1).logits[0, -1].float()
+                    t = sampling_params.temperature
+                    logp = torch.log_softmax(logits / (t if t > 0 else 1.0), -1)
+                    nxt = int(logits.argmax()) if t == 0 else int(torch.multinomial(logp.exp(), 1, generator=gen))
+                    tokens.append(nxt)
+                    logprobs.append({nxt: types.SimpleNamespace(logprob=float(logp[nxt]))})
+                    if nxt == eos:
+                        break
+                completion = types.SimpleNamespace(token_ids=tuple(tokens), text=None if not sampling_params.detokenize
+                                                   else "", logprobs=logprobs if sampling_params.logprobs is not None
+                                                   else None)
+                out.append(types.SimpleNamespace(outputs=[completion], prompt_token_ids=ids))
+        return out

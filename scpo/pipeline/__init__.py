@@ -1,0 +1,2 @@
+"""Pipeline glue every DVC stage and notebook uses: how a notebook builds its config (`notebook`), where every output
+lives (`layout`: run folders, reports/), and parameter sweeps over a notebook (`sweep`)."""
