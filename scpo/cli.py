@@ -1,4 +1,4 @@
-"""The `scpo` command: prepare-data, train, eval, sweep, credit-map, parity, convert-checkpoint.
+"""The `scpo` command: prepare-data, train, eval, sweep, credit-map, parity, convert-checkpoint, fidelity.
 
 Every command reads params.yaml (`--params`), a profile (`--profile`) and dotted overrides (`--set key=value`, repeatable),
 validated by the same typed config as Papermill parameters. Heavy modules are imported inside each command.
@@ -211,6 +211,28 @@ def parity(split: str = typer.Option("valid_seen", help="ALFWorld split, or seve
     from scpo.envs.alfworld.parity import main as parity_main
 
     parity_main(split=split, games=games, random_walks=random_walks, walk_steps=walk_steps, data_root=data_root, out=out)
+
+
+@app.command()
+def fidelity(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[List[str]] = SetOpt,
+             eps: Optional[str] = typer.Option(None, help="noise levels, comma-separated (default: fidelity.eps)"),
+             tasks: Optional[int] = typer.Option(None, help="first N games of fidelity.split (default: fidelity.n_tasks)"),
+             seeds: Optional[str] = typer.Option(None, help="task seeds, comma-separated (default: fidelity.seeds)"),
+             estimators: Optional[str] = typer.Option(None, help="credit methods, comma-separated (default: "
+                                                      "fidelity.methods)"),
+             trained: bool = typer.Option(True, "--trained/--no-trained", help="also the trained runs' saved rollouts"),
+             sweep: bool = typer.Option(False, "--sweep/--no-sweep", help="also sweep SCPO's options"),
+             reports_dir: Path = typer.Option(Path("reports"), help="where tables/ and figures/ go")) -> None:
+    """Credit fidelity of every estimator against the planner's oracle progress (ALFWorld): tables and a figure."""
+    from scpo.analysis.fidelity_report import write_fidelity_report
+
+    extra = {k: v for k, v in {
+        "fidelity.eps": [float(x) for x in eps.split(",")] if eps else None, "fidelity.n_tasks": tasks,
+        "fidelity.seeds": [int(x) for x in seeds.split(",")] if seeds else None,
+        "fidelity.methods": [x.strip() for x in estimators.split(",")] if estimators else None}.items() if v is not None}
+    cfg = _config(params, profile, sets, extra)
+    paths, res = write_fidelity_report(cfg, reports_dir, trained=trained, sweep=sweep)
+    typer.echo(json.dumps({"written": paths, "seconds": res.seconds, "planner": res.planner}, indent=1))
 
 
 @app.command("convert-checkpoint")

@@ -227,6 +227,37 @@ class ReportConfig(StrictModel):
     _check_credit_map_method = field_validator("credit_map_method")(check_method)
 
 
+class FidelityConfig(StrictModel):
+    """Credit fidelity against the planner's oracle progress (ALFWorld, notebook 07 / `scpo fidelity`)."""
+
+    split: Literal["train", "valid_seen", "valid_unseen", "valid_train"] = "valid_unseen"
+    n_tasks: int | None = Field(None, ge=1, description="first N games of the split (None: all)")
+    seeds: tuple[int, ...] = Field((0, 1, 2), min_length=1, description="task seeds: one group per task and seed")
+    eps: tuple[float, ...] = Field((0.2, 0.4, 0.6), min_length=1, description="noise levels of the noisy-optimal policy")
+    group_size: int = Field(8, ge=2)
+    max_steps: int = Field(15, ge=1, description="episode limit of the noisy-optimal rollouts (15, the cpu profile's: "
+                           "at 50 nearly every episode wins and mixed groups vanish)")
+    methods: tuple[str, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo", "oracle")
+    hindsight_policy: str | None = Field(None, description="policy whose hindsight scores HCAPO uses (None: the warm "
+                                         "start <train.out_dir>/alfworld/sft/seed<train.seed>)")
+    sweep_tau: tuple[float, ...] = Field((0.5, 0.7, 0.9, 0.95, 1.0), description="SCPO defaults sweep: tau values")
+    sweep_step_text: tuple[Literal["action_next_obs", "action", "obs_action"], ...] = ("action_next_obs", "action")
+    sweep_scorer: tuple[Literal["lexical", "bi_encoder", "cross_encoder"], ...] = ("lexical", "bi_encoder")
+    sweep_match: tuple[Literal["argmax", "first"], ...] = ("argmax", "first")
+
+    @field_validator("eps")
+    @classmethod
+    def _eps_in_unit_interval(cls, v: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not 0.0 <= e <= 1.0 for e in v):
+            raise ValueError(f"every eps must be in [0, 1], got {list(v)}")
+        return v
+
+    @field_validator("methods", mode="after")
+    @classmethod
+    def _registered(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_method(n) for n in names)
+
+
 class Config(StrictModel):
     profile: Literal["smoke", "cpu", "gpu"] = "cpu"
     data: DataConfig = DataConfig()
@@ -237,6 +268,7 @@ class Config(StrictModel):
     train: TrainConfig = TrainConfig()
     eval: EvalConfig = EvalConfig()
     report: ReportConfig = ReportConfig()
+    fidelity: FidelityConfig = FidelityConfig()
     _origin: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @property

@@ -46,6 +46,7 @@ class Step:
     prompt: str = ""
     admissible: tuple[str, ...] = ()
     extras: dict[str, Any] = field(default_factory=dict)
+    oracle_progress: float | None = None  # q_t = V*(s_t) - V*(s_{t+1}) where a planner knows V* (ALFWorld fast engine)
 
 
 @dataclass
@@ -86,6 +87,8 @@ _NUM_COLUMNS = {
     "reward": np.float64, "episode_return": np.float64, "task_score": np.float64,
     "valid": np.bool_, "done": np.bool_, "won": np.bool_,
 }
+# columns a batch may lack (files written before they existed stay readable): name -> dtype
+_OPTIONAL_COLUMNS = {"oracle_progress": np.float64}
 
 
 @dataclass
@@ -105,6 +108,8 @@ class RolloutBatch:
     observation, action, next_observation, response : object (str)
     group_uid, traj_uid, task_id, task_type, env_name : object (str), deterministic ids and labels
     seed              : int64
+    oracle_progress   : float64 or None (optional) q_t = V*(s_t) - V*(s_{t+1}) from an optimal planner with full
+                        knowledge (scpo.envs.alfworld.planner); None when the rollouts carry no planner labels
     """
 
     group_id: np.ndarray
@@ -127,6 +132,7 @@ class RolloutBatch:
     task_id: np.ndarray
     task_type: np.ndarray
     env_name: np.ndarray
+    oracle_progress: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.step)
@@ -134,12 +140,20 @@ class RolloutBatch:
             col = getattr(self, name)
             if len(col) != n:
                 raise ValueError(f"RolloutBatch column {name!r} has {len(col)} rows, expected {n} (rows of 'step')")
+        for name, dtype in _OPTIONAL_COLUMNS.items():
+            col = getattr(self, name)
+            if col is not None:
+                col = np.asarray(col, dtype=dtype)
+                if len(col) != n:
+                    raise ValueError(f"RolloutBatch column {name!r} has {len(col)} rows, expected {n} (rows of 'step')")
+                setattr(self, name, col)
 
     # ---------------------------------------------------------------- construction
     @classmethod
     def from_trajectories(cls, trajectories: Sequence[Trajectory]) -> "RolloutBatch":
         """Flatten trajectories into rows. Group codes follow first appearance of (env_name, task_id, seed)."""
         cols: dict[str, list] = {k: [] for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}
+        progress: list[float | None] = []
         group_codes: dict[str, int] = {}
         for t_code, traj in enumerate(trajectories):
             if not traj.steps:
@@ -167,7 +181,11 @@ class RolloutBatch:
                 cols["task_id"].append(traj.task_id)
                 cols["task_type"].append(traj.task_type)
                 cols["env_name"].append(traj.env_name)
-        return cls(**_to_arrays(cols))
+                progress.append(s.oracle_progress)
+        labelled = [q is not None for q in progress]
+        if any(labelled) and not all(labelled):
+            raise ValueError(f"{labelled.count(False)} of {len(progress)} steps lack oracle_progress; label all or none")
+        return cls(**_to_arrays(cols), oracle_progress=np.asarray(progress, np.float64) if any(labelled) else None)
 
     @classmethod
     def from_columns(cls, **columns: Iterable) -> "RolloutBatch":
@@ -180,10 +198,12 @@ class RolloutBatch:
         missing = [k for k in required if k not in columns]
         if missing:
             raise ValueError(f"RolloutBatch.from_columns needs columns {missing}")
-        unknown = set(columns) - set(_NUM_COLUMNS) - set(_STR_COLUMNS)
+        known = (*_NUM_COLUMNS, *_STR_COLUMNS, *_OPTIONAL_COLUMNS)
+        unknown = set(columns) - set(known)
         if unknown:
-            raise ValueError(f"unknown RolloutBatch columns {sorted(unknown)}; known: {sorted((*_NUM_COLUMNS, *_STR_COLUMNS))}")
-        cols = {k: list(v) for k, v in columns.items()}
+            raise ValueError(f"unknown RolloutBatch columns {sorted(unknown)}; known: {sorted(known)}")
+        optional = {k: columns[k] for k in _OPTIONAL_COLUMNS if columns.get(k) is not None}
+        cols = {k: list(v) for k, v in columns.items() if k not in _OPTIONAL_COLUMNS}
         n = len(cols["step"])
         traj = np.asarray(cols["traj_id"], dtype=np.int64)
         reward = np.asarray(cols["reward"], dtype=np.float64)
@@ -206,12 +226,17 @@ class RolloutBatch:
                     cols[k] = [f"t{t}" for t in cols["traj_id"]]
                 else:
                     cols[k] = [""] * n
-        return cls(**_to_arrays(cols))
+        return cls(**_to_arrays(cols), **optional)
 
     # ---------------------------------------------------------------- views
     @property
     def n_rows(self) -> int:
         return len(self.step)
+
+    @property
+    def q(self) -> np.ndarray | None:
+        """The oracle progress column (`oracle_progress`) under its short name."""
+        return self.oracle_progress
 
     def __len__(self) -> int:
         return self.n_rows
@@ -225,7 +250,10 @@ class RolloutBatch:
         return len(np.unique(self.traj_id))
 
     def columns(self) -> dict[str, np.ndarray]:
-        return {k: getattr(self, k) for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}
+        """Every column, the optional ones only when present."""
+        out = {k: getattr(self, k) for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}
+        out.update({k: getattr(self, k) for k in _OPTIONAL_COLUMNS if getattr(self, k) is not None})
+        return out
 
     def select(self, mask: np.ndarray) -> "RolloutBatch":
         """Rows where `mask` is True (keep whole trajectories if you want valid credit)."""
@@ -273,7 +301,8 @@ class RolloutBatch:
         missing = [k for k in (*_NUM_COLUMNS, *_STR_COLUMNS) if k not in df.columns]
         if missing:
             raise ValueError(f"{path} is not a saved RolloutBatch: missing columns {missing}")
-        return cls(**_to_arrays({k: df[k].tolist() for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}))
+        optional = {k: df[k].to_numpy(dtype=dtype) for k, dtype in _OPTIONAL_COLUMNS.items() if k in df.columns}
+        return cls(**_to_arrays({k: df[k].tolist() for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}), **optional)
 
     def to_trajectories(self) -> list[Trajectory]:
         """Inverse of `from_trajectories` for the persisted fields (prompts, admissible sets and extras are not kept)."""
@@ -284,9 +313,10 @@ class RolloutBatch:
             if len(rows) == 0:
                 continue
             r0 = rows[0]
+            q = self.oracle_progress
             steps = [Step(observation=self.observation[r], action=self.action[r], reward=float(self.reward[r]),
                           next_observation=self.next_observation[r], valid=bool(self.valid[r]), done=bool(self.done[r]),
-                          response=self.response[r]) for r in rows]
+                          response=self.response[r], oracle_progress=None if q is None else float(q[r])) for r in rows]
             out.append(Trajectory(task_id=self.task_id[r0], seed=int(self.seed[r0]), index=0, steps=steps,
                                   won=bool(self.won[r0]), task_score=float(self.task_score[r0]),
                                   task_type=self.task_type[r0], env_name=self.env_name[r0]))

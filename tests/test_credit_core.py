@@ -125,7 +125,7 @@ def test_registry_errors_name_the_bad_value():
         compute_advantages("scpo", b, taux=0.3)
     with pytest.raises(ValueError, match="tau"):
         compute_advantages("scpo", b, tau=1.5)
-    assert set(available_methods()) == {"grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo"}
+    assert set(available_methods()) == {"grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo", "oracle"}
 
 
 def test_options_override_does_not_mutate_the_config():

@@ -3,7 +3,8 @@ further by overrides (one ALFWorld task, two rollouts, four steps, one RL iterat
 data committed under tests/fixtures (15 ALFWorld games, a WebShop sample), so it runs on a fresh clone.
 
 This is the same chain `dvc repro` runs (01 prepare -> 02 sft -> 02 rl -> 03 evaluate -> 04 credit maps -> 05
-semantic inconsistency -> 06 tables), with the same notebooks and the same config validation; only the sizes differ.
+semantic inconsistency -> 07 credit fidelity -> 06 tables), with the same notebooks and the same config validation; only
+the sizes differ.
 """
 
 from __future__ import annotations
@@ -72,6 +73,15 @@ def test_every_notebook_runs_in_pipeline_order(smoke):
     table = pd.read_csv(reports / "tables" / "semantic_inconsistency.csv")
     assert set(table["estimator"]) == {"scpo"}
     assert (reports / "figures" / "semantic_inconsistency.png").exists()
+
+    _execute("07_credit_fidelity", nb, reports_dir=str(reports), n_tasks=2, seeds="0", eps="0.5",
+             estimators="grpo,scpo,hcapo,oracle", **common)
+    fid = pd.read_csv(reports / "tables" / "credit_fidelity.csv")
+    assert set(fid["estimator"]) == {"grpo", "scpo", "hcapo", "oracle"}
+    assert fid[(fid.estimator == "oracle") & (fid.kind == "all")]["auc_mean"].iloc[0] == 1.0
+    trained = pd.read_csv(reports / "tables" / "credit_fidelity_trained.csv")
+    assert set(trained["policy_of"]) == {"scpo"}  # the smoke RL run's saved rollouts, labelled by replay
+    assert (reports / "figures" / "credit_fidelity.png").exists() and (reports / "figures" / "scpo_defaults_sweep.png").exists()
 
     _execute("06_paper_tables", nb, reports_dir=str(reports), **common)
     results = pd.read_csv(reports / "tables" / "paper" / "results.csv")

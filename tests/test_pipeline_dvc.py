@@ -65,7 +65,7 @@ def test_a_credit_parameter_reaches_only_the_stages_that_read_it(stages):
     readers = {n for n, s in stages.items()
                if any("credit.scpo.tau".startswith(k + ".") or k == "credit.scpo.tau" for k in _param_keys(s))}
     expected = {n for n in stages if n.startswith("train@scpo-") or n.startswith("credit_maps@")}
-    assert readers == expected | {"semantic_inconsistency"}
+    assert readers == expected | {"semantic_inconsistency", "credit_fidelity"}
 
 
 def test_commands_run_notebooks_with_their_declared_parameters(stages):

@@ -12,6 +12,7 @@ import torch
 
 from scpo.config import load_config
 from scpo.credit import available_methods
+from scpo.credit.registry import METHODS
 from scpo.envs import corridor
 from scpo.rollout_types import RolloutBatch
 
@@ -44,15 +45,21 @@ def test_sft_writes_a_loadable_model_and_lowers_the_loss(sft_run):
     assert json.loads((root / "corridor/sft/seed0/summary.json").read_text())["stage"] == "sft"
 
 
+PLANNER_METHODS = [m for m in available_methods() if METHODS[m].oracle]
+
+
 @pytest.mark.parametrize("method", available_methods())
-def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path):
+def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path, alfworld_data_root):
+    """On the corridor env; the methods that need ALFWorld's planner (the oracle) on real ALFWorld games."""
     from scpo.train.runner import run_training
 
+    env = "alfworld" if method in PLANNER_METHODS else "corridor"
     _, sft = sft_run
     cfg = load_config("params.yaml", profile="smoke", overrides={
-        **SMOKE, "credit.method": method, "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path)})
+        **SMOKE, "env.name": env, "env.alfworld.max_steps": 5, "credit.method": method,
+        "data.root": str(alfworld_data_root.parent), "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path)})
     summary = run_training(cfg, stage="rl")
-    run = tmp_path / "corridor" / method / "seed0"
+    run = tmp_path / env / method / "seed0"
     assert summary["iterations"] == 2 and summary["method"] == method
     hist = pd.read_csv(run / "history.csv")
     assert hist["iteration"].tolist() == [0, 1]
@@ -66,6 +73,8 @@ def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path):
     assert (run / "model" / "model.safetensors").exists() and (run / "dvclive" / "metrics.json").exists()
     if method == "scpo":
         assert "credit/scpo_credit_mean" in hist and "credit/scpo_frac_steps_credited" in hist
+    if method in PLANNER_METHODS:  # the saved rollouts carry the planner's q
+        assert batch.oracle_progress is not None and np.all(batch.oracle_progress <= 1)
 
 
 @pytest.mark.parametrize("skip", [True, False])

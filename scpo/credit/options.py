@@ -11,7 +11,7 @@ from scpo.strict_model import StrictModel
 
 __all__ = [
     "StrictModel", "NormOptions", "GRPOOptions", "GiGPOOptions", "SCPOOptions", "ProGPOCOptions", "ProGPOROptions",
-    "G2POOptions", "HGPOOptions", "HCAPOOptions", "CreditConfig",
+    "G2POOptions", "HGPOOptions", "HCAPOOptions", "OracleOptions", "CreditConfig",
 ]
 
 Scale = Literal["std", "none"]
@@ -127,6 +127,15 @@ class HCAPOOptions(StrictModel):
     omega: float = Field(1.0, ge=0)
 
 
+class OracleOptions(StrictModel):
+    """[ours] credit from the planner's oracle progress q_t (ALFWorld): A = episode_weight A^E + omega (q_t - pen_t)."""
+
+    omega: float = Field(1.0, gt=0, description="weight of the oracle progress q_t")
+    episode_weight: float = Field(0.0, ge=0, description="w_E: weight of GRPO's episode advantage (0: progress only)")
+    dead_end: float = Field(10.0, gt=0, description="a step into a state the goal cannot be reached from (q = -inf) "
+                            "gets q = -dead_end")
+
+
 class CreditConfig(StrictModel):
     method: str = Field("gigpo", description="a credit method of the registry (scpo.credit.registry.METHODS)")
     success_reward: float = Field(10.0, gt=0, description="R_success: the reward of a won episode")
@@ -139,6 +148,7 @@ class CreditConfig(StrictModel):
     g2po: G2POOptions = G2POOptions()
     hgpo: HGPOOptions = HGPOOptions()
     hcapo: HCAPOOptions = HCAPOOptions()
+    oracle: OracleOptions = OracleOptions()
 
     def for_env(self, env: str | None) -> "CreditConfig":
         """This config with `norm.scale` set to the environment's reference scale (`norm.scale_by_env`, else `norm.scale`)."""

@@ -28,6 +28,7 @@ from scpo.credit.grpo import compute_grpo
 from scpo.credit.hcapo import compute_hcapo
 from scpo.credit.hgpo import compute_hgpo
 from scpo.credit.options import CreditConfig
+from scpo.credit.oracle import compute_oracle
 from scpo.credit.progpo_c import compute_progpo_c
 from scpo.credit.progpo_r import compute_progpo_r
 from scpo.credit.result import CreditResult
@@ -66,6 +67,7 @@ METHODS: dict[str, MethodSpec] = {
     "g2po": MethodSpec(compute_g2po, ("g2po", "gigpo", "grpo", "norm")),
     "hgpo": MethodSpec(compute_hgpo, ("hgpo", "gigpo", "norm")),
     "hcapo": MethodSpec(compute_hcapo, ("hcapo", "gigpo", "grpo", "norm"), policy_scores=True),
+    "oracle": MethodSpec(compute_oracle, ("oracle", "grpo", "norm"), oracle=True),
 }
 
 

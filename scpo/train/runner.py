@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 import scpo
 from scpo.config import Config
+from scpo.credit.registry import method_spec
 from scpo.envs.registry import EnvSettings, env_settings
 from scpo.pipeline.layout import run_dir as layout_run_dir
 from scpo.policy import PolicyLike, create_policy, load_policy, resolve_model_dir
@@ -212,6 +213,21 @@ def _profile_model_dir(cfg: Config, env: EnvSettings, run_dir: Path) -> Path:
     return init_dir
 
 
+def _label_progress(env, batch: RolloutBatch) -> RolloutBatch:
+    """The batch with oracle_progress (ALFWorld only: V* comes from the fast engine's planner; one planner pool per
+    process, so its caches serve every iteration)."""
+    if getattr(env.package, "__name__", "") != "scpo.envs.alfworld":
+        raise ValueError(f"oracle progress needs ALFWorld's planner (scpo.envs.alfworld); env {env.name!r} is "
+                         f"{getattr(env.package, '__name__', env.package)!r}")
+    from scpo.analysis.oracle_rollouts import PlannerPool, label_progress
+
+    pool = _PLANNERS.setdefault(str(env.data_root), PlannerPool(env.data_root))
+    return label_progress(batch, data_root=env.data_root, pool=pool, progress=False)
+
+
+_PLANNERS: dict = {}
+
+
 def _credit(cfg: Config, batch: RolloutBatch, trajectories, policy: PolicyLike):
     """`compute_advantages` of `credit.method`, with what its registry spec says it needs from the policy."""
     from scpo.credit import compute_advantages
@@ -264,6 +280,8 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
             # 1. rollouts: N per task, same seed, all envs batched through generation
             trajectories, timing = iteration_rollouts(cfg, env, engine, pool, it)
             batch = RolloutBatch.from_trajectories(trajectories)
+            if method_spec(cfg.credit.method).oracle:  # the oracle estimator: q_t from the planner
+                batch = _label_progress(env, batch)
 
             # 2. credit assignment (pure estimators; HCAPO's hindsight log-probs come from the policy)
             t0 = time.perf_counter()

@@ -1,0 +1,286 @@
+"""The credit-fidelity benchmark end to end: rollouts with oracle progress -> every estimator -> fidelity tables, figures.
+
+    res = noisy_fidelity(cfg)                    # eps grid x tasks x seeds of the noisy-optimal policy (cfg.fidelity)
+    res = trained_fidelity(cfg, run_dirs)        # the saved rollouts of trained policies, labelled by replay
+    res.summary / res.by_task_type / res.groups  # tables (scpo.analysis.fidelity.summarize)
+    plot_fidelity_vs_eps(res.summary, path)      # the four metrics vs eps, one line per estimator, 95% intervals
+
+Every estimator goes through `scpo.credit.compute_advantages` with `cfg.credit.for_env("alfworld")` (ALFWorld's
+reference scale); HCAPO reads the hindsight log-probs of
+`cfg.fidelity.hindsight_policy` (default: the ALFWorld warm start). Timings are wall and process-CPU seconds per phase.
+Full knowledge is a proxy: exploring steps have q <= 0 (see scpo.analysis.fidelity).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from scpo.analysis.fidelity import METRICS, estimator_advantages, fidelity_table, summarize
+from scpo.analysis.oracle_rollouts import PlannerPool, label_progress, noisy_optimal_rollouts
+from scpo.rollout_types import RolloutBatch
+
+__all__ = ["FidelityResult", "Timer", "hindsight_policy_dir", "noisy_fidelity", "trained_fidelity", "oracle_inconsistency",
+           "plot_fidelity_vs_eps", "scpo_sweep", "plot_scpo_sweep", "METRIC_LABELS"]
+
+METRIC_LABELS = {"auc": "AUC (q = 1 vs q <= 0)", "recovered_progress": "recovered progress (failed, q = 1: A > 0)",
+                 "false_credit": "false credit (q <= 0: A > 0)", "rank_corr": "Spearman rho(A, q)"}
+
+
+class Timer:
+    """Wall and process-CPU seconds of named phases: `with timer("rollouts"): ...`; `timer.seconds` -> dict."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, name: str):
+        timer = self
+
+        class _Phase:
+            def __enter__(self):
+                self.w, self.c = time.perf_counter(), time.process_time()
+
+            def __exit__(self, *exc):
+                timer.seconds[f"{name}_wall_s"] = timer.seconds.get(f"{name}_wall_s", 0.0) + time.perf_counter() - self.w
+                timer.seconds[f"{name}_cpu_s"] = timer.seconds.get(f"{name}_cpu_s", 0.0) + time.process_time() - self.c
+
+        return _Phase()
+
+
+@dataclass
+class FidelityResult:
+    """Per-group counts (`groups`), the summaries, the batches and advantages they come from, and timings."""
+
+    groups: pd.DataFrame
+    summary: pd.DataFrame
+    by_task_type: pd.DataFrame
+    batches: dict[str, RolloutBatch] = field(default_factory=dict)
+    advantages: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    planner: dict[str, float] = field(default_factory=dict)
+    inconsistency: pd.DataFrame | None = None  # counts of scpo.analysis.inconsistency on the same rollouts
+
+
+def hindsight_policy_dir(cfg) -> Path:
+    """HCAPO's hindsight scorer: cfg.fidelity.hindsight_policy, else the ALFWorld warm start of the sft stage."""
+    from scpo.pipeline.layout import run_dir
+
+    path = cfg.fidelity.hindsight_policy or run_dir(cfg.train.out_dir, "alfworld", "sft", cfg.train.seed)
+    return Path(path)
+
+
+def _load_hindsight_policy(cfg):
+    """The hindsight scorer, with torch's CPU threads set from train.torch_threads (1 on shared cores: small scoring
+    batches with 2 threads spin and cost 3-8x the CPU time on a loaded machine)."""
+    from scpo.policy import load_policy
+    from scpo.train.seeding import set_threads
+
+    set_threads(cfg.train.torch_threads)
+
+    path = hindsight_policy_dir(cfg)
+    if not path.exists():
+        raise FileNotFoundError(f"HCAPO needs a policy for its hindsight scores; none at {path}. Run the sft stage "
+                                "(`scpo train --stage sft --env alfworld`) or set fidelity.hindsight_policy")
+    return load_policy(path)
+
+
+def _estimate(cfg, batch: RolloutBatch, methods: Sequence[str], policy, timer: Timer, progress: bool) -> dict:
+    hindsight = None
+    if "hcapo" in methods:
+        from scpo.analysis.hindsight_replay import hindsight_for_batch
+
+        with timer("hcapo_hindsight"):
+            hindsight = hindsight_for_batch(policy, batch, data_root=cfg.data.root, history_length=cfg.env.history_length,
+                                            temperature=cfg.credit.hcapo.temperature,
+                                            max_prompt_tokens=cfg.policy.max_prompt_tokens, progress=progress)
+    with timer("estimators"):
+        return estimator_advantages(batch, methods, cfg.credit.for_env("alfworld"), hindsight_logprob=hindsight)
+
+
+def oracle_inconsistency(batch: RolloutBatch, advantages: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """Semantic inconsistency revision 2 (scpo.analysis.inconsistency: exact same-step pairs) of every estimator on
+    `batch`, its control ordered by the oracle progress q (a dead end's -inf counts as -1e6)."""
+    from scpo.analysis.inconsistency import inconsistency_counts
+
+    target = np.maximum(batch.oracle_progress, -1e6)
+    return inconsistency_counts(advantages, batch, target=target)
+
+
+def _result(tables: list[pd.DataFrame], by: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    groups = pd.concat(tables, ignore_index=True)
+    return (groups, summarize(groups, by=by, split="kind"), summarize(groups, by=by, split="task_type"))
+
+
+def noisy_fidelity(cfg, *, eps: Sequence[float] | None = None, task_ids: Sequence[str] | None = None,
+                   seeds: Sequence[int] | None = None, methods: Sequence[str] | None = None, progress: bool = True,
+                   pool: PlannerPool | None = None) -> FidelityResult:
+    """Fidelity of every estimator on noisy-optimal rollouts, one source per eps (arguments default to cfg.fidelity)."""
+    from scpo.envs.alfworld import list_tasks
+
+    f = cfg.fidelity
+    eps = list(f.eps if eps is None else eps)
+    seeds = list(f.seeds if seeds is None else seeds)
+    methods = list(f.methods if methods is None else methods)
+    task_ids = list(task_ids if task_ids is not None else list_tasks(f.split, cfg.data.root, limit=f.n_tasks))
+    pool = pool or PlannerPool(cfg.data.root)
+    timer = Timer()
+    policy = _load_hindsight_policy(cfg) if "hcapo" in methods else None
+    tables, incons, batches, advs = [], [], {}, {}
+    for e in eps:
+        with timer("rollouts"):
+            batch = noisy_optimal_rollouts(task_ids, seeds, e, group_size=f.group_size, max_steps=f.max_steps,
+                                           data_root=cfg.data.root, pool=pool, progress=progress)
+        a = _estimate(cfg, batch, methods, policy, timer, progress)
+        with timer("metrics"):
+            tables.append(fidelity_table(batch, a, eps=e))
+        with timer("inconsistency"):
+            incons.append(oracle_inconsistency(batch, a).assign(eps=e))
+        batches[f"eps={e}"], advs[f"eps={e}"] = batch, a
+    with timer("metrics"):
+        groups, summary, by_type = _result(tables, ("estimator", "eps"))
+    st = pool.stats()
+    secs = np.array(st.seconds) if st.seconds else np.zeros(1)
+    calls = np.array(st.call_seconds) if st.call_seconds else np.zeros(1)
+    planner = {"v_star_queries": st.queries, "cache_hit_rate": st.hit_rate, "searches": st.searches,
+               "call_ms_median": float(np.median(calls) * 1e3), "call_ms_p99": float(np.percentile(calls, 99) * 1e3),
+               "search_ms_median": float(np.median(secs) * 1e3), "search_ms_p99": float(np.percentile(secs, 99) * 1e3),
+               "search_ms_max": float(secs.max() * 1e3), "planner_s_total": float(calls.sum())}
+    return FidelityResult(groups, summary, by_type, batches, advs, timer.seconds, planner,
+                          inconsistency=pd.concat(incons, ignore_index=True))
+
+
+def trained_fidelity(cfg, run_dirs: Mapping[str, Sequence[Path]], *, methods: Sequence[str] | None = None,
+                     progress: bool = True, pool: PlannerPool | None = None) -> FidelityResult:
+    """Fidelity of every estimator on the saved rollouts of trained runs: `run_dirs` maps a label (the method that
+    trained the policy) to its runs (one per seed); every saved iteration is used, q labelled by replay."""
+    from scpo.analysis.rollout_files import iteration_files
+
+    methods = list(cfg.fidelity.methods if methods is None else methods)
+    pool = pool or PlannerPool(cfg.data.root)
+    timer = Timer()
+    policy = _load_hindsight_policy(cfg) if "hcapo" in methods else None
+    tables, incons, batches, advs = [], [], {}, {}
+    for label, runs in run_dirs.items():
+        for k, run in enumerate(runs):
+            for file in iteration_files(run):
+                with timer("label_q"):
+                    batch = label_progress(RolloutBatch.read(file), data_root=cfg.data.root, pool=pool,
+                                           progress=False)
+                a = _estimate(cfg, batch, methods, policy, timer, progress=False)
+                with timer("inconsistency"):
+                    incons.append(oracle_inconsistency(batch, a).assign(policy_of=label, seed=k))
+                with timer("metrics"):
+                    t = fidelity_table(batch, a, policy_of=label, run=str(run), iteration=file.stem)
+                    t["seed"] = k  # the run seed: mean and interval over the runs of a method
+                    t["group"] = t["iteration"] + "/" + t["group"].astype(str)
+                    tables.append(t)
+                batches[f"{label}/{Path(run).name}/{file.stem}"] = batch
+                advs[f"{label}/{Path(run).name}/{file.stem}"] = a
+    if not tables:
+        raise FileNotFoundError(f"no saved rollouts in the runs {dict(run_dirs)}")
+    with timer("metrics"):
+        groups, summary, by_type = _result(tables, ("estimator", "policy_of"))
+    return FidelityResult(groups, summary, by_type, batches, advs, timer.seconds,
+                          inconsistency=pd.concat(incons, ignore_index=True))
+
+
+def plot_fidelity_vs_eps(summary: pd.DataFrame, path: str | Path, kind: str = "all") -> Path:
+    """Four panels (AUC, recovered progress, false credit, Spearman) vs eps, one line per estimator, 95% t-intervals
+    over seeds as bars; rows of `summary` with kind == `kind`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = summary[summary["kind"] == kind]
+    fig, axes = plt.subplots(1, 4, figsize=(17, 4.2))
+    estimators = list(dict.fromkeys(data["estimator"]))
+    eps_values = np.sort(data["eps"].unique())
+    width = 0.6 * (np.min(np.diff(eps_values)) if len(eps_values) > 1 else 0.1)
+    for ax, m in zip(axes, METRICS):
+        for j, est in enumerate(estimators):
+            part = data[data["estimator"] == est].sort_values("eps")
+            y = part[f"{m}_mean"].to_numpy(float)
+            err = np.vstack([y - part[f"{m}_lo"].to_numpy(float), part[f"{m}_hi"].to_numpy(float) - y])
+            x = part["eps"].to_numpy(float) + width * (j / max(len(estimators) - 1, 1) - 0.5)  # side by side
+            style = {"color": "black", "linestyle": "--"} if est == "oracle" else {}
+            ax.errorbar(x, y, yerr=np.nan_to_num(err), marker="o", markersize=4, capsize=2, label=est,
+                        linewidth=2.5 if est == "scpo" else 1.2, **style)
+        ax.set_ylim((-1.02, 1.02) if m == "rank_corr" else (-0.02, 1.02))
+        ax.set_xticks(eps_values)
+        ax.set_title(METRIC_LABELS[m], fontsize=10)
+        ax.set_xlabel("eps (share of random steps)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, ncol=2)
+    fig.suptitle(f"Credit fidelity vs the planner's oracle progress, {kind} groups (mean over task seeds, 95% t-interval)."
+                 " Full knowledge is a proxy: exploring steps count as q <= 0.", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def scpo_sweep(cfg, batches: Mapping[str, RolloutBatch], grid: Sequence[Mapping], *, progress: bool = True
+               ) -> pd.DataFrame:
+    """SCPO's fidelity for every option set of `grid` (dicts of SCPO options) on the same batches (e.g. one per eps):
+    one summary row per (option set, source, group kind), the options as columns."""
+    from tqdm.auto import tqdm
+
+    from scpo.credit import compute_advantages
+
+    rows = []
+    for opts in tqdm(list(grid), desc="scpo sweep", unit="config", disable=not progress, leave=False):
+        credit = cfg.credit.for_env("alfworld").model_copy(deep=True)
+        for k, v in opts.items():  # set on the section: `scorer=` of compute_advantages is the scorer object
+            setattr(credit.scpo, k, v)
+        tables = []
+        for source, batch in batches.items():
+            a = compute_advantages("scpo", batch, credit).advantages
+            tables.append(fidelity_table(batch, {"scpo": a}, source=source))
+        s = summarize(pd.concat(tables, ignore_index=True), by=("source",), split="kind")
+        for k, v in opts.items():
+            s.insert(0, k, v)
+        rows.append(s)
+    return pd.concat(rows, ignore_index=True)
+
+
+def plot_scpo_sweep(sweep: pd.DataFrame, path: str | Path, kind: str = "mixed") -> Path:
+    """Recovered progress vs false credit of every swept SCPO option set (mean over sources and seeds), one marker per
+    scorer x step text, tau written beside each point; `kind` groups only."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = sweep[sweep["kind"] == kind]
+    keys = [c for c in ("scorer", "step_text", "match", "mode", "reference") if c in data.columns]
+    agg = data.groupby(keys + ["tau"], sort=False)[["recovered_progress_mean", "false_credit_mean", "auc_mean"]].mean()
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    for key, part in agg.reset_index().groupby(keys, sort=False):
+        label = " / ".join(map(str, key if isinstance(key, tuple) else (key,)))
+        axes[0].plot(part["false_credit_mean"], part["recovered_progress_mean"], marker="o", label=label)
+        for _, r in part.iterrows():
+            axes[0].annotate(f"{r['tau']:g}", (r["false_credit_mean"], r["recovered_progress_mean"]), fontsize=7)
+        axes[1].plot(part["tau"], part["auc_mean"], marker="o", label=label)
+    axes[0].set_xlabel("false credit (q <= 0: A > 0)")
+    axes[0].set_ylabel("recovered progress (failed, q = 1: A > 0)")
+    axes[1].set_xlabel("tau")
+    axes[1].set_ylabel("AUC (q = 1 vs q <= 0)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=8)
+    fig.suptitle(f"SCPO options on credit fidelity ({kind} groups; mean over eps and task seeds; numbers: tau)",
+                 fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

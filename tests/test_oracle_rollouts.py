@@ -1,0 +1,83 @@
+"""Rollout sources with oracle progress: the eps-noisy optimal policy, q labels of saved rollouts by replay, and the
+optional oracle_progress column of RolloutBatch (old files stay readable)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scpo.analysis.oracle_rollouts import (
+    PlannerPool,
+    label_progress,
+    noisy_optimal_rollouts,
+)
+from scpo.envs.alfworld import make_env
+from scpo.rollout_types import RolloutBatch
+
+TASKS = ["valid_unseen/pick_heat_then_place_in_recep-Apple-None-Fridge-10/trial_T20190906_182259_116320",
+         "valid_unseen/pick_two_obj_and_place-CD-None-Safe-308/trial_T20190907_050942_897916"]
+
+
+@pytest.fixture(scope="module")
+def pool(alfworld_data_root):
+    return PlannerPool(alfworld_data_root.parent)
+
+
+def _first(batch):
+    return batch.step == 0
+
+
+def test_eps_zero_is_optimal_every_step_is_progress(pool):
+    b = noisy_optimal_rollouts(TASKS, [0], 0.0, group_size=2, data_root=pool.data_root, pool=pool, progress=False)
+    assert b.won.all() and np.all(b.oracle_progress == 1.0)
+    v0 = [pool.get(t).value(make_env(t, pool.data_root)._engine) for t in TASKS]
+    assert sorted(set(b.traj_len.tolist())) == sorted(set(v0))
+
+
+def test_q_telescopes_and_groups_share_a_seed(pool):
+    """sum_t q_t = V*(s_0) - V*(s_T) per trajectory (V*(s_T) = 0 when won); a seed reproduces its group; eps = 0.3 and
+    0.6 make the same random draws, so every step eps = 0.3 took at random, eps = 0.6 took at random too."""
+    a = noisy_optimal_rollouts(TASKS[:1], [5], 0.3, group_size=4, max_steps=20, data_root=pool.data_root, pool=pool,
+                               progress=False)
+    again = noisy_optimal_rollouts(TASKS[:1], [5], 0.3, group_size=4, max_steps=20, data_root=pool.data_root, pool=pool,
+                                   progress=False)
+    assert list(a.action) == list(again.action) and len(set(a.group_uid)) == 1
+    v0 = pool.get(TASKS[0]).value(make_env(TASKS[0], pool.data_root)._engine)
+    sums = np.bincount(a.traj_id, weights=a.oracle_progress)
+    won = a.won[_first(a)]
+    assert np.all(sums[won] == v0) and np.all(sums[~won] <= v0)
+    assert len(set(a.traj_uid)) == 4 and len(set(map(tuple, np.split(a.action, np.flatnonzero(np.diff(a.traj_id)) + 1)))) > 1
+
+
+def test_label_progress_replays_saved_rollouts(pool, tmp_path):
+    b = noisy_optimal_rollouts(TASKS, [1], 0.5, group_size=2, max_steps=12, data_root=pool.data_root, pool=pool,
+                               progress=False)
+    path = b.select(np.ones(b.n_rows, bool)).to_parquet(tmp_path / "iter_0000.parquet")
+    df = pd.read_parquet(path).drop(columns=["oracle_progress"])  # as a file written before the column existed
+    df.to_parquet(path, index=False)
+    old = RolloutBatch.read(path)
+    assert old.oracle_progress is None
+    labelled = label_progress(old, data_root=pool.data_root, pool=PlannerPool(pool.data_root), progress=False)
+    np.testing.assert_array_equal(labelled.oracle_progress, b.oracle_progress)
+    tampered = old.columns()
+    tampered["next_observation"] = tampered["next_observation"].copy()
+    tampered["next_observation"][1] = "You arrive at nowhere."
+    with pytest.raises(ValueError, match="gave"):
+        label_progress(RolloutBatch(**tampered), data_root=pool.data_root, pool=pool, progress=False)
+
+
+def test_oracle_progress_column_round_trips(tmp_path):
+    b = RolloutBatch.from_columns(group_id=[0, 0, 0], traj_id=[0, 0, 1], step=[0, 1, 0], reward=[0, 10, 0],
+                                  oracle_progress=[1, 1, -1])
+    back = RolloutBatch.read(b.to_parquet(tmp_path / "x.parquet"))
+    np.testing.assert_array_equal(back.oracle_progress, [1.0, 1.0, -1.0])
+    assert back.select(np.array([True, False, True])).oracle_progress.tolist() == [1.0, -1.0]
+    assert [s.oracle_progress for t in back.to_trajectories() for s in t.steps] == [1.0, 1.0, -1.0]
+    assert RolloutBatch.from_columns(group_id=[0], traj_id=[0], step=[0], reward=[0]).oracle_progress is None
+    with pytest.raises(ValueError, match="oracle_progress"):
+        RolloutBatch.from_columns(group_id=[0, 0], traj_id=[0, 0], step=[0, 1], reward=[0, 0], oracle_progress=[1])
+    trajs = back.to_trajectories()
+    trajs[0].steps[0].oracle_progress = None
+    with pytest.raises(ValueError, match="lack oracle_progress"):
+        RolloutBatch.from_trajectories(trajs)
