@@ -63,6 +63,9 @@ def test_every_estimator_is_invariant_to_trajectory_order(trajs, rnd, scale):
     ra, rb = rows_of(trajs, order), rows_of(trajs, shuffled)
     back = np.concatenate(rb)                           # rows of b in a's row order
     lp = np.log(np.linspace(0.1, 0.9, a.n_rows))       # a per-row hindsight score for HCAPO, moved with its row
+    q = np.round(np.linspace(-1.0, 1.0, a.n_rows))      # a per-row oracle progress for the oracle, moved with its row
+    a = RolloutBatch(**{**a.columns(), "oracle_progress": q})
+    b = RolloutBatch(**{**b.columns(), "oracle_progress": q[np.argsort(back)]})
     for method in available_methods():
         extra = {"hindsight_logprob": lp[np.argsort(back)]} if method == "hcapo" else {}
         res_a = compute_advantages(method, a, scale=scale, **({"hindsight_logprob": lp} if method == "hcapo" else {}))

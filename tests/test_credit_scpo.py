@@ -78,7 +78,7 @@ def test_scale_none_moves_the_raw_return_gap_and_kappa_and_scores_scale_it():
     b = batch_from([(0, ["X", "Y"], True), (0, ["X", "V"], False)])
     gig = compute_advantages("gigpo", b, scale="none")
     table = {("X -> after X", "X -> after X"): 0.8}
-    res = compute_advantages("scpo", b, scorer=TableScorer(table), scale="none", kappa=0.5)
+    res = compute_advantages("scpo", b, scorer=TableScorer(table), scale="none", kappa=0.5, tau=0.7)
     # B0 matches A0 with s = 0.8: credit = kappa s (R_A - R_B) = 0.5 * 0.8 * 10
     np.testing.assert_allclose(res.advantages - gig.advantages, [0, 0, 4.0, 0])
     np.testing.assert_allclose(res.diagnostics["scpo_score"], [0, 0, 0.8, 0])
@@ -309,12 +309,13 @@ def test_monotone_match_equals_the_loop_definition(match):
 def test_first_match_through_compute_advantages():
     b = batch_from([(0, ["A", "B", "C"], True), (0, ["X"], False)])
     table = {("X -> after X", "A -> after A"): 0.8, ("X -> after X", "B -> after B"): 0.95}
-    first = compute_advantages("scpo", b, scorer=TableScorer(table), match="first")
-    best = compute_advantages("scpo", b, scorer=TableScorer(table))
+    first = compute_advantages("scpo", b, scorer=TableScorer(table), match="first", tau=0.7)
+    best = compute_advantages("scpo", b, scorer=TableScorer(table), tau=0.7)
     assert first.diagnostics["scpo_match"][3] == 0 and first.diagnostics["scpo_score"][3] == 0.8
     assert best.diagnostics["scpo_match"][3] == 1 and best.diagnostics["scpo_score"][3] == 0.95
     # first, with the only candidate exactly at tau: credited
-    at_tau = compute_advantages("scpo", b, scorer=TableScorer({("X -> after X", "C -> after C"): 0.7}), match="first")
+    at_tau = compute_advantages("scpo", b, scorer=TableScorer({("X -> after X", "C -> after C"): 0.7}), match="first",
+                                tau=0.7)
     assert at_tau.diagnostics["scpo_match"][3] == 2
 
 

@@ -81,3 +81,37 @@ def test_oracle_progress_column_round_trips(tmp_path):
     trajs[0].steps[0].oracle_progress = None
     with pytest.raises(ValueError, match="lack oracle_progress"):
         RolloutBatch.from_trajectories(trajs)
+
+
+def test_hindsight_pooled_over_batches_and_workers_equals_scoring_each_row(pool):
+    """hindsight_for_batches scores each distinct (prompt, final observation, action) once over all batches, with one
+    or two worker processes; every row gets the value hindsight_logprob gives it scored alone."""
+    from scpo.analysis.hindsight_replay import hindsight_for_batches, replay_prompts
+    from scpo.envs.prompting import action_answer
+    from scpo.policy.profiles import Policy
+    from scpo.policy.tiny import build_tiny_model, train_tokenizer
+    from scpo.rollout_types import Step, Trajectory
+    from scpo.train.hindsight import hindsight_logprob
+
+    a = noisy_optimal_rollouts(TASKS[:1], [0], 0.2, group_size=3, max_steps=8, data_root=pool.data_root, pool=pool,
+                               progress=False)
+    b = noisy_optimal_rollouts(TASKS[:1], [0], 0.5, group_size=3, max_steps=8, data_root=pool.data_root, pool=pool,
+                               progress=False)
+    trajs = [replay_prompts(x, data_root=pool.data_root, progress=False) for x in (a, b)]
+    texts = [s.prompt + " " + s.action for ts in trajs for t in ts for s in t.steps]
+    tok = train_tokenizer(texts, vocab_size=400)
+    policy = Policy(model=build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=3).eval(), tokenizer=tok,
+                    profile="tiny")
+    one = hindsight_for_batches(policy, [a, b], data_root=pool.data_root, progress=False)
+    two = hindsight_for_batches(policy, [a, b], data_root=pool.data_root, workers=2, progress=False)
+    for x, ts, got1, got2 in zip((a, b), trajs, one, two):
+        rows = [Trajectory(task_id="", seed=0, index=0, steps=[Step(
+            observation="", action=s.action, reward=0.0, next_observation=t.steps[-1].next_observation, prompt=s.prompt,
+            extras={"response_ids": tok(action_answer(s.action), add_special_tokens=False)["input_ids"]
+                    + [tok.eos_token_id]})]) for t in ts for s in t.steps]
+        want = np.array([hindsight_logprob(policy, [r], max_prompt_tokens=1024)[0] for r in rows])
+        assert got1.shape == (x.n_rows,) and np.all(got1 < 0)
+        np.testing.assert_allclose(got1, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(got1, got2)
+    with pytest.raises(ValueError, match="workers must be >= 1, got 0"):
+        hindsight_for_batches(policy, [a], data_root=pool.data_root, workers=0, progress=False)

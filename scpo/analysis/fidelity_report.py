@@ -13,13 +13,22 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from pathlib import Path
 
 import pandas as pd
 
 from scpo.analysis.fidelity import METRICS
-from scpo.analysis.fidelity_run import (FidelityResult, noisy_fidelity, plot_fidelity_vs_eps, plot_scpo_sweep,
-                                        scpo_sweep, trained_fidelity)
+from scpo.analysis.fidelity_run import (
+    FidelityResult,
+    Timer,
+    cpu_seconds,
+    noisy_fidelity,
+    plot_fidelity_vs_eps,
+    plot_scpo_sweep,
+    scpo_sweep,
+    trained_fidelity,
+)
 from scpo.pipeline.layout import ReportLayout, run_dir
 from scpo.reports.tables import write_table
 
@@ -90,6 +99,7 @@ def write_fidelity_report(cfg, reports_dir: str | Path = "reports", *, trained: 
     """Run the benchmark of cfg.fidelity and write its tables and figures; returns ({name: path}, noisy result)."""
     layout = ReportLayout(Path(reports_dir))
     f = cfg.fidelity
+    t_start, c_start = time.perf_counter(), cpu_seconds()
     res = noisy_fidelity(cfg, progress=progress)
     n_tasks = res.groups["task_id"].nunique()
     setting = (f"noisy-optimal policy (planner's command with prob. 1 - eps, else a random admissible one), "
@@ -136,7 +146,20 @@ def write_fidelity_report(cfg, reports_dir: str | Path = "reports", *, trained: 
                                 "trained the policy; seeds = its runs), q labelled by replay in the fast engine. "
                                 + PROXY_NOTE))
     if sweep:
-        sw = scpo_sweep(cfg, res.batches, sweep_grid(cfg), progress=progress)
+        from scpo.credit.registry import default_scorer
+
+        scorers = {name: default_scorer(name, None) for name in f.sweep_scorer}
+        before = {name: sc.stats for name, sc in scorers.items()}
+        timer = Timer()
+        with timer("sweep"):
+            sw = scpo_sweep(cfg, res.batches, sweep_grid(cfg), progress=progress)
+        timing["sweep"] = {**timer.seconds, "configs": len(sweep_grid(cfg))}
+        for name, sc in scorers.items():  # model scorers: pairs scored once, then served from the cache across tau and
+            # match; the lexical scorer scores whole matrices in rapidfuzz (cheaper than its cache) and bypasses it
+            req = sc.stats["pairs_requested"] - before[name]["pairs_requested"]
+            hits = sc.stats["cache_hits"] - before[name]["cache_hits"]
+            timing["sweep"][f"{name}_pairs_requested"] = req
+            timing["sweep"][f"{name}_cache_hit_rate"] = hits / req if req and hits else "pair cache not used"
         sw.to_csv(layout.tables / "scpo_defaults_sweep_full.csv", index=False)
         keys = [c for c in ("scorer", "step_text", "match", "tau") if c in sw.columns]
         agg = (sw[sw["kind"].isin(["all", "mixed"])].groupby(keys + ["kind"], sort=False)
@@ -144,6 +167,8 @@ def write_fidelity_report(cfg, reports_dir: str | Path = "reports", *, trained: 
         paths.update(_write(layout, "scpo_defaults_sweep", agg, "SCPO options on credit fidelity",
                             f"Mean over eps {list(f.eps)} and seeds; {setting} {PROXY_NOTE}"))
         paths["sweep_figure"] = str(plot_scpo_sweep(sw, layout.figure("scpo_defaults_sweep")))
+    timing["total"] = {"wall_s": time.perf_counter() - t_start, "cpu_s": cpu_seconds() - c_start,
+                       "workers": f.workers}
     timing_path = layout.tables / "credit_fidelity_timing.json"
     timing_path.write_text(json.dumps(timing, indent=1))
     paths["timing"] = str(timing_path)

@@ -13,6 +13,7 @@ Full knowledge is a proxy: exploring steps have q <= 0 (see scpo.analysis.fideli
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,15 +26,22 @@ from scpo.analysis.fidelity import METRICS, estimator_advantages, fidelity_table
 from scpo.analysis.oracle_rollouts import PlannerPool, label_progress, noisy_optimal_rollouts
 from scpo.rollout_types import RolloutBatch
 
-__all__ = ["FidelityResult", "Timer", "hindsight_policy_dir", "noisy_fidelity", "trained_fidelity", "oracle_inconsistency",
+__all__ = ["FidelityResult", "Timer", "cpu_seconds", "hindsight_policy_dir", "noisy_fidelity", "trained_fidelity", "oracle_inconsistency",
            "plot_fidelity_vs_eps", "scpo_sweep", "plot_scpo_sweep", "METRIC_LABELS"]
 
 METRIC_LABELS = {"auc": "AUC (q = 1 vs q <= 0)", "recovered_progress": "recovered progress (failed, q = 1: A > 0)",
                  "false_credit": "false credit (q <= 0: A > 0)", "rank_corr": "Spearman rho(A, q)"}
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished child processes (the forked hindsight workers)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 class Timer:
-    """Wall and process-CPU seconds of named phases: `with timer("rollouts"): ...`; `timer.seconds` -> dict."""
+    """Wall and CPU seconds (this process and its finished workers) of named phases: `with timer("rollouts"): ...`;
+    `timer.seconds` -> dict."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
@@ -43,11 +51,11 @@ class Timer:
 
         class _Phase:
             def __enter__(self):
-                self.w, self.c = time.perf_counter(), time.process_time()
+                self.w, self.c = time.perf_counter(), cpu_seconds()
 
             def __exit__(self, *exc):
                 timer.seconds[f"{name}_wall_s"] = timer.seconds.get(f"{name}_wall_s", 0.0) + time.perf_counter() - self.w
-                timer.seconds[f"{name}_cpu_s"] = timer.seconds.get(f"{name}_cpu_s", 0.0) + time.process_time() - self.c
+                timer.seconds[f"{name}_cpu_s"] = timer.seconds.get(f"{name}_cpu_s", 0.0) + cpu_seconds() - self.c
 
         return _Phase()
 
@@ -89,15 +97,21 @@ def _load_hindsight_policy(cfg):
     return load_policy(path)
 
 
-def _estimate(cfg, batch: RolloutBatch, methods: Sequence[str], policy, timer: Timer, progress: bool) -> dict:
-    hindsight = None
-    if "hcapo" in methods:
-        from scpo.analysis.hindsight_replay import hindsight_for_batch
+def _hindsight(cfg, batches: list[RolloutBatch], methods: Sequence[str], policy, timer: Timer, progress: bool
+               ) -> list[np.ndarray | None]:
+    """HCAPO's hindsight log-probs of each batch, every distinct row scored once over all of them (None without hcapo)."""
+    if "hcapo" not in methods:
+        return [None] * len(batches)
+    from scpo.analysis.hindsight_replay import hindsight_for_batches
 
-        with timer("hcapo_hindsight"):
-            hindsight = hindsight_for_batch(policy, batch, data_root=cfg.data.root, history_length=cfg.env.history_length,
-                                            temperature=cfg.credit.hcapo.temperature,
-                                            max_prompt_tokens=cfg.policy.max_prompt_tokens, progress=progress)
+    with timer("hcapo_hindsight"):
+        return hindsight_for_batches(policy, batches, data_root=cfg.data.root, history_length=cfg.env.history_length,
+                                     temperature=cfg.credit.hcapo.temperature,
+                                     max_prompt_tokens=cfg.policy.max_prompt_tokens, workers=cfg.fidelity.workers,
+                                     progress=progress)
+
+
+def _estimate(cfg, batch: RolloutBatch, methods: Sequence[str], hindsight, timer: Timer) -> dict:
     with timer("estimators"):
         return estimator_advantages(batch, methods, cfg.credit.for_env("alfworld"), hindsight_logprob=hindsight)
 
@@ -131,11 +145,12 @@ def noisy_fidelity(cfg, *, eps: Sequence[float] | None = None, task_ids: Sequenc
     timer = Timer()
     policy = _load_hindsight_policy(cfg) if "hcapo" in methods else None
     tables, incons, batches, advs = [], [], {}, {}
-    for e in eps:
-        with timer("rollouts"):
-            batch = noisy_optimal_rollouts(task_ids, seeds, e, group_size=f.group_size, max_steps=f.max_steps,
-                                           data_root=cfg.data.root, pool=pool, progress=progress)
-        a = _estimate(cfg, batch, methods, policy, timer, progress)
+    with timer("rollouts"):
+        sources = [noisy_optimal_rollouts(task_ids, seeds, e, group_size=f.group_size, max_steps=f.max_steps,
+                                          data_root=cfg.data.root, pool=pool, progress=progress) for e in eps]
+    hindsight = _hindsight(cfg, sources, methods, policy, timer, progress)
+    for e, batch, h in zip(eps, sources, hindsight):
+        a = _estimate(cfg, batch, methods, h, timer)
         with timer("metrics"):
             tables.append(fidelity_table(batch, a, eps=e))
         with timer("inconsistency"):
@@ -165,22 +180,25 @@ def trained_fidelity(cfg, run_dirs: Mapping[str, Sequence[Path]], *, methods: Se
     timer = Timer()
     policy = _load_hindsight_policy(cfg) if "hcapo" in methods else None
     tables, incons, batches, advs = [], [], {}, {}
+    labelled = []
     for label, runs in run_dirs.items():
         for k, run in enumerate(runs):
             for file in iteration_files(run):
                 with timer("label_q"):
-                    batch = label_progress(RolloutBatch.read(file), data_root=cfg.data.root, pool=pool,
-                                           progress=False)
-                a = _estimate(cfg, batch, methods, policy, timer, progress=False)
-                with timer("inconsistency"):
-                    incons.append(oracle_inconsistency(batch, a).assign(policy_of=label, seed=k))
-                with timer("metrics"):
-                    t = fidelity_table(batch, a, policy_of=label, run=str(run), iteration=file.stem)
-                    t["seed"] = k  # the run seed: mean and interval over the runs of a method
-                    t["group"] = t["iteration"] + "/" + t["group"].astype(str)
-                    tables.append(t)
-                batches[f"{label}/{Path(run).name}/{file.stem}"] = batch
-                advs[f"{label}/{Path(run).name}/{file.stem}"] = a
+                    batch = label_progress(RolloutBatch.read(file), data_root=cfg.data.root, pool=pool, progress=False)
+                labelled.append((label, k, run, file, batch))
+    hindsight = _hindsight(cfg, [b for *_, b in labelled], methods, policy, timer, progress)
+    for (label, k, run, file, batch), h in zip(labelled, hindsight):
+        a = _estimate(cfg, batch, methods, h, timer)
+        with timer("inconsistency"):
+            incons.append(oracle_inconsistency(batch, a).assign(policy_of=label, seed=k))
+        with timer("metrics"):
+            t = fidelity_table(batch, a, policy_of=label, run=str(run), iteration=file.stem)
+            t["seed"] = k  # the run seed: mean and interval over the runs of a method
+            t["group"] = t["iteration"] + "/" + t["group"].astype(str)
+            tables.append(t)
+        batches[f"{label}/{Path(run).name}/{file.stem}"] = batch
+        advs[f"{label}/{Path(run).name}/{file.stem}"] = a
     if not tables:
         raise FileNotFoundError(f"no saved rollouts in the runs {dict(run_dirs)}")
     with timer("metrics"):

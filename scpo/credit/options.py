@@ -61,7 +61,8 @@ class SCPOOptions(StrictModel):
     scorer: ScorerName = Field("lexical", description="frozen scorer of S[t, j] (cross_encoder is the method's intent; "
                                "bi_encoder and lexical are fallbacks, named in every output)")
     scorer_model: str | None = Field(None, description="local path or Hub name for model scorers (None: the default)")
-    tau: float = Field(0.7, ge=0, le=1, description="minimum match score that credits a step")
+    tau: float = Field(0.9, ge=0, le=1, description="minimum match score that credits a step (0.9: chosen on credit "
+                       "fidelity, notebook 07's SCPO options sweep; 0.7 before)")
     kappa: float = Field(1.0, ge=0, le=1, description="mode advantage: share of the episode-credit gap moved to a "
                          "credited step (1: fully like the reference's step at s_t = 1)")
     kappa_r: float = Field(0.5, ge=0, lt=1, description="mode returns: total bonus of a failed trajectory <= kappa_r R_success")
