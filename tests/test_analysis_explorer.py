@@ -180,13 +180,13 @@ def test_group_view_matrices_and_hover_by_hand():
 
 def test_group_view_reads_oracle_progress_when_the_batch_has_it():
     b = _batch()
-    b.q = np.array([0.0, 0.25, 0.5, 0.5, 1.0, 0.0, 0.0, 0.1])  # the credit-fidelity work's column
+    b.oracle_progress = np.array([0.0, 0.25, 0.5, 0.5, 1.0, 0.0, 0.0, 0.1])  # the credit-fidelity work's column
     v = group_view(b, 0, _results(b))
     np.testing.assert_array_equal(v.q, [[0.0, 0.25, 0.5], [0.5, 1.0, np.nan]])
     assert "oracle progress q: 0.250" in v.hover[0, 1]
     fig = group_figure(v)
     assert [t["name"] for t in fig["data"] if t["type"] == "heatmap"] == ["grpo", "gigpo", "scpo", "anchor", "q"]
-    b.q = np.full(8, np.nan)  # a column without values is no column
+    b.oracle_progress = np.full(8, np.nan)  # a column without values is no column
     assert group_view(b, 0, _results(b)).q is None
 
 

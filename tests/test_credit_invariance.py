@@ -28,7 +28,7 @@ def trajectories(draw):
 
 def to_batch(trajs, order) -> RolloutBatch:
     cols = {k: [] for k in ("group_id", "traj_id", "step", "reward", "observation", "action", "next_observation",
-                            "valid", "won", "group_uid")}
+                            "valid", "won", "group_uid", "oracle_progress")}
     for new_id, i in enumerate(order):
         g, steps, won, valid = trajs[i]
         for t, (o, a, n) in enumerate(steps):
@@ -42,6 +42,7 @@ def to_batch(trajs, order) -> RolloutBatch:
             cols["valid"].append(bool(valid[t]))
             cols["won"].append(won)
             cols["group_uid"].append(f"task{g}")
+            cols["oracle_progress"].append(1.0 if a.endswith(("sink 1", "fridge 1")) else 0.0)  # a step's own content
     return RolloutBatch.from_columns(**cols)
 
 

@@ -243,3 +243,15 @@ def test_prefix_groups_partition_equals_explicit_histories():
     pairs = set(zip(codes.tolist(), explicit.tolist()))
     assert len(pairs) == len(set(codes.tolist())) == len(set(explicit.tolist()))
     assert len(pairs) < b.n_rows                           # some histories are shared (the test is not vacuous)
+
+
+def test_a_scorer_name_passed_as_scorer_is_the_methods_scorer_option():
+    """`compute_advantages("scpo", b, scorer="lexical")` reads the name as SCPO's `scorer` option (it used to be taken
+    for a scorer object and crash); a method without that option names the allowed ones."""
+    from scpo.credit.synthetic import synthetic_batch
+
+    b = synthetic_batch()
+    by_name = compute_advantages("scpo", b, scorer="lexical", tau=0.8).advantages
+    np.testing.assert_array_equal(by_name, compute_advantages("scpo", b, tau=0.8).advantages)
+    with pytest.raises(ValueError, match="unknown option 'scorer' for credit method 'gigpo'"):
+        compute_advantages("gigpo", b, scorer="lexical")

@@ -39,7 +39,7 @@ def smoke(tmp_path_factory, alfworld_games_root, webshop_sample_dir):
         "rollout.n_tasks=1", "rollout.group_size=2", "env.alfworld.max_steps=4", "train.iterations=1",
         "train.sft.n_demos=4", "train.sft.epochs=1", "eval.n_episodes=1", "env.alfworld.eval_splits=[valid_seen]",
         "policy.max_new_tokens=16",
-        "report.methods=[scpo]", "report.seeds=[0]", "report.envs=[alfworld]",
+        "report.methods=[scpo]", "report.seeds=[0, 1]", "report.envs=[alfworld]",
     ])
     return {"root": root, "nb": root / "executed", "reports": root / "reports",
             "common": {"profile": "smoke", "overrides": overrides}}
@@ -57,14 +57,19 @@ def test_every_notebook_runs_in_pipeline_order(smoke):
     sft = root / "runs" / "alfworld" / "sft" / "seed0"
     assert (sft / "summary.json").exists()
 
-    _execute("02_train", nb / "rl", stage="rl", method="scpo", env="alfworld", seed=0, init_from=str(sft), **common)
-    run = root / "runs" / "alfworld" / "scpo" / "seed0"
-    assert (run / "rollouts" / "iter_0000.parquet").exists()
-    assert len(pd.read_csv(run / "history.csv")) == 1
+    # as the DVC stages do: every seed of report.seeds, side by side (scpo.train.seed_pool)
+    _execute("02_train", nb / "rl", stage="rl", method="scpo", env="alfworld", seeds="report", init_from=str(sft),
+             **common)
+    for seed in (0, 1):
+        run = root / "runs" / "alfworld" / "scpo" / f"seed{seed}"
+        assert (run / "rollouts" / "iter_0000.parquet").exists()
+        assert len(pd.read_csv(run / "history.csv")) == 1
+    assert (root / "runs" / "alfworld" / "scpo" / "manifest.json").exists()
 
-    eval_dir = reports / "eval" / "alfworld" / "scpo" / "seed0"
-    _execute("03_evaluate", nb, method="scpo", env="alfworld", seed=0, out_dir=str(eval_dir), **common)
-    assert set(pd.read_csv(eval_dir / "eval.csv")["split"]) == {"valid_seen"}
+    _execute("03_evaluate", nb, method="scpo", env="alfworld", seeds="report", reports_dir=str(reports), **common)
+    for seed in (0, 1):
+        eval_dir = reports / "eval" / "alfworld" / "scpo" / f"seed{seed}"
+        assert set(pd.read_csv(eval_dir / "eval.csv")["split"]) == {"valid_seen"}
 
     _execute("04_credit_maps", nb, env="alfworld", reports_dir=str(reports), **common)
     assert (reports / "figures" / "credit_maps_alfworld.png").stat().st_size > 10_000

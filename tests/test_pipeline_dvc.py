@@ -49,8 +49,10 @@ def _lookup(tree: dict, dotted: str):
 def test_train_and_evaluate_cover_methods_envs_seeds(stages, params):
     rep = params["report"]
     for kind in ("train", "evaluate"):
-        expected = {f"{kind}@{m}-{e}-{s}" for m in rep["methods"] for e in rep["envs"] for s in rep["seeds"]}
+        expected = {f"{kind}@{m}-{e}" for m in rep["methods"] for e in rep["envs"]}
         assert {n for n in stages if n.startswith(f"{kind}@")} == expected
+        for name in expected:  # every seed of report.seeds, side by side in the stage (scpo.train.seed_pool)
+            assert "-p seeds report" in stages[name].cmd and "report.seeds" in _param_keys(stages[name])
     assert {"prepare_data", "semantic_inconsistency", "paper_tables"} <= set(stages)
     assert {f"credit_maps@{e}" for e in rep["envs"]} <= set(stages)
 
@@ -153,12 +155,12 @@ def test_dry_runs_work_in_a_fresh_clone(fresh_clone):
     failing to hash the not yet built data and warm-start folders)."""
     repro = _dvc(fresh_clone, "repro", "--dry")
     assert repro.returncode == 0, repro.stdout[-1500:] + repro.stderr[-1500:]
-    for stage in ("prepare_data", "sft@alfworld", "train@scpo-alfworld-0", "evaluate@hcapo-webshop-2",
+    for stage in ("prepare_data", "sft@alfworld", "train@scpo-alfworld", "evaluate@hcapo-webshop",
                   "credit_maps@webshop", "semantic_inconsistency", "paper_tables"):
         assert f"Running stage '{stage}'" in repro.stdout, stage
     exp = _dvc(fresh_clone, "exp", "run", "-S", "credit.scpo.tau=0.8", "--dry")
     assert exp.returncode == 0, exp.stdout[-1500:] + exp.stderr[-1500:]
-    assert "Running stage 'train@scpo-alfworld-0'" in exp.stdout
+    assert "Running stage 'train@scpo-alfworld'" in exp.stdout
 
 
 def test_plots_render_offline(fresh_clone):

@@ -127,6 +127,8 @@ def compute_advantages(method: str, batch: RolloutBatch, config: CreditConfig | 
                        hindsight_logprob: np.ndarray | None = None, **options: Any) -> CreditResult:
     """Per-step advantages of `method` on `batch` (see `CreditResult`). Pure: reads the batch, returns new arrays."""
     spec = method_spec(method)
+    if isinstance(scorer, str):  # a scorer's name is the method's `scorer` option (SCPO's), not a scorer object
+        options["scorer"], scorer = scorer, None
     cfg = resolve_config(method, config, **options)
     if not isinstance(batch, RolloutBatch):
         raise TypeError(f"batch must be a RolloutBatch, got {type(batch).__name__}")
