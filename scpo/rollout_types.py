@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -80,12 +81,29 @@ class Trajectory:
         return len(self.steps)
 
 
-_STR_COLUMNS = ("observation", "action", "next_observation", "response", "group_uid", "traj_uid", "task_id",
-                "task_type", "env_name")
+_STR_COLUMNS = (
+    "observation",
+    "action",
+    "next_observation",
+    "response",
+    "group_uid",
+    "traj_uid",
+    "task_id",
+    "task_type",
+    "env_name",
+)
 _NUM_COLUMNS = {
-    "group_id": np.int64, "traj_id": np.int64, "step": np.int64, "traj_len": np.int64, "seed": np.int64,
-    "reward": np.float64, "episode_return": np.float64, "task_score": np.float64,
-    "valid": np.bool_, "done": np.bool_, "won": np.bool_,
+    "group_id": np.int64,
+    "traj_id": np.int64,
+    "step": np.int64,
+    "traj_len": np.int64,
+    "seed": np.int64,
+    "reward": np.float64,
+    "episode_return": np.float64,
+    "task_score": np.float64,
+    "valid": np.bool_,
+    "done": np.bool_,
+    "won": np.bool_,
 }
 # columns a batch may lack (files written before they existed stay readable): name -> dtype
 _OPTIONAL_COLUMNS = {"oracle_progress": np.float64}
@@ -150,7 +168,7 @@ class RolloutBatch:
 
     # ---------------------------------------------------------------- construction
     @classmethod
-    def from_trajectories(cls, trajectories: Sequence[Trajectory]) -> "RolloutBatch":
+    def from_trajectories(cls, trajectories: Sequence[Trajectory]) -> RolloutBatch:
         """Flatten trajectories into rows. Group codes follow first appearance of (env_name, task_id, seed)."""
         cols: dict[str, list] = {k: [] for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}
         progress: list[float | None] = []
@@ -184,11 +202,13 @@ class RolloutBatch:
                 progress.append(s.oracle_progress)
         labelled = [q is not None for q in progress]
         if any(labelled) and not all(labelled):
-            raise ValueError(f"{labelled.count(False)} of {len(progress)} steps lack oracle_progress; label all or none")
+            raise ValueError(
+                f"{labelled.count(False)} of {len(progress)} steps lack oracle_progress; label all or none"
+            )
         return cls(**_to_arrays(cols), oracle_progress=np.asarray(progress, np.float64) if any(labelled) else None)
 
     @classmethod
-    def from_columns(cls, **columns: Iterable) -> "RolloutBatch":
+    def from_columns(cls, **columns: Iterable) -> RolloutBatch:
         """Build from plain columns (tests, synthetic batches). Required: group_id, traj_id, step, reward.
 
         Missing columns get defaults: valid/done True-ish from position, strings empty, episode_return = per-trajectory sum.
@@ -255,7 +275,7 @@ class RolloutBatch:
         out.update({k: getattr(self, k) for k in _OPTIONAL_COLUMNS if getattr(self, k) is not None})
         return out
 
-    def select(self, mask: np.ndarray) -> "RolloutBatch":
+    def select(self, mask: np.ndarray) -> RolloutBatch:
         """Rows where `mask` is True (keep whole trajectories if you want valid credit)."""
         return RolloutBatch(**{k: v[mask] for k, v in self.columns().items()})
 
@@ -285,7 +305,7 @@ class RolloutBatch:
         return path
 
     @classmethod
-    def read(cls, path: str | Path) -> "RolloutBatch":
+    def read(cls, path: str | Path) -> RolloutBatch:
         """Load a batch saved by `to_parquet` (.parquet) or `to_jsonl` (.jsonl)."""
         import pandas as pd
 
@@ -314,12 +334,31 @@ class RolloutBatch:
                 continue
             r0 = rows[0]
             q = self.oracle_progress
-            steps = [Step(observation=self.observation[r], action=self.action[r], reward=float(self.reward[r]),
-                          next_observation=self.next_observation[r], valid=bool(self.valid[r]), done=bool(self.done[r]),
-                          response=self.response[r], oracle_progress=None if q is None else float(q[r])) for r in rows]
-            out.append(Trajectory(task_id=self.task_id[r0], seed=int(self.seed[r0]), index=0, steps=steps,
-                                  won=bool(self.won[r0]), task_score=float(self.task_score[r0]),
-                                  task_type=self.task_type[r0], env_name=self.env_name[r0]))
+            steps = [
+                Step(
+                    observation=self.observation[r],
+                    action=self.action[r],
+                    reward=float(self.reward[r]),
+                    next_observation=self.next_observation[r],
+                    valid=bool(self.valid[r]),
+                    done=bool(self.done[r]),
+                    response=self.response[r],
+                    oracle_progress=None if q is None else float(q[r]),
+                )
+                for r in rows
+            ]
+            out.append(
+                Trajectory(
+                    task_id=self.task_id[r0],
+                    seed=int(self.seed[r0]),
+                    index=0,
+                    steps=steps,
+                    won=bool(self.won[r0]),
+                    task_score=float(self.task_score[r0]),
+                    task_type=self.task_type[r0],
+                    env_name=self.env_name[r0],
+                )
+            )
         # index = position within the group, in order of trajectory code
         seen: dict[tuple, int] = {}
         for traj in out:

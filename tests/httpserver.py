@@ -36,7 +36,7 @@ class FileServer:
                     body = body[: len(body) // 2]
                 elif mode == "corrupt":
                     mid = len(body) // 2
-                    body = body[:mid] + bytes([body[mid] ^ 0x01]) + body[mid + 1:]
+                    body = body[:mid] + bytes([body[mid] ^ 0x01]) + body[mid + 1 :]
                 start = 0
                 m = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
                 if m and mode != "drop":

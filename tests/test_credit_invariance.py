@@ -27,8 +27,22 @@ def trajectories(draw):
 
 
 def to_batch(trajs, order) -> RolloutBatch:
-    cols = {k: [] for k in ("group_id", "traj_id", "step", "reward", "observation", "action", "next_observation",
-                            "valid", "won", "group_uid", "oracle_progress")}
+    cols = {
+        k: []
+        for k in (
+            "group_id",
+            "traj_id",
+            "step",
+            "reward",
+            "observation",
+            "action",
+            "next_observation",
+            "valid",
+            "won",
+            "group_uid",
+            "oracle_progress",
+        )
+    }
     for new_id, i in enumerate(order):
         g, steps, won, valid = trajs[i]
         for t, (o, a, n) in enumerate(steps):
@@ -62,11 +76,16 @@ def test_every_estimator_is_invariant_to_trajectory_order(trajs, rnd, scale):
     rnd.shuffle(shuffled)
     a, b = to_batch(trajs, order), to_batch(trajs, shuffled)
     ra, rb = rows_of(trajs, order), rows_of(trajs, shuffled)
-    back = np.concatenate(rb)                           # rows of b in a's row order
-    lp = np.log(np.linspace(0.1, 0.9, a.n_rows))       # a per-row hindsight score for HCAPO, moved with its row
+    back = np.concatenate(rb)  # rows of b in a's row order
+    lp = np.log(np.linspace(0.1, 0.9, a.n_rows))  # a per-row hindsight score for HCAPO, moved with its row
     for method in available_methods():
         extra = {"hindsight_logprob": lp[np.argsort(back)]} if method == "hcapo" else {}
         res_a = compute_advantages(method, a, scale=scale, **({"hindsight_logprob": lp} if method == "hcapo" else {}))
         res_b = compute_advantages(method, b, scale=scale, **extra)
-        np.testing.assert_allclose(res_b.advantages[back], res_a.advantages[np.concatenate(ra)], rtol=0, atol=1e-9,
-                                   err_msg=f"{method} depends on the order of trajectories")
+        np.testing.assert_allclose(
+            res_b.advantages[back],
+            res_a.advantages[np.concatenate(ra)],
+            rtol=0,
+            atol=1e-9,
+            err_msg=f"{method} depends on the order of trajectories",
+        )

@@ -10,10 +10,23 @@ import pytest
 from scpo.config import load_config
 from scpo.train.seed_pool import SeedRunError, evaluate_seeds, parse_seeds, train_seeds
 
-SMALL = {"policy.tiny_hidden_size": 32, "policy.tiny_layers": 1, "policy.tiny_heads": 2, "policy.tiny_vocab_size": 300,
-         "policy.max_new_tokens": 8, "env.name": "corridor", "env.corridor.max_steps": 4, "rollout.n_tasks": 2,
-         "rollout.group_size": 3, "train.iterations": 2, "train.checkpoint_every": 1, "train.rl_start": "base",
-         "train.skip_zero_advantage": False, "credit.method": "gigpo", "eval.n_episodes": 3}
+SMALL = {
+    "policy.tiny_hidden_size": 32,
+    "policy.tiny_layers": 1,
+    "policy.tiny_heads": 2,
+    "policy.tiny_vocab_size": 300,
+    "policy.max_new_tokens": 8,
+    "env.name": "corridor",
+    "env.corridor.max_steps": 4,
+    "rollout.n_tasks": 2,
+    "rollout.group_size": 3,
+    "train.iterations": 2,
+    "train.checkpoint_every": 1,
+    "train.rl_start": "base",
+    "train.skip_zero_advantage": False,
+    "credit.method": "gigpo",
+    "eval.n_episodes": 3,
+}
 
 
 def _cfg(out):
@@ -22,10 +35,15 @@ def _cfg(out):
 
 def _files(run):
     """Every file of a run that must not depend on how it was scheduled (timings and provenance excluded)."""
-    return {p.relative_to(run).as_posix(): p.read_bytes() for p in sorted(run.rglob("*"))
-            if p.is_file() and p.parts[-2:] != ("dvclive", "metrics.json") and p.name not in
-            {"summary.json", "history.csv", "provenance.json", "state.json", "manifest.json", ".scpo.lock"}
-            and "dvclive" not in p.relative_to(run).parts}
+    return {
+        p.relative_to(run).as_posix(): p.read_bytes()
+        for p in sorted(run.rglob("*"))
+        if p.is_file()
+        and p.parts[-2:] != ("dvclive", "metrics.json")
+        and p.name
+        not in {"summary.json", "history.csv", "provenance.json", "state.json", "manifest.json", ".scpo.lock"}
+        and "dvclive" not in p.relative_to(run).parts
+    }
 
 
 def test_parse_seeds():
@@ -40,8 +58,8 @@ def test_parse_seeds():
 @pytest.fixture(scope="module")
 def pooled_and_serial(tmp_path_factory):
     pooled, serial = tmp_path_factory.mktemp("pooled"), tmp_path_factory.mktemp("serial")
-    train_seeds(_cfg(pooled), [0, 1], workers=2)   # two spawned processes at once
-    train_seeds(_cfg(serial), [0, 1], workers=1)   # in this process, one after another
+    train_seeds(_cfg(pooled), [0, 1], workers=2)  # two spawned processes at once
+    train_seeds(_cfg(serial), [0, 1], workers=1)  # in this process, one after another
     return pooled, serial
 
 
@@ -53,8 +71,10 @@ def test_seeds_side_by_side_equal_seeds_one_after_another(pooled_and_serial):
         assert a.keys() == b.keys()
         assert [k for k in a if a[k] != b[k]] == []
     # the two seeds are different runs, and the method's manifest covers both
-    assert _files(pooled / "corridor/gigpo/seed0")["model/model.safetensors"] != \
-        _files(pooled / "corridor/gigpo/seed1")["model/model.safetensors"]
+    assert (
+        _files(pooled / "corridor/gigpo/seed0")["model/model.safetensors"]
+        != _files(pooled / "corridor/gigpo/seed1")["model/model.safetensors"]
+    )
     manifest = json.loads((pooled / "corridor/gigpo/manifest.json").read_text())
     assert sorted(manifest) == ["seed0/model", "seed0/rollouts", "seed1/model", "seed1/rollouts"]
     assert manifest == json.loads((serial / "corridor/gigpo/manifest.json").read_text())

@@ -30,8 +30,10 @@ def compute_oracle(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> Credi
     """Oracle credit on `batch` (needs its oracle_progress column)."""
     q = batch.oracle_progress
     if q is None:
-        raise ValueError("the oracle estimator needs the batch's oracle_progress column (q_t = V*(s_t) - V*(s_t+1)); "
-                         "label ALFWorld rollouts with scpo.analysis.oracle_rollouts.label_progress")
+        raise ValueError(
+            "the oracle estimator needs the batch's oracle_progress column (q_t = V*(s_t) - V*(s_t+1)); "
+            "label ALFWorld rollouts with scpo.analysis.oracle_rollouts.label_progress"
+        )
     if np.any(np.isnan(q) | (q == np.inf)):
         bad = np.flatnonzero(np.isnan(q) | (q == np.inf))[:5]
         raise ValueError(f"oracle_progress is NaN or +inf at rows {bad.tolist()}; q_t is at most 1")
@@ -40,8 +42,14 @@ def compute_oracle(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> Credi
     step_adv = opts.omega * (np.maximum(q, -opts.dead_end) - pen)
     ep_adv = np.zeros_like(step_adv)
     if opts.episode_weight:
-        ep_adv = opts.episode_weight * episode_advantage(batch.episode_return, pen, batch.group_id, batch.traj_id,
-                                                         stats_over=cfg.grpo.stats_over, scale=norm.scale,
-                                                         epsilon=norm.epsilon)
+        ep_adv = opts.episode_weight * episode_advantage(
+            batch.episode_return,
+            pen,
+            batch.group_id,
+            batch.traj_id,
+            stats_over=cfg.grpo.stats_over,
+            scale=norm.scale,
+            epsilon=norm.epsilon,
+        )
     diag = {"episode_adv": ep_adv, "step_adv": step_adv, "anchor_group_size": segment_sizes(batch.group_id)}
     return CreditResult("oracle", ep_adv + step_adv, q.astype(np.float64).copy(), diag, group_stats(batch))

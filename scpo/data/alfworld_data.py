@@ -31,14 +31,24 @@ from tqdm.auto import tqdm
 
 from scpo.data.errors import DataError
 
-__all__ = ["EXPECTED_COUNTS", "prepare_alfworld", "game_files", "count_games", "DataError", "read_game",
-           "alfworld_home", "playable"]
+__all__ = [
+    "EXPECTED_COUNTS",
+    "prepare_alfworld",
+    "game_files",
+    "count_games",
+    "DataError",
+    "read_game",
+    "alfworld_home",
+    "playable",
+]
 
 EXPECTED_COUNTS = {"train": 3553, "valid_seen": 140, "valid_unseen": 134, "valid_train": 200}
 TARBALLS = ("json_2.1.1-valid.tar.gz", "json_2.1.1-valid_train.tar.gz", "json_2.1.1-train.tar.gz")
 GAME_KEYS = ("pddl_domain", "grammar", "pddl_problem", "walkthrough")
-HOW_TO_GET = ("run `scpo prepare-data --only alfworld` where the internet is reachable (it runs `alfworld-download`), "
-              "or set $ALFWORLD_DATA to a folder holding json_2.1.1/ (README, Data)")
+HOW_TO_GET = (
+    "run `scpo prepare-data --only alfworld` where the internet is reachable (it runs `alfworld-download`), "
+    "or set $ALFWORLD_DATA to a folder holding json_2.1.1/ (README, Data)"
+)
 
 
 def game_files(root: str | Path, split: str) -> list[Path]:
@@ -130,8 +140,9 @@ def _stream_until_traceback(cmd: list[str], env: dict) -> tuple[int, str]:
 
 def _downloader() -> str | None:
     """`alfworld-download` on PATH, or beside the running Python (a venv's bin/ that is not on PATH)."""
-    return shutil.which("alfworld-download", path=os.pathsep.join([os.environ.get("PATH", ""),
-                                                                   str(Path(sys.executable).parent)]))
+    return shutil.which(
+        "alfworld-download", path=os.pathsep.join([os.environ.get("PATH", ""), str(Path(sys.executable).parent)])
+    )
 
 
 def _download(home: Path, looked: list[str]) -> None:
@@ -146,14 +157,21 @@ def _download(home: Path, looked: list[str]) -> None:
         for leftover in home.glob("*.zip"):  # downloaded but not (fully) unzipped: fetched again next time
             leftover.unlink()
         error = error if len(error) <= 160 else error[:157] + "..."
-        raise DataError(f"ALFWorld games not found; looked at {'; '.join(looked)}; `alfworld-download --data-dir {home}` "
-                        f"failed ({error or f'exit code {rc}'}); an unfinished asset resumes from "
-                        f"{partial / 'alfworld'}. To fix: {HOW_TO_GET}")
+        raise DataError(
+            f"ALFWorld games not found; looked at {'; '.join(looked)}; `alfworld-download --data-dir {home}` "
+            f"failed ({error or f'exit code {rc}'}); an unfinished asset resumes from "
+            f"{partial / 'alfworld'}. To fix: {HOW_TO_GET}"
+        )
 
 
-def prepare_alfworld(dest_root: str | Path = "data/alfworld", source: str = "auto",
-                     shared_dir: str | Path = "../shared/data", verify: bool = True, require_all: bool = True,
-                     allow_download: bool = True) -> dict[str, int]:
+def prepare_alfworld(
+    dest_root: str | Path = "data/alfworld",
+    source: str = "auto",
+    shared_dir: str | Path = "../shared/data",
+    verify: bool = True,
+    require_all: bool = True,
+    allow_download: bool = True,
+) -> dict[str, int]:
     """Make `dest_root/json_2.1.1/<split>/.../game.tw-pddl` complete; return the counts per split.
 
     Complete means the official counts (`EXPECTED_COUNTS`), or with `require_all=False` at least one game per split

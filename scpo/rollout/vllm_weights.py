@@ -40,7 +40,11 @@ def trainer_parameters(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
         for name, param in model.named_parameters():
             if "lora_" in name or "original_module" in name:
                 continue
-            name = name.removeprefix("base_model.model.").replace(".base_layer", "").replace("modules_to_save.default.", "")
+            name = (
+                name.removeprefix("base_model.model.")
+                .replace(".base_layer", "")
+                .replace("modules_to_save.default.", "")
+            )
             named.append((name, param))
         yield named
     finally:
@@ -48,8 +52,9 @@ def trainer_parameters(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
             model.unmerge_adapter()
 
 
-def cast_weights(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype,
-                 device: torch.device | str) -> Iterator[tuple[str, torch.Tensor]]:
+def cast_weights(
+    named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype, device: torch.device | str
+) -> Iterator[tuple[str, torch.Tensor]]:
     """Detached copies in vLLM's dtype on vLLM's device, one at a time (a 1.5B model is not copied whole at once)."""
     for name, param in named:
         yield name, param.detach().to(device=device, dtype=dtype)
@@ -110,8 +115,17 @@ def compare_with_trainer(llm_model, trainer_model, dtype: torch.dtype | None = N
     nan 0, nothing unmatched, unused or mismatched. Vocabulary rows vLLM pads the embedding with are not compared."""
     dtype = dtype or vllm_model_dtype(llm_model)
     packed = dict(getattr(llm_model, "packed_modules_mapping", {}) or {})
-    out = {"max_abs_diff": 0.0, "nan": 0, "tensors": 0, "elements": 0, "read_back": 0, "unmatched": [], "unused": [],
-           "shape_mismatch": [], "largest": []}
+    out = {
+        "max_abs_diff": 0.0,
+        "nan": 0,
+        "tensors": 0,
+        "elements": 0,
+        "read_back": 0,
+        "unmatched": [],
+        "unused": [],
+        "shape_mismatch": [],
+        "largest": [],
+    }
     diffs = []
     with torch.no_grad(), trainer_parameters(trainer_model) as named:
         mine = dict(named)

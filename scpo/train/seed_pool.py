@@ -66,8 +66,13 @@ def _evaluate_one(cfg: Config, seed: int, method: str, env: str, reports: Path) 
     from scpo.train.evaluate import run_evaluation
 
     with _captured() as log:
-        result = run_evaluation(cfg, checkpoint=run_dir(cfg.train.out_dir, env, method, seed),
-                                out_dir=ReportLayout(reports).eval_dir(env, method, seed), overwrite=False, note=print)
+        result = run_evaluation(
+            cfg,
+            checkpoint=run_dir(cfg.train.out_dir, env, method, seed),
+            out_dir=ReportLayout(reports).eval_dir(env, method, seed),
+            overwrite=False,
+            note=print,
+        )
     return result, log.getvalue()
 
 
@@ -78,8 +83,9 @@ def _captured():
         yield buf
 
 
-def _side_by_side(job: Callable, seeds: Sequence[int], workers: int, desc: str, line: Callable[[int, dict], str],
-                  *args) -> dict[int, dict]:
+def _side_by_side(
+    job: Callable, seeds: Sequence[int], workers: int, desc: str, line: Callable[[int, dict], str], *args
+) -> dict[int, dict]:
     """{seed: job(seed)} with `workers` processes (1: in this process, one after another)."""
     results, errors = {}, []
     bar = tqdm(total=len(seeds), desc=desc, unit="seed")
@@ -88,19 +94,20 @@ def _side_by_side(job: Callable, seeds: Sequence[int], workers: int, desc: str, 
             try:
                 results[s], _ = job(*args[:1], s, *args[1:])
                 bar.write(line(s, results[s]), file=sys.stderr)
-            except Exception as e:  # noqa: BLE001 - reported with the others below
+            except Exception as e:
                 errors.append(f"seed {s}: {type(e).__name__}: {e}")
             bar.update()
     else:
-        with ProcessPoolExecutor(max_workers=min(workers, len(seeds)),
-                                 mp_context=multiprocessing.get_context("spawn")) as pool:
+        with ProcessPoolExecutor(
+            max_workers=min(workers, len(seeds)), mp_context=multiprocessing.get_context("spawn")
+        ) as pool:
             futures = {pool.submit(job, *args[:1], s, *args[1:]): s for s in seeds}
             for f in as_completed(futures):
                 s = futures[f]
                 try:
                     results[s], _ = f.result()
                     bar.write(line(s, results[s]), file=sys.stderr)
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     errors.append(f"seed {s}: {type(e).__name__}: {e}")
                 bar.update()
     bar.close()
@@ -119,12 +126,14 @@ def train_seeds(cfg: Config, seeds: Sequence[int], stage: str = "rl", workers: i
     return summaries
 
 
-def evaluate_seeds(cfg: Config, seeds: Sequence[int], method: str, env: str, reports: Path,
-                   workers: int | None = None) -> dict[int, dict]:
+def evaluate_seeds(
+    cfg: Config, seeds: Sequence[int], method: str, env: str, reports: Path, workers: int | None = None
+) -> dict[int, dict]:
     """Evaluate the runs `<train.out_dir>/<env>/<method>/seed<k>` into `<reports>/eval/...`; -> {seed: eval dict}."""
     workers = cfg.report.parallel_runs if workers is None else workers
-    return _side_by_side(_evaluate_one, seeds, workers, f"{env} {method}: evaluate", _eval_line, cfg, method, env,
-                         Path(reports))
+    return _side_by_side(
+        _evaluate_one, seeds, workers, f"{env} {method}: evaluate", _eval_line, cfg, method, env, Path(reports)
+    )
 
 
 def _train_line(seed: int, summary: dict) -> str:

@@ -33,8 +33,21 @@ NOTHING_HAPPENS = "Nothing happens."
 # here are those; another domain or grammar must be played with engine="textworld".
 DOMAIN_MD5 = "574a98ddcfd0745755a35fbd9d73a583"
 GRAMMAR_MD5 = "67bf9750d2ab8c68e0f2faccabfd59e0"
-DYNAMIC = ("atlocation", "inreceptacle", "objectatlocation", "holds", "holdsany", "opened", "isclean", "ishot", "iscool",
-           "ison", "istoggled", "issliced", "checked")
+DYNAMIC = (
+    "atlocation",
+    "inreceptacle",
+    "objectatlocation",
+    "holds",
+    "holdsany",
+    "opened",
+    "isclean",
+    "ishot",
+    "iscool",
+    "ison",
+    "istoggled",
+    "issliced",
+    "checked",
+)
 SINK_TYPES = ("sinktype", "sinkbasintype")
 KNIFE_TYPES = ("knifetype", "butterknifetype")
 
@@ -56,8 +69,13 @@ def demangle_names(entity_ids: set[str]) -> dict[str, str]:
     next_number = dict(counts)
     names = {}
     for id_ in ids:
-        text = (id_.replace("_bar_", "|").replace("_minus_", "-").replace("_plus_", "+").replace("_dot_", ".")
-                .replace("_comma_", ","))
+        text = (
+            id_.replace("_bar_", "|")
+            .replace("_minus_", "-")
+            .replace("_plus_", "+")
+            .replace("_dot_", ".")
+            .replace("_comma_", ",")
+        )
         parts = text.split("|", 1)
         if len(parts) == 1:
             names[id_] = f"{text} "
@@ -78,11 +96,11 @@ class CompiledGame:
     start: str
     names: dict[str, str]
     objects_by_type: dict[str, list[str]]
-    static: Facts                       # facts of predicates no action changes
-    init_dynamic: Facts                 # initial facts of the predicates actions change
+    static: Facts  # facts of predicates no action changes
+    init_dynamic: Facts  # initial facts of the predicates actions change
     recep_loc: dict[str, str]
     loc_receps: dict[str, tuple[str, ...]]  # location -> receptacles there, sorted by id
-    all_receps: tuple[str, ...]         # sorted by (receptacle, location) = textworld's list order
+    all_receps: tuple[str, ...]  # sorted by (receptacle, location) = textworld's list order
     otype: dict[str, str]
     rtype: dict[str, str]
     can_contain: set[tuple[str, str]]
@@ -92,11 +110,13 @@ class CompiledGame:
 def _check_logic(game: dict, path: Path) -> None:
     grammar = game["grammar"]
     start = grammar.find('"Your task is to: ')
-    blanked = grammar if start < 0 else grammar[:start] + "TASK" + grammar[grammar.index('"', start + 1) + 1:]
+    blanked = grammar if start < 0 else grammar[:start] + "TASK" + grammar[grammar.index('"', start + 1) + 1 :]
     for what, text, want in (("domain", game["pddl_domain"], DOMAIN_MD5), ("grammar", blanked, GRAMMAR_MD5)):
         if hashlib.md5(text.encode()).hexdigest() != want:
-            raise DataError(f"{path}: its PDDL {what} differs from ALFWorld's json_2.1.1 one that engine='fast' implements;"
-                            " play it with engine='textworld'")
+            raise DataError(
+                f"{path}: its PDDL {what} differs from ALFWorld's json_2.1.1 one that engine='fast' implements;"
+                " play it with engine='textworld'"
+            )
 
 
 @lru_cache(maxsize=4096)
@@ -120,18 +140,36 @@ def _compile_cached(path: str, mtime_ns: int) -> CompiledGame:
     loc_receps: dict[str, list[str]] = {}
     for r, l in sorted(facts.get("receptacleatlocation", ())):
         loc_receps.setdefault(l, []).append(r)
-    props = {p: frozenset(a[0] for a in facts.get(p, ())) for p in
-             ("openable", "pickupable", "cleanable", "heatable", "coolable", "toggleable", "sliceable",
-              "isreceptacleobject")}
+    props = {
+        p: frozenset(a[0] for a in facts.get(p, ()))
+        for p in (
+            "openable",
+            "pickupable",
+            "cleanable",
+            "heatable",
+            "coolable",
+            "toggleable",
+            "sliceable",
+            "isreceptacleobject",
+        )
+    }
     return CompiledGame(
-        goal_text=goal_of(game), goal=problem.goal, agent=agent, start=start, names=demangle_names(entities),
+        goal_text=goal_of(game),
+        goal=problem.goal,
+        agent=agent,
+        start=start,
+        names=demangle_names(entities),
         objects_by_type=objects_by_type,
         static={p: rows for p, rows in facts.items() if p not in DYNAMIC},
         init_dynamic={p: set(facts.get(p, ())) for p in DYNAMIC},
-        recep_loc=recep_loc, loc_receps={l: tuple(rs) for l, rs in loc_receps.items()},
+        recep_loc=recep_loc,
+        loc_receps={l: tuple(rs) for l, rs in loc_receps.items()},
         all_receps=tuple(r for r, _ in sorted(facts.get("receptacleatlocation", ()))),
-        otype={o: t for o, t in facts.get("objecttype", ())}, rtype={r: t for r, t in facts.get("receptacletype", ())},
-        can_contain=set(facts.get("cancontain", ())), props=props)
+        otype={o: t for o, t in facts.get("objecttype", ())},
+        rtype={r: t for r, t in facts.get("receptacletype", ())},
+        can_contain=set(facts.get("cancontain", ())),
+        props=props,
+    )
 
 
 def compile_game(path: str | Path) -> CompiledGame:

@@ -13,12 +13,29 @@ from pathlib import Path
 
 from scpo.data.alfworld_data import EXPECTED_COUNTS, DataError, read_game
 
-__all__ = ["TASK_TYPES", "SPLITS", "DataError", "resolve_root", "list_tasks", "game_file", "task_type", "expert_actions",
-           "goal_of", "load_game", "clear_game_cache"]
+__all__ = [
+    "TASK_TYPES",
+    "SPLITS",
+    "DataError",
+    "resolve_root",
+    "list_tasks",
+    "game_file",
+    "task_type",
+    "expert_actions",
+    "goal_of",
+    "load_game",
+    "clear_game_cache",
+]
 
 # ALFWorld's task types (alfworld.agents.environment.alfred_tw_env.TASK_TYPES, ids 1..6).
-TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
-              "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place")
+TASK_TYPES = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
 SPLITS = tuple(EXPECTED_COUNTS)
 GAME_NAME = "game.tw-pddl"
 _TASK_LINE = re.compile(r'"Your task is to: ([^"]*)"')
@@ -31,8 +48,10 @@ def resolve_root(data_root: str | Path = "data") -> Path:
         return root
     if (root / "alfworld" / "json_2.1.1").is_dir():
         return root / "alfworld"
-    raise DataError(f"no ALFWorld games under {root} (looked for {root}/json_2.1.1 and {root}/alfworld/json_2.1.1); "
-                    "run `scpo prepare-data --only alfworld`")
+    raise DataError(
+        f"no ALFWorld games under {root} (looked for {root}/json_2.1.1 and {root}/alfworld/json_2.1.1); "
+        "run `scpo prepare-data --only alfworld`"
+    )
 
 
 def list_tasks(split: str, data_root: str | Path = "data", limit: int | None = None) -> list[str]:
@@ -64,8 +83,10 @@ def task_type(task_id: str | Path, data_root: str | Path = "data") -> str:
         prefix = part.split("-", 1)[0]
         if prefix in TASK_TYPES:
             return prefix
-    raise ValueError(f"cannot tell the ALFWorld task type of {str(task_id)!r}; expected a folder named "
-                     f"<type>-<object>-... with <type> in {', '.join(TASK_TYPES)}")
+    raise ValueError(
+        f"cannot tell the ALFWorld task type of {str(task_id)!r}; expected a folder named "
+        f"<type>-<object>-... with <type> in {', '.join(TASK_TYPES)}"
+    )
 
 
 def cache_key(path: str | Path) -> tuple[str, int]:

@@ -9,8 +9,16 @@ from __future__ import annotations
 
 from scpo.envs.prompting import extract_action, template_phrases
 
-__all__ = ["PROMPT_NO_HISTORY", "PROMPT_WITH_HISTORY", "HISTORY_ITEM", "ANSWER_FORMAT", "PROMPT_PHRASES", "build_prompt",
-           "project_action", "MAX_ACTION_CHARS"]
+__all__ = [
+    "PROMPT_NO_HISTORY",
+    "PROMPT_WITH_HISTORY",
+    "HISTORY_ITEM",
+    "ANSWER_FORMAT",
+    "PROMPT_PHRASES",
+    "build_prompt",
+    "project_action",
+    "MAX_ACTION_CHARS",
+]
 
 ANSWER_FORMAT = (
     "Now it's your turn to take an action.\n"
@@ -46,8 +54,14 @@ def _quote(command: str) -> str:
     return "'" + command + "'"
 
 
-def build_prompt(goal: str, observation: str, admissible: list[str], history: list[tuple[str, str]], step: int,
-                 history_length: int = 2) -> str:
+def build_prompt(
+    goal: str,
+    observation: str,
+    admissible: list[str],
+    history: list[tuple[str, str]],
+    step: int,
+    history_length: int = 2,
+) -> str:
     """The policy's prompt at `step` (0-based count of steps already taken). `history` holds (observation, action) pairs
     of the earlier steps, oldest first; the last `history_length` of them are shown."""
     if history_length < 0:
@@ -57,10 +71,18 @@ def build_prompt(goal: str, observation: str, admissible: list[str], history: li
     if step == 0 or not recent:
         return PROMPT_NO_HISTORY.format(goal=goal, observation=observation, admissible=shown_admissible)
     first_index = step - len(recent) + 1
-    text = "".join(HISTORY_ITEM.format(index=first_index + k, observation=obs, action=act)
-                   for k, (obs, act) in enumerate(recent))
-    return PROMPT_WITH_HISTORY.format(goal=goal, step=step, n_history=len(recent), history=text, current_step=step + 1,
-                                      observation=observation, admissible=shown_admissible)
+    text = "".join(
+        HISTORY_ITEM.format(index=first_index + k, observation=obs, action=act) for k, (obs, act) in enumerate(recent)
+    )
+    return PROMPT_WITH_HISTORY.format(
+        goal=goal,
+        step=step,
+        n_history=len(recent),
+        history=text,
+        current_step=step + 1,
+        observation=observation,
+        admissible=shown_admissible,
+    )
 
 
 def project_action(text: object, admissible: list[str]) -> tuple[str, bool]:
@@ -75,5 +97,5 @@ def project_action(text: object, admissible: list[str]) -> tuple[str, bool]:
         if action is None:
             return "", False
         return action, action in set(admissible or ())
-    except Exception:  # noqa: BLE001 - the contract is "never raises", whatever the input
+    except Exception:
         return "", False

@@ -7,8 +7,22 @@ indefinite article "a" (textworld's PddlEnv sets it for every entity).
 
 from __future__ import annotations
 
-__all__ = ["HELP_TEXT", "INTRO_HEADER", "display_list", "intro", "look", "arrive", "opened", "closed", "picked", "moved",
-           "examine_receptacle", "examine_object", "inventory", "feedback"]
+__all__ = [
+    "HELP_TEXT",
+    "INTRO_HEADER",
+    "display_list",
+    "intro",
+    "look",
+    "arrive",
+    "opened",
+    "closed",
+    "picked",
+    "moved",
+    "examine_receptacle",
+    "examine_object",
+    "inventory",
+    "feedback",
+]
 
 INTRO_HEADER = "-= Welcome to TextWorld, ALFRED! =-"
 HELP_TEXT = (
@@ -58,15 +72,23 @@ def look(engine, from_intro: bool = False) -> str:
     g = engine.game
     here = g.loc_receps.get(engine.loc, ())
     if not here:
-        return ("You are in the middle of a room. Looking quickly around you, you see "
-                + display_list(_a(engine, g.all_receps) if from_intro else []) + ".")
+        return (
+            "You are in the middle of a room. Looking quickly around you, you see "
+            + display_list(_a(engine, g.all_receps) if from_intro else [])
+            + "."
+        )
     floor = []
     if engine.negated:
         for o, l in sorted(engine.facts["objectatlocation"]):
             if l == engine.loc:
                 floor += [o for r in here if ("inreceptacle", (o, r)) in engine.negated]
-    return ("You are facing the " + display_list([g.names[r] for r in here]) + ". Next to it, you see "
-            + display_list(_a(engine, floor)) + ".")
+    return (
+        "You are facing the "
+        + display_list([g.names[r] for r in here])
+        + ". Next to it, you see "
+        + display_list(_a(engine, floor))
+        + "."
+    )
 
 
 def examine_receptacle(engine, r: str) -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from scpo.envs.alfworld.games import load_game
 

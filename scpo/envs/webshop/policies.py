@@ -39,8 +39,11 @@ def expert_plan(env: WebShopEnv) -> list[str]:
     for query in (*search_candidates(goal)[:2], product.title.lower()):
         info = act(f"search[{query}]")
         page = 1
-        while target not in info["admissible_commands"] and page < MAX_RESULT_PAGES and \
-                len(env.shown_asins) == pages.RESULTS_PER_PAGE:
+        while (
+            target not in info["admissible_commands"]
+            and page < MAX_RESULT_PAGES
+            and len(env.shown_asins) == pages.RESULTS_PER_PAGE
+        ):
             info = act(f"click[{pages.NEXT}]")
             page += 1
         if target in info["admissible_commands"]:

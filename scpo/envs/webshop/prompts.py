@@ -13,8 +13,17 @@ import re
 from scpo.envs.prompting import extract_action, template_phrases
 from scpo.envs.webshop.env import SEARCH_TEMPLATE
 
-__all__ = ["PROMPT_NO_HISTORY", "PROMPT_WITH_HISTORY", "HISTORY_ITEM", "ANSWER_FORMAT", "PROMPT_PHRASES", "build_prompt",
-           "project_action", "strip_header", "MAX_ACTION_CHARS"]
+__all__ = [
+    "PROMPT_NO_HISTORY",
+    "PROMPT_WITH_HISTORY",
+    "HISTORY_ITEM",
+    "ANSWER_FORMAT",
+    "PROMPT_PHRASES",
+    "build_prompt",
+    "project_action",
+    "strip_header",
+    "MAX_ACTION_CHARS",
+]
 
 ANSWER_FORMAT = (
     "Now it's your turn to take one action for the current step.\n"
@@ -54,8 +63,14 @@ def strip_header(observation: str) -> str:
     return _HEADER.sub("", observation, count=1)
 
 
-def build_prompt(goal: str, observation: str, admissible: list[str], history: list[tuple[str, str]], step: int,
-                 history_length: int = 2) -> str:
+def build_prompt(
+    goal: str,
+    observation: str,
+    admissible: list[str],
+    history: list[tuple[str, str]],
+    step: int,
+    history_length: int = 2,
+) -> str:
     """The policy's prompt at `step` (0-based count of steps already taken). `history` holds (observation, action) pairs
     of the earlier steps, oldest first; the last `history_length` of them are shown."""
     if history_length < 0:
@@ -66,10 +81,19 @@ def build_prompt(goal: str, observation: str, admissible: list[str], history: li
     if step == 0 or not recent:
         return PROMPT_NO_HISTORY.format(goal=goal, observation=observation, admissible=shown_admissible)
     first_index = step - len(recent) + 1
-    text = "".join(HISTORY_ITEM.format(index=first_index + k, observation=strip_header(obs), action=act)
-                   for k, (obs, act) in enumerate(recent))
-    return PROMPT_WITH_HISTORY.format(goal=goal, step=step, n_history=len(recent), history=text, current_step=step + 1,
-                                      observation=observation, admissible=shown_admissible)
+    text = "".join(
+        HISTORY_ITEM.format(index=first_index + k, observation=strip_header(obs), action=act)
+        for k, (obs, act) in enumerate(recent)
+    )
+    return PROMPT_WITH_HISTORY.format(
+        goal=goal,
+        step=step,
+        n_history=len(recent),
+        history=text,
+        current_step=step + 1,
+        observation=observation,
+        admissible=shown_admissible,
+    )
 
 
 def _admissible(action: str, admissible: list[str]) -> bool:
@@ -94,5 +118,5 @@ def project_action(text: object, admissible: list[str]) -> tuple[str, bool]:
         if action is None:
             return "", False
         return action, _admissible(action, list(admissible or ()))
-    except Exception:  # noqa: BLE001 - the contract is "never raises", whatever the input
+    except Exception:
         return "", False
