@@ -96,7 +96,8 @@ def main() -> None:
     for name, r in (("fast", fast), ("textworld", ref)):
         print(f"{name:12s}{r['steps_per_s']:12.1f}{r['resets_per_s']:12.2f}{r['loads_per_s']:12.2f}")
     print(
-        f"{'ratio':12s}{fast['steps_per_s'] / ref['steps_per_s']:11.0f}x{fast['resets_per_s'] / ref['resets_per_s']:11.0f}x"
+        f"{'ratio':12s}{fast['steps_per_s'] / ref['steps_per_s']:11.0f}x"
+        f"{fast['resets_per_s'] / ref['resets_per_s']:11.0f}x"
         f"{fast['loads_per_s'] / ref['loads_per_s']:11.0f}x"
     )
 

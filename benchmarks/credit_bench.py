@@ -65,7 +65,9 @@ def main() -> None:
     )
     for method in available_methods():
         extra = {"hindsight_logprob": lp} if method == "hcapo" else {}
-        best, med, cpu = timed(lambda: compute_advantages(method, batch, **extra), args.repeats)
+        best, med, cpu = timed(
+            lambda method=method, extra=extra: compute_advantages(method, batch, **extra), args.repeats
+        )
         label = method + (" (lexical scorer)" if method in ("scpo", "progpo_r") else "")
         print(f"{label:<28}{best:>8.2f}{med:>11.2f}{cpu:>8.2f}   {'ok' if cpu < 20 else 'OVER'}")
 

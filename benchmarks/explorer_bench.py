@@ -89,8 +89,8 @@ def redraws(run: Path, n: int) -> dict[str, list[tuple[float, float]]]:
     its = [v for _, v in ex.iteration.options]
     for i in range(n):
         for name, change in (
-            ("tau", lambda: setattr(ex.options["tau"], "value", round(0.30 + 0.02 * i, 2))),
-            ("kappa", lambda: setattr(ex.options["kappa"], "value", round(0.20 + 0.01 * i, 2))),
+            ("tau", lambda i=i: setattr(ex.options["tau"], "value", round(0.30 + 0.02 * i, 2))),
+            ("kappa", lambda i=i: setattr(ex.options["kappa"], "value", round(0.20 + 0.01 * i, 2))),
             ("group", lambda: setattr(ex.group, "value", groups[(groups.index(ex.group.value) + 1) % len(groups)])),
             ("iteration", lambda: setattr(ex.iteration, "value", its[(its.index(ex.iteration.value) + 1) % len(its)])),
             ("estimator", lambda: setattr(ex.estimators["g2po"], "value", not ex.estimators["g2po"].value)),

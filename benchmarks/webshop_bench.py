@@ -3,9 +3,10 @@
     .venv/bin/python benchmarks/webshop_bench.py --data-root data --n-goals 500
 
 Uses the catalogue under `<data-root>/webshop/catalogue` (built by `scpo prepare-data --only webshop`); with `--build`,
-builds one first from `<data-root>/webshop/raw` with `--n-products` / `--catalogue-goals`. Goals are the first `--n-goals`
-of the goal list (all splits, in index order). Throughput counts every env.step of the random-policy episodes (policy time
-included, it is a list choice); the first pass runs with an empty search cache, the second with a warm one.
+builds one first from `<data-root>/webshop/raw` with `--n-products` / `--catalogue-goals`. Goals are the first
+`--n-goals` of the goal list (all splits, in index order). Throughput counts every env.step of the random-policy
+episodes (policy time included, it is a list choice); the first pass runs with an empty search cache, the second with a
+warm one.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def main() -> None:
     cat = webshop.load_catalogue(args.data_root)
     _ = cat.search  # build the BM25 index
     print(
-        f"catalogue: {len(cat.products)} products, {len(cat.goals)} goals; load + index {time.perf_counter() - t0:.2f} s"
+        f"catalogue: {len(cat.products)} products, {len(cat.goals)} goals; "
+        f"load + index {time.perf_counter() - t0:.2f} s"
     )
     n = min(args.n_goals, len(cat.goals))
     tasks = [format_task_id(cat.split_of(i), i) for i in range(n)]

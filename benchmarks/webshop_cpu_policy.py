@@ -51,7 +51,8 @@ def main() -> None:
     mixed, failed, train_success = [], [], []
     for s in args.rl_seeds:
         run = args.runs / f"ws_rl_{args.method}_s{s}"
-        rows = list(csv.DictReader(open(run / "history.csv")))
+        with open(run / "history.csv") as fh:
+            rows = list(csv.DictReader(fh))
         init = (
             json.loads((run / "summary.json").read_text()).get("init_from", "?")
             if (run / "summary.json").is_file()

@@ -118,7 +118,8 @@ def _original_env(repo: Path, cat, data_dir: Path, human: bool, n_goals: int | N
 
 
 def _walk_actions(rng: random.Random, info: dict, words: list[str]) -> str:
-    """A random action: mostly an admissible one; sometimes a search off the search page, a malformed or upper-case one."""
+    """A random action: mostly an admissible one; sometimes a search off the search page, a malformed or upper-case
+    one."""
     r = rng.random()
     if r < 0.08:
         return "search[" + " ".join(rng.sample(words, min(len(words), rng.randint(1, 4)))) + "]"

@@ -1,7 +1,7 @@
 """The `scpo` command: prepare-data, train, eval, sweep, credit-map, parity, convert-checkpoint, fidelity.
 
-Every command reads params.yaml (`--params`), a profile (`--profile`) and dotted overrides (`--set key=value`, repeatable),
-validated by the same typed config as Papermill parameters. Heavy modules are imported inside each command.
+Every command reads params.yaml (`--params`), a profile (`--profile`) and dotted overrides (`--set key=value`,
+repeatable), validated by the same typed config as Papermill parameters. Heavy modules are imported inside each command.
 
 Everyday mistakes (a bad config value, missing data, a run folder in use or holding another run, a checkpoint that
 cannot be restored, a model that is not on this machine) end the command with one red line on stderr naming the value
@@ -11,6 +11,7 @@ command, or SCPO_DEBUG=1) shows the traceback instead. Commands that write end w
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -137,7 +138,8 @@ def _train_line(summary: dict) -> str:
         bc = summary.get("bc", {})
         return (
             f"SFT warm start on {summary['env']} (seed {summary['seed']}): {int(summary['demos']['n_steps'])} demo "
-            f"steps, loss {bc.get('loss_first_epoch', float('nan')):.3f} -> {bc.get('loss_last_epoch', float('nan')):.3f}; "
+            f"steps, loss {bc.get('loss_first_epoch', float('nan')):.3f} -> "
+            f"{bc.get('loss_last_epoch', float('nan')):.3f}; "
             f"wrote {where}/model, summary.json, provenance.json"
         )
     final = summary.get("final", {}).get("charts/success_rate")

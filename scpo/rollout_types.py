@@ -1,11 +1,11 @@
 """The one data model every part of scpo speaks: Step, Trajectory, RolloutBatch.
 
-Flow: environments + policy produce `Trajectory` objects (lists of `Step`); `RolloutBatch.from_trajectories` turns a list of
-them into a columnar view (one row per step, numpy arrays) that the pure credit estimators read; `to_parquet` / `read`
-persist a batch so notebooks can load saved rollouts.
+Flow: environments + policy produce `Trajectory` objects (lists of `Step`); `RolloutBatch.from_trajectories` turns a
+list of them into a columnar view (one row per step, numpy arrays) that the pure credit estimators read; `to_parquet` /
+`read` persist a batch so notebooks can load saved rollouts.
 
-Ids are deterministic: a group is (task_id, seed), a trajectory is (task_id, seed, index); their uids are content hashes,
-never uuid4, so the same rollouts always get the same ids.
+Ids are deterministic: a group is (task_id, seed), a trajectory is (task_id, seed, index); their uids are content
+hashes, never uuid4, so the same rollouts always get the same ids.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ class Step:
 
     `observation` / `next_observation` are the raw environment texts (no prompt, no history): GiGPO's anchor states.
     `valid` is False when the response lacked the required format or the action was not admissible (invalid penalty).
-    `prompt` is the full text the policy saw; token-level fields (ids, log-probs) live in `extras` when the trainer needs them.
+    `prompt` is the full text the policy saw; token-level fields (ids, log-probs) live in `extras` when the trainer
+    needs them.
     """
 
     observation: str
@@ -211,8 +212,8 @@ class RolloutBatch:
     def from_columns(cls, **columns: Iterable) -> RolloutBatch:
         """Build from plain columns (tests, synthetic batches). Required: group_id, traj_id, step, reward.
 
-        Missing columns get defaults: valid/done True-ish from position, strings empty, episode_return = per-trajectory sum.
-        Rows must be grouped by trajectory and ordered by step.
+        Missing columns get defaults: valid/done True-ish from position, strings empty, episode_return = per-trajectory
+        sum. Rows must be grouped by trajectory and ordered by step.
         """
         required = ("group_id", "traj_id", "step", "reward")
         missing = [k for k in required if k not in columns]
@@ -325,7 +326,8 @@ class RolloutBatch:
         return cls(**_to_arrays({k: df[k].tolist() for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}), **optional)
 
     def to_trajectories(self) -> list[Trajectory]:
-        """Inverse of `from_trajectories` for the persisted fields (prompts, admissible sets and extras are not kept)."""
+        """Inverse of `from_trajectories` for the persisted fields (prompts, admissible sets and extras are not
+        kept)."""
         out: list[Trajectory] = []
         order = np.lexsort((self.step, self.traj_id))
         boundaries = np.flatnonzero(np.diff(self.traj_id[order])) + 1

@@ -41,7 +41,8 @@ def webshop_sample_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def alfworld_data_root() -> Path:
-    """data/alfworld with all 4,027 games, unpacked once from $ALFWORLD_DATA or ../shared/data/alfworld; skips without."""
+    """data/alfworld with all 4,027 games, unpacked once from $ALFWORLD_DATA or ../shared/data/alfworld; skips
+    without."""
     from scpo.data.alfworld_data import DataError, prepare_alfworld
 
     root = REPO / "data" / "alfworld"

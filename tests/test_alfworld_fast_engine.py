@@ -1,4 +1,5 @@
-"""The fast ALFWorld engine on a hand-made game (real ALFRED domain + grammar, a tiny problem): every text hand-computed."""
+"""The fast ALFWorld engine on a hand-made game (real ALFRED domain + grammar, a tiny problem): every text
+hand-computed."""
 
 from __future__ import annotations
 

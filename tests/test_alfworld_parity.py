@@ -1,4 +1,5 @@
-"""CI parity: the fast engine against the textworld reference on one game per task type (walkthrough + a random walk)."""
+"""CI parity: the fast engine against the textworld reference on one game per task type (walkthrough + a random
+walk)."""
 
 from __future__ import annotations
 

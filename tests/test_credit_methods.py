@@ -58,7 +58,7 @@ def test_progpo_c_by_hand():
 
 def test_progpo_c_simultaneous_first_visits_all_count_whatever_the_order():
     # both trajectories reach n1 first at index 1: both count it (revision 1 credited only the lower index)
-    cols = dict(group_id=[0] * 4, step=[0, 1, 0, 1], reward=[0] * 4, observation=["o0", "n1", "o0", "n1"])
+    cols = {"group_id": [0] * 4, "step": [0, 1, 0, 1], "reward": [0] * 4, "observation": ["o0", "n1", "o0", "n1"]}
     b = RolloutBatch.from_columns(traj_id=[0, 0, 1, 1], next_observation=["n1", "n2", "n1", "n3"], **cols)
     swapped = RolloutBatch.from_columns(traj_id=[0, 0, 1, 1], next_observation=["n1", "n3", "n1", "n2"], **cols)
     np.testing.assert_array_equal(compute_advantages("progpo_c", b).diagnostics["coverage"], [1, 1, 1, 1])

@@ -27,7 +27,8 @@ SERVED = ("items_ins_v2_1000.json", "items_ins_v2_10000.json", "human_goals.json
 
 @pytest.fixture()
 def sample_bytes(webshop_sample_dir):
-    """The sample files as the server holds them; the sample's human file stands in for the full items_human_ins.json."""
+    """The sample files as the server holds them; the sample's human file stands in for the full
+    items_human_ins.json."""
     files = {n: (webshop_sample_dir / n).read_bytes() for n in WEBSHOP_FILES if n != "items_human_ins_10000.json"}
     files["items_human_ins.json"] = (webshop_sample_dir / "items_human_ins_10000.json").read_bytes()
     return files
@@ -172,7 +173,8 @@ ZIP = "json_2.1.2_tw-pddl.zip"
 
 
 def _games_zip(fixture_root) -> bytes:
-    """The fixture games as the release zip holds them (json_2.1.1/<split>/...), plus an unsolvable game beside each AlarmClock look-at game."""
+    """The fixture games as the release zip holds them (json_2.1.1/<split>/...), plus an unsolvable game beside each
+    AlarmClock look-at game."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for game in sorted(fixture_root.glob("json_2.1.1/*/*/*/game.tw-pddl")):

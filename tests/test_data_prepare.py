@@ -6,6 +6,7 @@ import io
 import json
 import shutil
 import tarfile
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -40,18 +41,19 @@ def _fake_tarballs(where: Path, per_split: dict[str, int], corrupt: str | None =
         "valid_train": TARBALLS[1],
         "train": TARBALLS[2],
     }
-    tars = {t: tarfile.open(where / t, "w:gz") for t in TARBALLS}
-    for split, n in per_split.items():
-        for i in range(n):
-            body = json.dumps({"pddl_domain": "", "grammar": "", "pddl_problem": "(:objects)", "walkthrough": ["look"]})
-            if corrupt == split and i == 0:
-                body = "{not json"
-            data = body.encode()
-            info = tarfile.TarInfo(f"json_2.1.1/{split}/task-{i}/trial_0/game.tw-pddl")
-            info.size = len(data)
-            tars[split_to_tar[split]].addfile(info, io.BytesIO(data))
-    for t in tars.values():
-        t.close()
+    with ExitStack() as stack:
+        tars = {t: stack.enter_context(tarfile.open(where / t, "w:gz")) for t in TARBALLS}
+        for split, n in per_split.items():
+            for i in range(n):
+                body = json.dumps(
+                    {"pddl_domain": "", "grammar": "", "pddl_problem": "(:objects)", "walkthrough": ["look"]}
+                )
+                if corrupt == split and i == 0:
+                    body = "{not json"
+                data = body.encode()
+                info = tarfile.TarInfo(f"json_2.1.1/{split}/task-{i}/trial_0/game.tw-pddl")
+                info.size = len(data)
+                tars[split_to_tar[split]].addfile(info, io.BytesIO(data))
 
 
 @pytest.fixture()

@@ -1,5 +1,6 @@
-"""The credit explorer in a real browser: JupyterLab served on localhost, Debian's headless Chromium driven by Playwright,
-notebook 04 run on smoke rollouts (two runs of synthetic ALFWorld-like rollouts with mixed groups) in its interactive mode.
+"""The credit explorer in a real browser: JupyterLab served on localhost, Debian's headless Chromium driven by
+Playwright, notebook 04 run on smoke rollouts (two runs of synthetic ALFWorld-like rollouts with mixed groups) in its
+interactive mode.
 
 Checks what a user sees: the controls and the heat maps render; another group and another tau redraw the figure (the
 plotly state read from the page and the element screenshots differ, GRPO's panel is untouched by tau); a click on a cell

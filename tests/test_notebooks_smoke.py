@@ -1,6 +1,6 @@
 """CI's smoke run of the pipeline: every notebook executed by Papermill, in pipeline order, on the smoke profile shrunk
-further by overrides (one ALFWorld task, two rollouts, four steps, one RL iteration), writing only under tmp_path, on the
-data committed under tests/fixtures (15 ALFWorld games, a WebShop sample), so it runs on a fresh clone.
+further by overrides (one ALFWorld task, two rollouts, four steps, one RL iteration), writing only under tmp_path, on
+the data committed under tests/fixtures (15 ALFWorld games, a WebShop sample), so it runs on a fresh clone.
 
 This is the same chain `dvc repro` runs (01 prepare -> 02 sft -> 02 rl -> 03 evaluate -> 04 credit maps -> 05
 semantic inconsistency -> 07 credit fidelity -> 06 tables), with the same notebooks and the same config validation; only

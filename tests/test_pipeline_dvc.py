@@ -58,7 +58,7 @@ def test_train_and_evaluate_cover_methods_envs_seeds(stages, params):
 
 
 def test_every_listed_param_exists(stages, params):
-    for name, stage in stages.items():
+    for stage in stages.values():
         for key in _param_keys(stage):
             _lookup(params, key)  # raises KeyError naming the missing key
 

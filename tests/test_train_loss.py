@@ -12,7 +12,8 @@ from scpo.train.loss import clipped_surrogate, low_var_kl, masked_mean, policy_l
 
 
 def test_clipped_surrogate_matches_hand_computed_values():
-    # ratios 1.5 (A=+1: clipped to 1.2), 0.5 (A=+1: unclipped 0.5 is the min), 1.5 (A=-1: -1.5 is the min), 0.5 (A=-1: clip 0.8)
+    # ratios 1.5 (A=+1: clipped to 1.2), 0.5 (A=+1: unclipped 0.5 is the min),
+    #        1.5 (A=-1: -1.5 is the min), 0.5 (A=-1: clip 0.8)
     old = torch.zeros(1, 4)
     logp = torch.log(torch.tensor([[1.5, 0.5, 1.5, 0.5]]))
     adv = torch.tensor([[1.0, 1.0, -1.0, -1.0]])

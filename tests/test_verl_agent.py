@@ -213,7 +213,7 @@ def g2po_public_reference(episode_rewards, anchor_obs, index, traj_index, valid,
         return vals - vals.mean() if remove_std else (vals - vals.mean()) / (torch.std(vals) + EPS)
 
     step_adv = np.zeros(n)
-    for nd, rs in rows_of_node.items():
+    for rs in rows_of_node.values():
         if len(rs) > 1:
             step_adv[rs] += norm(v_next[rs] - pen[rs]).numpy()
     for uid in np.unique(index):
@@ -294,7 +294,7 @@ def hgpo_public_reference(step_rewards, anchor_obs, index, traj_index, history_l
                     t, k = pos[r]
                     if k >= depth:
                         clusters[tuple(anchor_obs[q] for q in trajs[t][k - depth : k])].append(r)
-                for key, rs in clusters.items():
+                for rs in clusters.values():
                     if len(rs) < 2:
                         continue
                     v = np.array([step_rewards[r] for r in rs])

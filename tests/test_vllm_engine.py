@@ -1,6 +1,6 @@
-"""The vLLM engine against the stand-in `vllm` package of checks/gpu/standin (no GPU here): prompts truncated like the CPU
-engine's, sampling outside the trainer's autocast, the V1 model runner unless asked otherwise, and a weight sync that
-runs under no_grad in vLLM's config context with detached tensors in the engine's dtype, skips tied weights, checks
+"""The vLLM engine against the stand-in `vllm` package of checks/gpu/standin (no GPU here): prompts truncated like the
+CPU engine's, sampling outside the trainer's autocast, the V1 model runner unless asked otherwise, and a weight sync
+that runs under no_grad in vLLM's config context with detached tensors in the engine's dtype, skips tied weights, checks
 `reset_prefix_cache()`, and is verified by an exact parameter comparison and probe prompts, failing loudly."""
 
 from __future__ import annotations
@@ -111,8 +111,8 @@ def test_v1_model_runner_unless_asked_otherwise(standin, tmp_path, runner, env, 
 @pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied"])
 def test_sync_loads_detached_weights_in_the_engine_dtype_under_no_grad(standin, tmp_path, tie):
     """Every trainer parameter under its checkpoint name, once: a tied lm_head is not sent (vLLM ties it itself), an
-    untied one is; tensors detached, already in vLLM's dtype (bfloat16 from float32 trainer weights); the load runs under
-    no_grad, outside autocast and inside vLLM's config context; the prefix cache is reset."""
+    untied one is; tensors detached, already in vLLM's dtype (bfloat16 from float32 trainer weights); the load runs
+    under no_grad, outside autocast and inside vLLM's config context; the prefix cache is reset."""
     policy = _policy(tie=tie)
     engine = _engine(policy, tmp_path, dtype="bfloat16")
     _update(policy)
@@ -163,7 +163,7 @@ def test_a_failed_sync_stops_with_an_error(standin, tmp_path, fault, message):
     policy = _policy()
     engine = _engine(policy, tmp_path)
     _update(policy)
-    standin.FAULTS[fault] = False if fault == "reset_returns" else True
+    standin.FAULTS[fault] = fault != "reset_returns"
     with pytest.raises(WeightSyncError, match=message):
         engine.sync_weights(policy)
 

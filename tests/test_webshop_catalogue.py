@@ -182,7 +182,7 @@ def test_human_goals(webshop_handmade_dir, tmp_path):
 
 
 def test_limit_draws_distinct_goals_by_weight():
-    goals = [dict(name=i, weight=w) for i, w in enumerate([1.0, 1.0, 1.0, 100.0, 1.0, 1.0])]
+    goals = [{"name": i, "weight": w} for i, w in enumerate([1.0, 1.0, 1.0, 100.0, 1.0, 1.0])]
     shuffled = order_goals(goals)
     assert shuffled == random.Random(233).sample(goals, len(goals)) or sorted(g["name"] for g in shuffled) == list(
         range(6)

@@ -1,6 +1,6 @@
-"""The WebShop environment against WebShop's own text env: pages, clickables and transitions on hand-made files in WebShop's
-format (the expected strings are what WebShop's `WebAgentTextEnv` printed for the same files and actions), action
-parsing, episode rules, task ids and the registry."""
+"""The WebShop environment against WebShop's own text env: pages, clickables and transitions on hand-made files in
+WebShop's format (the expected strings are what WebShop's `WebAgentTextEnv` printed for the same files and actions),
+action parsing, episode rules, task ids and the registry."""
 
 from __future__ import annotations
 
@@ -158,7 +158,8 @@ def test_option_in_two_groups_goes_to_the_last_and_prev_clears_options(own_catal
         'Purchased [SEP] asin [SEP] B000000004 [SEP] options [SEP] {"size": "big"} [SEP] attrs [SEP] None [SEP] '
         "category [SEP] None [SEP] query [SEP] None [SEP] product category [SEP] None [SEP] Target [SEP] asin [SEP] "
         "options [SEP] attrs [SEP] price upper [SEP] instuction text [SEP] category [SEP] product category [SEP] query "
-        "[SEP] Goal [SEP] None [SEP] Reward [SEP] Your score (min 0.0, max 1.0) [SEP] 0.0 [SEP] Reward Details [SEP] None"
+        "[SEP] Goal [SEP] None [SEP] Reward [SEP] Your score (min 0.0, max 1.0) [SEP] 0.0 [SEP] Reward Details "
+        "[SEP] None"
     )
     assert info["task_score"] == 0.0 and reward == 0.0 and info["admissible_commands"] == []
 

@@ -12,7 +12,8 @@ from scpo.envs.webshop.original import ORIGINAL_MISSING_MESSAGE, make_original_w
 
 
 class FakeOriginal:
-    """The parts of web_agent_site's WebAgentTextEnv the adapter uses: one product, scored 1.0 only with option 'red'."""
+    """The parts of web_agent_site's WebAgentTextEnv the adapter uses: one product, scored 1.0 only with option
+    'red'."""
 
     def __init__(self, n_goals=2000):
         self.server = SimpleNamespace(goals=[{"instruction_text": f"goal {i}"} for i in range(n_goals)])

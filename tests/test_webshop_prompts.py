@@ -35,7 +35,8 @@ def test_prompt_shows_the_last_history_length_steps():
     p = build_prompt("find a red mug", "item page 2", ITEM_ADMISSIBLE, history, step=3, history_length=2)
     assert "already taken 3 step(s). Below are the most recent 2 observations" in p
     assert (
-        "[Observation 2: 'Back to Search [SEP] Page 1 (Total results: 1) [SEP] Next > [SEP] B000000001 [SEP] Red Mug [SEP] $5.99',"
+        "[Observation 2: 'Back to Search [SEP] Page 1 (Total results: 1) [SEP] Next > [SEP] B000000001 [SEP] "
+        "Red Mug [SEP] $5.99',"
         " Action 2: 'click[b000000001]']" in p
     )
     assert "[Observation 3: 'item page', Action 3: 'click[red]']" in p

@@ -36,37 +36,37 @@ def _fresh_matcher_cache():
 
 
 def product(**kw) -> Product:
-    base = dict(
-        asin="B000000001",
-        title="",
-        query="query 1",
-        category="beauty",
-        product_category="a › b › c",
-        price=35.0,
-        price_tag="$35.0",
-        attributes=(),
-        options={},
-        description="",
-        features=(),
-    )
+    base = {
+        "asin": "B000000001",
+        "title": "",
+        "query": "query 1",
+        "category": "beauty",
+        "product_category": "a › b › c",
+        "price": 35.0,
+        "price_tag": "$35.0",
+        "attributes": (),
+        "options": {},
+        "description": "",
+        "features": (),
+    }
     return Product(**{**base, **kw})
 
 
 def goal(**kw) -> Goal:
-    base = dict(
-        index=0,
-        asin="B000000001",
-        instruction="",
-        attributes=(),
-        goal_options={},
-        price_upper=40.0,
-        query="query 1",
-        name="",
-        category="beauty",
-        product_category="a › b › c",
-        weight=1.0,
-        source="synthetic",
-    )
+    base = {
+        "index": 0,
+        "asin": "B000000001",
+        "instruction": "",
+        "attributes": (),
+        "goal_options": {},
+        "price_upper": 40.0,
+        "query": "query 1",
+        "name": "",
+        "category": "beauty",
+        "product_category": "a › b › c",
+        "weight": 1.0,
+        "source": "synthetic",
+    }
     return Goal(**{**base, **kw})
 
 

@@ -3,7 +3,8 @@
     python checks/gpu/build_carry.py [--out checks/gpu/carry] [--piece-mib 60] [--have image_freeze.txt]
 
 Into `--out` (gitignored): `part00`, `part01`, ... (each under `--piece-mib` MiB: the machine takes 64 MiB per call)
-cut from one tar, and `manifest.json` (the tar's sha256, the parts, the wheels, what was left out and why). The tar holds
+cut from one tar, and `manifest.json` (the tar's sha256, the parts, the wheels, what was left out and why).
+The tar holds
 - the pinned vLLM wheel (pyproject's gpu extra), pruned: FlashAttention-2, the MoE kernels and the Rust front end are
   taken out (the H200 runs FlashAttention-3; the check serves dense models offline), RECORD rewritten to match;
 - the wheels of vLLM's dependencies for CPython 3.11 on x86-64 Linux (pip's resolver, as `resolve_env.py`), without
@@ -277,7 +278,8 @@ def main() -> None:
         if it["name"] == "vllm":
             removed = prune_wheel(src, wheels / src.name)
             print(
-                f"vllm {version}: {src.stat().st_size / 2**20:.0f} MiB -> {(wheels / src.name).stat().st_size / 2**20:.0f}"
+                f"vllm {version}: {src.stat().st_size / 2**20:.0f} MiB -> "
+                f"{(wheels / src.name).stat().st_size / 2**20:.0f}"
                 f" MiB without {', '.join(removed)}"
             )
         else:

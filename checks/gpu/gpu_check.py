@@ -253,7 +253,7 @@ def engine_stage(args) -> dict:
         report["sync_error"] = None
     except WeightSyncError as err:
         report["sync_error"] = str(err)
-    report["sync"] = {k: v for k, v in engine.last_sync.items()}
+    report["sync"] = dict(engine.last_sync)
     report["after_sync_parameters"] = compare_with_trainer(engine.vllm_model(), policy.model, vdtype)
     report["after_sync"] = agreement(engine.generate(prompts, temperature=0.0), hf_after)
 

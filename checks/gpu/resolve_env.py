@@ -5,7 +5,8 @@
 What is resolved: this package's dependencies and its `dev`, `notebook` and `gpu` extras (what `environment.yml`
 installs: `-e .[dev,notebook,gpu]`), for CPython 3.11 on x86-64 Linux with glibc up to `--glibc` (2.35: Ubuntu 22.04),
 binary wheels only, from PyPI alone (`pip --isolated`: no local indexes, find-links or constraints of this machine).
-The run is `pip install --dry-run --ignore-installed --report`: nothing is downloaded beyond metadata, nothing installed.
+The run is `pip install --dry-run --ignore-installed --report`: nothing is downloaded beyond metadata, nothing
+installed.
 
 It checks that the set holds together the way a fresh server needs: the pinned vLLM is chosen, torch is the version
 vLLM pins (the CUDA build PyPI serves), transformers satisfies vLLM's range, and environment.yml installs this extra.

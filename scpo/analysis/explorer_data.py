@@ -1,5 +1,5 @@
-"""What the credit explorer shows, without any widget: which saved rollouts there are (runs x iterations), credit on them
-recomputed per option set (cached), and the arrays of one group's drawing (`GroupView`).
+"""What the credit explorer shows, without any widget: which saved rollouts there are (runs x iterations), credit on
+them recomputed per option set (cached), and the arrays of one group's drawing (`GroupView`).
 
 Sources `RolloutCatalogue.from_source` accepts: a `RolloutBatch`; a rollout file (iter_XXXX.parquet / .jsonl or any
 .parquet / .jsonl a user saved); a run folder (holding rollouts/) or its rollouts/ folder; a folder of runs (every
@@ -187,8 +187,8 @@ class CreditCache:
 
     `options` are SCPO's (keys of `SCPOOptions`); a method is recomputed for new options only when it reads the scpo
     section (registry `METHODS[m].sections`). Each batch is credited at its environment's reference scale
-    (`CreditConfig.for_env` of its env_name, as `compute_all`). The scorer is built once per (name, model) by `compute_advantages`
-    (`scpo.credit.registry.default_scorer`), so its pair cache survives every redraw."""
+    (`CreditConfig.for_env` of its env_name, as `compute_all`). The scorer is built once per (name, model) by
+    `compute_advantages` (`scpo.credit.registry.default_scorer`), so its pair cache survives every redraw."""
 
     config: CreditConfig
     _results: OrderedDict = field(default_factory=OrderedDict, repr=False)  # the KEEP_RESULTS most recent

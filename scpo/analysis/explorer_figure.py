@@ -1,7 +1,7 @@
 """The explorer's plotly figure of one group (`GroupView`): a heat map per estimator on one shared diverging colour
-axis (the static credit maps' layout, `credit_maps`), GiGPO's anchor-group sizes, the oracle progress q when the rollouts
-carry it, and SCPO's monotone matches (algorithms.md SCPO step 4) as lines from a lost trajectory's step t to the
-reference step j* it matched, coloured by the match score. Rows are trajectories in the same order in every panel
+axis (the static credit maps' layout, `credit_maps`), GiGPO's anchor-group sizes, the oracle progress q when the
+rollouts carry it, and SCPO's monotone matches (algorithms.md SCPO step 4) as lines from a lost trajectory's step t to
+the reference step j* it matched, coloured by the match score. Rows are trajectories in the same order in every panel
 (trajectory k at y = k), columns are steps.
 
 `update_in_place` moves a live `FigureWidget` to a new figure of the same structure (same group and panels: a new tau,

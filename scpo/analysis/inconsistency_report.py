@@ -172,7 +172,7 @@ def plot_inconsistency(per_file: pd.DataFrame, out: Path, title: str = "") -> Pa
         same = pooled[(pooled["env"] == env) & (pooled["pair_set"] == "same_step")]
         n_of = same[same["estimator"] == estimators[0]].set_index("kind")["n_pairs"]
         long = same[same["kind"] != "all"].assign(
-            kind=lambda d: d["kind"].map(lambda k: f"{KIND_LABELS[k]} ({int(n_of.get(k, 0))} pairs)")
+            kind=lambda d, n_of=n_of: d["kind"].map(lambda k: f"{KIND_LABELS[k]} ({int(n_of.get(k, 0))} pairs)")
         )
         sns.barplot(data=long, x="estimator", y="disagreement", hue="kind", order=estimators, ax=ax_kind)
         ax_kind.set_title(f"{env}: same step (identical observation and action), by the pair's outcomes", fontsize=10)

@@ -1,4 +1,5 @@
-"""Oracle credit [ours]: the planner's oracle progress as the step credit (ALFWorld; the upper bound of fidelity tables).
+"""Oracle credit [ours]: the planner's oracle progress as the step credit (ALFWorld; the upper bound of fidelity
+tables).
 
 q_t = V*(s_t) - V*(s_{t+1}) is potential-based shaping (Ng, Harada & Russell 1999) with the potential Phi(s) = -V*(s)
 and no discount inside the potential: F_t = Phi(s_{t+1}) - Phi(s_t) = q_t, 1 on a step of an optimal path, 0 or less
@@ -9,8 +10,9 @@ otherwise. The estimator uses it as the step term, uncentred so that its sign is
 where A^E is GRPO's episode advantage (norm(R_i - pen_t) over the group's steps) and pen_t the invalid-action penalty.
 With w_E = 0 (default) the credit is positive exactly on the steps that bring the goal closer; w_E > 0 adds outcome
 credit for training runs. A step into a dead end (q = -inf: e.g. picking up an object no receptacle accepts, after which
-the goal cannot be reached) gets -dead_end. The batch must carry `oracle_progress` (scpo.analysis.oracle_rollouts: noisy-optimal
-rollouts, or `label_progress` on any ALFWorld rollouts). Full knowledge is a proxy: exploring steps get q <= 0.
+the goal cannot be reached) gets -dead_end. The batch must carry `oracle_progress` (scpo.analysis.oracle_rollouts:
+noisy-optimal rollouts, or `label_progress` on any ALFWorld rollouts). Full knowledge is a proxy: exploring steps get
+q <= 0.
 """
 
 from __future__ import annotations

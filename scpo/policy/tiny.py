@@ -14,8 +14,8 @@ from scpo.envs.prompting import ANSWER_TAGS
 __all__ = ["TAG_TOKENS", "SPECIAL_TOKENS", "train_tokenizer", "build_tiny_model"]
 
 TAG_TOKENS = ANSWER_TAGS  # the answer tags of the envs' prompts, one added token each
-# Pre-tokenisation at word boundaries: a word, a number, a run of punctuation (each with its leading space). An object or
-# receptacle name is then the same token in the task, the observation, the admissible commands and the answer
+# Pre-tokenisation at word boundaries: a word, a number, a run of punctuation (each with its leading space). An object
+# or receptacle name is then the same token in the task, the observation, the admissible commands and the answer
 # ("apple" in "cool some apple" and in "take apple 1 from countertop 1"), which a small model can learn to copy. The
 # prompt template's fixed sentences (`fixed_phrases`, from the env's `PROMPT_PHRASES`) are single added tokens, so the
 # boilerplate costs a handful of positions: ALFWorld prompts are ~300 tokens (median), the longest ~700.

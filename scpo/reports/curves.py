@@ -62,7 +62,8 @@ def wide_curves(long: pd.DataFrame, metric: str = SUCCESS_METRIC) -> pd.DataFram
 
 
 def plot_curves(long: pd.DataFrame, out: Path, metric: str = SUCCESS_METRIC, title: str = "") -> Path:
-    """Line per method (mean over seeds, band = ±1 std), distinct colour and marker per method; written to `out` (PNG)."""
+    """Line per method (mean over seeds, band = ±1 std), distinct colour and marker per method; written to `out`
+    (PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")

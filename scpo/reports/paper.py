@@ -30,7 +30,8 @@ __all__ = ["write_paper_tables"]
 
 
 def write_paper_tables(cfg: Config, reports_root: Path) -> dict:
-    """Write the files listed in the module docstring; return {'results_md': Path, 'tables': [...], 'figures': [...]}."""
+    """Write the files listed in the module docstring;
+    return {'results_md': Path, 'tables': [...], 'figures': [...]}."""
     layout = ReportLayout(Path(reports_root))
     tables_dir, figures_dir = layout.tables / "paper", layout.figures / "paper"
     rep = cfg.report

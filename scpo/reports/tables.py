@@ -1,8 +1,9 @@
-"""Results tables: success per run from each run's eval.csv, then mean ± std over seeds, ours beside the published figures.
+"""Results tables: success per run from each run's eval.csv, then mean ± std over seeds, ours beside the published
+figures.
 
-Per run, a success rate pools every evaluated episode: success = sum(n * success) / sum(n) over the rows kept (all splits,
-all task types for "all"; one task type for a task-type column). Over seeds: mean and sample standard deviation (ddof=1),
-the papers' "mean ± std over seeds". Rates are reported in percent.
+Per run, a success rate pools every evaluated episode: success = sum(n * success) / sum(n) over the rows kept (all
+splits, all task types for "all"; one task type for a task-type column). Over seeds: mean and sample standard deviation
+(ddof=1), the papers' "mean ± std over seeds". Rates are reported in percent.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def load_eval_runs(
     """Concatenate <eval_root>/<env>/<method>/seed<seed>/eval.csv into rows
     (env, method, seed, split, task_type, n, success).
 
-    Raises FileNotFoundError naming every missing run, and ValueError naming a file whose columns differ from the contract.
+    Raises FileNotFoundError naming every missing run, and ValueError naming a file whose columns differ from the
+    contract.
     """
     frames, missing = [], []
     for env in envs:
@@ -65,7 +67,8 @@ def load_eval_runs(
 
 
 def is_hard_type(task_type: str, hard_types: Sequence[str]) -> bool:
-    """True when `task_type` contains one of the `hard_types` substrings (e.g. 'pick_two' in 'pick_two_obj_and_place')."""
+    """True when `task_type` contains one of the `hard_types` substrings (e.g. 'pick_two' in
+    'pick_two_obj_and_place')."""
     return any(h in task_type for h in hard_types)
 
 
@@ -101,8 +104,9 @@ def _cells(stats: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def results_table(evals: pd.DataFrame, methods: Sequence[str], hard_types: Sequence[str]) -> pd.DataFrame:
-    """The headline table: one row per method; per env the overall success over all eval splits ('<env> all'), and for envs
-    with hard task types a '<env> hard' column (episodes of the hard types only). Cells: 'mean ± std' in percent."""
+    """The headline table: one row per method; per env the overall success over all eval splits ('<env> all'), and for
+    envs with hard task types a '<env> hard' column (episodes of the hard types only). Cells: 'mean ± std' in
+    percent."""
     table = pd.DataFrame({"method": list(methods)})
     for env in evals["env"].drop_duplicates():
         env_rows = evals[evals["env"] == env]
@@ -136,7 +140,8 @@ def comparison_table(
 
 
 def task_type_table(evals: pd.DataFrame, env: str, methods: Sequence[str], hard_types: Sequence[str]) -> pd.DataFrame:
-    """Per task type of `env` (columns; hard types marked with '†' and placed last), one row per method, 'mean ± std' in %."""
+    """Per task type of `env` (columns; hard types marked with '†' and placed last), one row per method,
+    'mean ± std' in %."""
     env_rows = evals[(evals["env"] == env) & ~evals["task_type"].isin(AGGREGATE_TASK_TYPES)]
     stats = mean_std_over_seeds(pooled_success(env_rows, ["method", "task_type", "seed"]), ["method", "task_type"])
     stats = _cells(stats, "cell")
@@ -172,7 +177,7 @@ def write_table(df: pd.DataFrame, csv_path: Path, md_path: Path, title: str, not
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(csv_path, index=False)
     shown = df.copy()
-    for col in shown.columns[shown.dtypes == float]:  # floats at 3 decimals; strings such as '50.0' kept as written
+    for col in shown.columns[shown.dtypes.eq(float)]:  # floats at 3 decimals; strings such as '50.0' kept as written
         shown[col] = shown[col].map(lambda x: "n/a" if pd.isna(x) else f"{x:.3f}")
     table = shown.to_markdown(index=False, disable_numparse=True)
     text = f"## {title}\n\n" + (f"{note}\n\n" if note else "") + table + "\n"

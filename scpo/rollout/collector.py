@@ -4,8 +4,9 @@ one generation call per turn; the environments are held by `scpo.envs.vector.Vec
     per turn: prompt_i = build_prompt(goal, obs_i, admissible_i, history_i[-H:], t) -> engine.generate(all live prompts)
               -> (action_i, valid_i) = project_action(text_i, admissible_i) -> env_i.step(action_i)
 
-An invalid answer (no tags, garbage, very long text) is never an error: `project_action` maps it to a string the env treats
-as a no-op, the step is recorded with `valid=False`, and the credit estimators subtract the invalid-action penalty.
+An invalid answer (no tags, garbage, very long text) is never an error: `project_action` maps it to a string the env
+treats as a no-op, the step is recorded with `valid=False`, and the credit estimators subtract the invalid-action
+penalty.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def collect_rollouts(
     progress: bool = True,
     desc: str = "rollouts",
 ) -> tuple[list[Trajectory], RolloutTiming]:
-    """Play `group_size` episodes of every task in `task_ids`; returns trajectories (task-major, index-minor) + timings."""
+    """Play `group_size` episodes of every task in `task_ids`; returns trajectories (task-major, index-minor) +
+    timings."""
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     timing = RolloutTiming()

@@ -1,8 +1,8 @@
 """Generation engines behind one interface (`scpo.rollout.generation.GenerationEngine`): `generate(prompts,
 temperature, top_p) -> list[Generation]` and `sync_weights(policy)` after each update.
 
-`TransformersEngine` (CPU, and the twin the tests exercise) calls `model.generate` on the training model itself, so weight
-sync is a no-op. `VLLMEngine` (GPU) lives in `scpo.rollout.vllm_engine` and is imported only when selected.
+`TransformersEngine` (CPU, and the twin the tests exercise) calls `model.generate` on the training model itself, so
+weight sync is a no-op. `VLLMEngine` (GPU) lives in `scpo.rollout.vllm_engine` and is imported only when selected.
 """
 
 from __future__ import annotations
@@ -178,7 +178,8 @@ def _cut_after_eos(tokens: list[int], eos: int | None, pad: int | None) -> list[
 
 
 def make_engine(cfg, policy: PolicyLike, model_dir=None) -> GenerationEngine:
-    """The engine named by `cfg.rollout.engine` ('transformers' | 'vllm'); vLLM is imported only here, only if chosen."""
+    """The engine named by `cfg.rollout.engine` ('transformers' | 'vllm'); vLLM is imported only here, only if
+    chosen."""
     if cfg.rollout.engine == "transformers":
         return TransformersEngine(
             policy,

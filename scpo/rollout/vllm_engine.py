@@ -1,17 +1,17 @@
 """vLLM generation engine (GPU; vLLM's CPU build runs it too). Imported only when `rollout.engine: vllm`.
 
-Generation: vLLM's offline API (`vllm.LLM.generate` on token-id prompts, the prompts encoded and truncated exactly as the
-transformers engine does), outside the trainer's autocast; vLLM returns token ids only (`detokenize=False`) and the
+Generation: vLLM's offline API (`vllm.LLM.generate` on token-id prompts, the prompts encoded and truncated exactly as
+the transformers engine does), outside the trainer's autocast; vLLM returns token ids only (`detokenize=False`) and the
 answer text is decoded by the policy's tokenizer, as in the transformers engine.
 
 Weight sync, after every update, follows TRL's colocate path (`trl.generation.vllm_generation.VLLMGeneration`: the
 engine core in this process, each trainer parameter pushed under its checkpoint name into the model's `load_weights`,
 then `reset_prefix_cache()`), with what the H200 run of vLLM 0.24 (0 % agreement after a sync, README) showed missing:
-- vLLM's V1 model runner unless asked otherwise (`model_runner="v1"` sets VLLM_USE_V2_MODEL_RUNNER=0): from vLLM 0.24 dense
-  models default to the V2 runner, whose weight sync no GPU run has verified yet;
-- the load runs under `torch.no_grad()`, outside any autocast, inside vLLM's `set_current_vllm_config` (as at load time),
-  with detached tensors already in vLLM's dtype and on its device; tied weights are sent once (`lm_head` not at all);
-  CUDA is synchronised before the engine is used again;
+- vLLM's V1 model runner unless asked otherwise (`model_runner="v1"` sets VLLM_USE_V2_MODEL_RUNNER=0): from vLLM 0.24
+  dense models default to the V2 runner, whose weight sync no GPU run has verified yet;
+- the load runs under `torch.no_grad()`, outside any autocast, inside vLLM's `set_current_vllm_config` (as at load
+  time), with detached tensors already in vLLM's dtype and on its device; tied weights are sent once (`lm_head` not at
+  all); CUDA is synchronised before the engine is used again;
 - `reset_prefix_cache()` must return True (False: requests still held KV blocks computed with the old weights);
 - every sync is verified: vLLM's parameters are compared with the trainer's cast to vLLM's dtype (max |diff| must be
   exactly 0, no NaN, every parameter matched: `scpo.rollout.vllm_weights`), then the greedy next token on probe prompts

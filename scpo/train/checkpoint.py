@@ -11,11 +11,11 @@ to the newest complete checkpoint, saying so, or fails in one line.
 Nothing in a checkpoint is unpickled: a run folder passed around must not be able to run code. The optimizer and RNG
 states are "state files": one safetensors file whose tensors are the state's tensors and whose metadata entry
 `scpo.state/1` is JSON for the rest, with each tensor replaced by {"tensor": name}, each tuple by {"tuple": [...]} and
-each dict by {"dict": [[key, value], ...]} (optimizer states are keyed by int parameter indices). Written by hand because neither
-format holds a `state_dict()` alone (safetensors is a flat str -> tensor map; JSON has no tensors, tuples or int keys);
-reading parses only JSON and safetensors, so a crafted file can fail to load but never execute anything.
-Checkpoints from before this format (`optimizer.pt`, `rng.pt`: torch pickles) are refused with a one-line pointer to
-`scpo convert-checkpoint` (`scpo.train.legacy_checkpoint`).
+each dict by {"dict": [[key, value], ...]} (optimizer states are keyed by int parameter indices). Written by hand
+because neither format holds a `state_dict()` alone (safetensors is a flat str -> tensor map; JSON has no tensors,
+tuples or int keys); reading parses only JSON and safetensors, so a crafted file can fail to load but never execute
+anything. Checkpoints from before this format (`optimizer.pt`, `rng.pt`: torch pickles) are refused with a one-line
+pointer to `scpo convert-checkpoint` (`scpo.train.legacy_checkpoint`).
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def _read_state(path: Path) -> Any:
             tree = (f.metadata() or {}).get(_FORMAT)
             if tree is None:
                 raise ValueError(f"no {_FORMAT!r} entry in its metadata")
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is no mapping: no `in`/iteration)
         return _decode(json.loads(tree), tensors)
     except (SafetensorError, OSError, ValueError, KeyError, TypeError, RecursionError) as err:
         raise CheckpointError(

@@ -10,7 +10,8 @@ What the policy was trained on comes from the run, not from the command line: `c
 provenance (`provenance.json` of the run folder, or a checkpoint's state.json) and takes the environment (`env.name`,
 its `env.<name>` section: step limit, options; `env.history_length`), the `policy` section (profile, prompt and
 answer lengths, dtype) and `rollout.action_choice` from it. An explicit override contradicting the run is an error
-unless forced; the evaluation splits (`env.<name>.eval_splits`) are the evaluation's choice. Every check (model files, evaluation data, an existing eval.json) runs before anything is written.
+unless forced; the evaluation splits (`env.<name>.eval_splits`) are the evaluation's choice. Every check (model files,
+evaluation data, an existing eval.json) runs before anything is written.
 """
 
 from __future__ import annotations

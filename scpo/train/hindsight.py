@@ -1,7 +1,7 @@
 """HCAPO's hindsight re-scoring (needs the model, so it lives beside the trainer, not in the pure credit module).
 
-For step t of trajectory i, the step's prompt is extended by the trajectory's final observation o_{T_i} and the step's own
-answer y_t is re-scored:
+For step t of trajectory i, the step's prompt is extended by the trajectory's final observation o_{T_i} and the step's
+own answer y_t is re-scored:
 
     log pi_H(a_t) = (1/|y_t|) sum_k log softmax(z_k / T_H)[y_{t,k}],   T_H = 5     (per-token mean, temperature 5)
 

@@ -56,8 +56,8 @@ def credit_metrics(batch: RolloutBatch, result) -> dict[str, float]:
 
 
 class HistoryLog:
-    """history.csv (one row per iteration) + dvclive. On resume, rows beyond the checkpoint are dropped and the kept rows
-    are replayed into a fresh dvclive folder, so both end up exactly as an uninterrupted run's."""
+    """history.csv (one row per iteration) + dvclive. On resume, rows beyond the checkpoint are dropped and the kept
+    rows are replayed into a fresh dvclive folder, so both end up exactly as an uninterrupted run's."""
 
     def __init__(self, run_dir: Path, keep_iterations: int = 0):
         import pandas as pd

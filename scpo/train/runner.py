@@ -79,7 +79,8 @@ def iteration_rollouts(
     desc: str | None = None,
 ):
     """Iteration `it`'s rollouts: `sample_tasks` from `pool`, then `rollout.group_size` (or `group_size`) rollouts per
-    task at the rollout temperature -> (trajectories, timing). Whatever the policy, iteration `it` plays the same tasks."""
+    task at the rollout temperature -> (trajectories, timing). Whatever the policy, iteration `it` plays the same
+    tasks."""
     tasks = sample_tasks(pool, cfg.rollout.n_tasks, cfg.train.seed, it)
     return collect_rollouts(
         env.package,
@@ -150,7 +151,8 @@ def _record_provenance(cfg: Config, plan: TrainingPlan) -> dict:
 
 
 def _save_model(policy: PolicyLike, path: Path) -> None:
-    """`policy.save(path)` through a temporary folder renamed into place (a killed process never leaves a half model)."""
+    """`policy.save(path)` through a temporary folder renamed into place (a killed process never leaves a half
+    model)."""
     tmp = path.with_name(f".{path.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     policy.save(tmp)

@@ -5,9 +5,9 @@ What the ratio, KL and entropy are computed over follows how the answer was samp
 - free generation: every answer token, log pi(y_k | x, y_<k); a step's advantage covers all of its tokens;
 - admissible choice (`rollout.action_choice: admissible`, with `train.ratio_over: admissible`): the choice itself,
   log pi(k | x) = log softmax_k(s / T)[k] over the step's candidate answers (`scpo.policy.scoring`), one unit per step.
-  This is the distribution the sampler drew from, so the importance ratio and its clipping bound the change in behaviour;
-  token log-probs would also move mass among tokens no candidate differs in (`<action>`, EOS), which costs KL without
-  changing any choice. `train.ratio_over: tokens` keeps the token-level objective for such steps.
+  This is the distribution the sampler drew from, so the importance ratio and its clipping bound the change in
+  behaviour; token log-probs would also move mass among tokens no candidate differs in (`<action>`, EOS), which costs KL
+  without changing any choice. `train.ratio_over: tokens` keeps the token-level objective for such steps.
 Token-mean over the minibatch: a choice counts as one unit, a generated answer as its number of tokens.
 """
 
@@ -141,8 +141,8 @@ def step_logprobs(
 def batched_logprobs(
     model, samples: Sequence[StepSample], pad_id: int, batch_size: int, temperature: float = 1.0
 ) -> list[torch.Tensor]:
-    """Per-sample 1-D tensors of `step_logprobs` under `model` (no grad: a choice step gives one value, a generated one a
-    value per answer token), in length-sorted minibatches of `batch_size`, returned in the order of `samples`."""
+    """Per-sample 1-D tensors of `step_logprobs` under `model` (no grad: a choice step gives one value, a generated one
+    a value per answer token), in length-sorted minibatches of `batch_size`, returned in the order of `samples`."""
     out: list[torch.Tensor | None] = [None] * len(samples)
     order = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + len(samples[i].response_ids))
     was_training = model.training

@@ -1,8 +1,8 @@
 """ALFWorld game files: task ids, splits, task types, goals and expert walkthroughs.
 
 A task id is the game's folder relative to `json_2.1.1/`: `<split>/<task-folder>/<trial>`, e.g.
-`valid_seen/look_at_obj_in_light-AlarmClock-None-DeskLamp-323/trial_T20190909_044715_250790`. The task type is the prefix of
-the task folder (ALFWorld's six types); the goal is the "Your task is to: ..." line of the game's grammar.
+`valid_seen/look_at_obj_in_light-AlarmClock-None-DeskLamp-323/trial_T20190909_044715_250790`. The task type is the
+prefix of the task folder (ALFWorld's six types); the goal is the "Your task is to: ..." line of the game's grammar.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ _TASK_LINE = re.compile(r'"Your task is to: ([^"]*)"')
 
 
 def resolve_root(data_root: str | Path = "data") -> Path:
-    """The folder holding `json_2.1.1/`: accepts the project's data root (`data`) or the ALFWorld root (`data/alfworld`)."""
+    """The folder holding `json_2.1.1/`: accepts the project's data root (`data`) or the ALFWorld root
+    (`data/alfworld`)."""
     root = Path(data_root)
     if (root / "json_2.1.1").is_dir():
         return root
@@ -55,7 +56,8 @@ def resolve_root(data_root: str | Path = "data") -> Path:
 
 
 def list_tasks(split: str, data_root: str | Path = "data", limit: int | None = None) -> list[str]:
-    """Sorted task ids of one split (`train`, `valid_seen`, `valid_unseen`, `valid_train`); `limit` keeps the first N."""
+    """Sorted task ids of one split (`train`, `valid_seen`, `valid_unseen`, `valid_train`); `limit` keeps the first
+    N."""
     if split not in SPLITS:
         raise ValueError(f"unknown ALFWorld split {split!r}; allowed: {', '.join(SPLITS)}")
     if limit is not None and limit < 0:

@@ -1,10 +1,10 @@
 """Parity harness: play the same commands in the fast engine and the textworld reference and compare every step.
 
 Per game it plays the walkthrough, then `random_walks` seeded random walks of `walk_steps` steps (each command drawn
-uniformly from the reference's admissible commands, the seed a hash of the task id and walk index; a walk stops early on a
-win). Each step compares the observation text, the admissible-command set and the win flag; the reset observations are
-compared too. The report gives per game and overall fractions, walkthrough wins in both engines, and the first divergence
-of every failing game.
+uniformly from the reference's admissible commands, the seed a hash of the task id and walk index; a walk stops early on
+a win). Each step compares the observation text, the admissible-command set and the win flag; the reset observations are
+compared too. The report gives per game and overall fractions, walkthrough wins in both engines, and the first
+divergence of every failing game.
 
     scpo parity --split valid_seen,valid_unseen --random-walks 2 --walk-steps 40 --out reports/alfworld_parity.json
 
@@ -73,7 +73,8 @@ def _diff(fast, ref) -> dict:
 
 
 def _play(result: GameParity, fast, ref, sequence: str, commands, walk: bool) -> tuple[bool, bool]:
-    """Reset both engines and play; `commands` is a list or a callable(admissible) -> command. Returns the final won flags (fast, textworld)."""
+    """Reset both engines and play; `commands` is a list or a callable(admissible) -> command. Returns the final won
+    flags (fast, textworld)."""
     out_fast, out_ref = fast.reset(), ref.reset()
     result.resets += 1
     if out_fast == out_ref:
@@ -228,7 +229,8 @@ def main(
     out: str | Path | None = None,
     memoize_reference: bool = True,
 ) -> dict:
-    """CLI entry (`scpo parity`): `split` may list several splits separated by commas; `games` keeps the first N of each."""
+    """CLI entry (`scpo parity`): `split` may list several splits separated by commas; `games` keeps the first N of
+    each."""
     task_ids = [t for s in split.split(",") for t in list_tasks(s.strip(), data_root, limit=games)]
     summary, results = run_parity(task_ids, data_root, random_walks, walk_steps, memoize_reference=memoize_reference)
     print(format_report(summary, results))

@@ -1,8 +1,9 @@
 """A small PDDL reader for ALFWorld problems: objects, initial facts and the goal formula, and a goal checker.
 
 Names are lower-cased as Fast Downward (textworld's planner backend) does, so ids match the reference engine's facts.
-Goal formulas (and, or, not, exists, forall, =, atoms) are checked by a backtracking search that binds quantified variables
-from the facts of positive atoms, so a goal costs a few dozen set look-ups instead of an enumeration of all objects.
+Goal formulas (and, or, not, exists, forall, =, atoms) are checked by a backtracking search that binds quantified
+variables from the facts of positive atoms, so a goal costs a few dozen set look-ups instead of an enumeration of all
+objects.
 """
 
 from __future__ import annotations

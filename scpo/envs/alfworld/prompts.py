@@ -1,8 +1,9 @@
 """verl-agent style ALFWorld prompts and the projection from model text to an action.
 
 The templates follow verl-agent's `ALFWORLD_TEMPLATE_NO_HIS` / `ALFWORLD_TEMPLATE` (agent_system/environments/prompts/
-alfworld.py): the task, the step count, the last `history_length` (observation, action) pairs, the current observation, the
-admissible actions (without "help", as verl-agent does) and the `<think>...</think><action>...</action>` answer format.
+alfworld.py): the task, the step count, the last `history_length` (observation, action) pairs, the current observation,
+the admissible actions (without "help", as verl-agent does) and the `<think>...</think><action>...</action>` answer
+format.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ ANSWER_FORMAT = (
     "Now it's your turn to take an action.\n"
     "You should first reason step-by-step about the current situation. This reasoning process MUST be enclosed within "
     "<think> </think> tags.\n"
-    "Once you've finished your reasoning, you should choose an admissible action for current step and present it within "
-    "<action> </action> tags."
+    "Once you've finished your reasoning, you should choose an admissible action for current step and present it "
+    "within <action> </action> tags."
 )
 
 PROMPT_NO_HISTORY = (
@@ -37,8 +38,8 @@ PROMPT_NO_HISTORY = (
 
 PROMPT_WITH_HISTORY = (
     "You are an expert agent operating in the ALFRED Embodied Environment. Your task is to: {goal}\n"
-    "Prior to this step, you have already taken {step} step(s). Below are the most recent {n_history} observations and the "
-    "corresponding actions you took: {history}\n"
+    "Prior to this step, you have already taken {step} step(s). Below are the most recent {n_history} observations "
+    "and the corresponding actions you took: {history}\n"
     "You are now at step {current_step} and your current observation is: {observation}\n"
     "Your admissible actions of the current situation are: [{admissible}].\n\n" + ANSWER_FORMAT
 )
@@ -89,8 +90,8 @@ def project_action(text: object, admissible: list[str]) -> tuple[str, bool]:
     """Model text -> (action, valid). Pure; never raises.
 
     The action is the content of the last `<action>...</action>` tag, lower-cased with whitespace collapsed (ALFWorld
-    commands are lower-case). `valid` is False when the tag is missing or the action is not admissible; the action is then
-    still a plain string (at most MAX_ACTION_CHARS) that the env treats as a no-op ("Nothing happens.").
+    commands are lower-case). `valid` is False when the tag is missing or the action is not admissible; the action is
+    then still a plain string (at most MAX_ACTION_CHARS) that the env treats as a no-op ("Nothing happens.").
     """
     try:
         action = extract_action(text, MAX_ACTION_CHARS)

@@ -1,7 +1,7 @@
 """Observation text of the fast engine: ALFWorld's game grammar (the `grammar` of every json_2.1.1 game file), coded.
 
-Each function names the grammar rule it renders. Lists follow textworld's `display_list` ("a", "a, and b", "a, b, and c",
-empty -> "nothing") and textworld's order: the facts of a query sorted by their argument ids. All entities have the
+Each function names the grammar rule it renders. Lists follow textworld's `display_list` ("a", "a, and b", "a, b, and
+c", empty -> "nothing") and textworld's order: the facts of a query sorted by their argument ids. All entities have the
 indefinite article "a" (textworld's PddlEnv sets it for every entity).
 """
 
@@ -79,8 +79,8 @@ def look(engine, from_intro: bool = False) -> str:
         )
     floor = []
     if engine.negated:
-        for o, l in sorted(engine.facts["objectatlocation"]):
-            if l == engine.loc:
+        for o, loc in sorted(engine.facts["objectatlocation"]):
+            if loc == engine.loc:
                 floor += [o for r in here if ("inreceptacle", (o, r)) in engine.negated]
     return (
         "You are facing the "

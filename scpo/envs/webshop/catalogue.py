@@ -64,8 +64,9 @@ def split_ranges(n_goals: int) -> dict[str, tuple[int, int]]:
 
 
 def parse_category(instruction: str, attributes: list[str]) -> str | None:
-    """The category of a synthetic instruction "Find me {adjs} {category}[ with {nouns}][ for {uses}]", where adjs, nouns
-    and uses are consecutive runs of `attributes` (WebShop's template); None when the text does not fit the template."""
+    """The category of a synthetic instruction "Find me {adjs} {category}[ with {nouns}][ for {uses}]", where adjs,
+    nouns and uses are consecutive runs of `attributes` (WebShop's template); None when the text does not fit the
+    template."""
     prefix = "Find me "
     if not instruction.startswith(prefix):
         return None
@@ -176,16 +177,16 @@ def build_catalogue(
         )
     ordered = [dict(index=i, **g) for i, g in enumerate(order_goals(pool, limit=n_goals))]
     ranges = split_ranges(len(ordered))
-    meta = dict(
-        version=CATALOGUE_VERSION,
-        seed=seed,
-        source=source,
-        goals=goals,
-        n_products=len(products),
-        n_goals=len(ordered),
-        n_goal_pool=len(pool),
-        splits={k: list(v) for k, v in ranges.items()},
-    )
+    meta = {
+        "version": CATALOGUE_VERSION,
+        "seed": seed,
+        "source": source,
+        "goals": goals,
+        "n_products": len(products),
+        "n_goals": len(ordered),
+        "n_goal_pool": len(pool),
+        "splits": {k: list(v) for k, v in ranges.items()},
+    }
     _write_json(out / "products.json", [asdict(p) for p in products])
     _write_json(out / "goals.json", ordered)
     _write_json(out / "meta.json", meta, indent=2)

@@ -155,7 +155,7 @@ class WebShopEnv:
         self._done = self._breakdown is not None or (self.max_steps is not None and self._steps >= self.max_steps)
         return self._obs, SUCCESS_REWARD if won else 0.0, self._done, self._info(valid)
 
-    # ----- WebAgentTextEnv.step + SimServer.receive --------------------------------------------------------------------
+    # ----- WebAgentTextEnv.step + SimServer.receive ----------------------------------------------------------------
     def _apply(self, action: str) -> bool:
         """Change the page for an action WebShop acts on and return True; return False (nothing changes) otherwise."""
         name, arg = parse_action(action)

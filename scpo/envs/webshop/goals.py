@@ -97,18 +97,18 @@ def synthetic_goals(products: Sequence, rng: random.Random) -> list[dict]:
             option_text = ", and ".join(f"{k}: {v}" for k, v in chosen.items())
             option_text = " with " + option_text if option_text else ""
             goals.append(
-                dict(
-                    asin=p.asin,
-                    instruction=f"{p.instruction}{option_text}{text}",
-                    attributes=list(p.instruction_attributes),
-                    goal_options=chosen,
-                    price_upper=upper,
-                    query=p.query,
-                    name=p.title,
-                    category=p.category,
-                    product_category=p.product_category,
-                    source="synthetic",
-                )
+                {
+                    "asin": p.asin,
+                    "instruction": f"{p.instruction}{option_text}{text}",
+                    "attributes": list(p.instruction_attributes),
+                    "goal_options": chosen,
+                    "price_upper": upper,
+                    "query": p.query,
+                    "name": p.title,
+                    "category": p.category,
+                    "product_category": p.product_category,
+                    "source": "synthetic",
+                }
             )
             for att in p.instruction_attributes:
                 counts[att] += 1
@@ -127,19 +127,19 @@ def human_goals(products: Sequence, instructions: dict[str, list[dict]], rng: ra
                 continue
             upper, text = price_clause(rng, p.price)
             goals.append(
-                dict(
-                    asin=p.asin,
-                    instruction=ins["instruction"].strip(".") + text,
-                    attributes=list(attributes),
-                    goal_options=list(ins["instruction_options"]),
-                    price_upper=upper,
-                    query=p.query,
-                    name=p.title,
-                    category=p.category,
-                    product_category=p.product_category,
-                    weight=1.0,
-                    source="human",
-                )
+                {
+                    "asin": p.asin,
+                    "instruction": ins["instruction"].strip(".") + text,
+                    "attributes": list(attributes),
+                    "goal_options": list(ins["instruction_options"]),
+                    "price_upper": upper,
+                    "query": p.query,
+                    "name": p.title,
+                    "category": p.category,
+                    "product_category": p.product_category,
+                    "weight": 1.0,
+                    "source": "human",
+                }
             )
     return goals
 
@@ -156,7 +156,8 @@ def random_idx(cum_weights: Sequence[float], rng: random.Random) -> int:
 
 
 def order_goals(goals: list[dict], limit: int | None = None, seed: int = GOAL_SHUFFLE_SEED) -> list[dict]:
-    """SimServer's goal order: shuffle with Random(233), then (limit < len) a weighted draw of `limit` distinct goals."""
+    """SimServer's goal order: shuffle with Random(233), then (limit < len) a weighted draw of `limit` distinct
+    goals."""
     rng = random.Random(seed)
     goals = list(goals)
     rng.shuffle(goals)

@@ -49,7 +49,8 @@ def original_split_ranges(n_goals: int) -> dict[str, tuple[int, int]]:
 
 
 def load_original_env(**env_kwargs: Any):
-    """The original `WebAgentTextEnv` in text mode (human goals by default); ImportError with instructions if missing."""
+    """The original `WebAgentTextEnv` in text mode (human goals by default); ImportError with instructions if
+    missing."""
     try:
         from web_agent_site.envs.web_agent_text_env import WebAgentTextEnv  # type: ignore[import-not-found]
     except ImportError as err:

@@ -3,8 +3,8 @@
 WebShop renders each page from its template (`web_agent_site/templates/*.html`), parses it with BeautifulSoup and
 joins the stripped visible strings with " [SEP] ", leaving out strings that are exactly "\\n". BeautifulSoup turns a
 whitespace-only string into "\\n" when it holds a newline and into " " otherwise, so a value that is empty or
-whitespace shows up as nothing (no string, or "\\n") or as an empty field (" " strips to ""); `_visible` applies that rule
-to each rendered value. The pages (fields in order):
+whitespace shows up as nothing (no string, or "\\n") or as an empty field (" " strips to ""); `_visible` applies that
+rule to each rendered value. The pages (fields in order):
 
     search   WebShop | Instruction: | <goal> | Search
     results  Instruction: | <goal> | Back to Search | Page <p> (Total results: <n>) | [< Prev (p > 1)] | Next > |

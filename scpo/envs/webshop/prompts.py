@@ -1,9 +1,10 @@
 """verl-agent style WebShop prompts and the projection from model text to a WebShop action.
 
 The templates follow verl-agent's `WEBSHOP_TEMPLATE_NO_HIS` / `WEBSHOP_TEMPLATE` (agent_system/environments/prompts/
-webshop.py): the task, the step count, the last `history_length` (observation, action) pairs, the current observation, the
-admissible actions one per line, and the `<think>...</think><action>...</action>` answer format. As verl-agent does, the
-observation's "[WebShop [SEP] ]Instruction: [SEP] <goal> [SEP]" header is dropped from the prompt (the task line has it).
+webshop.py): the task, the step count, the last `history_length` (observation, action) pairs, the current observation,
+the admissible actions one per line, and the `<think>...</think><action>...</action>` answer format. As verl-agent does,
+the observation's "[WebShop [SEP] ]Instruction: [SEP] <goal> [SEP]" header is dropped from the prompt (the task line has
+it).
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ __all__ = [
 
 ANSWER_FORMAT = (
     "Now it's your turn to take one action for the current step.\n"
-    "You should first reason step-by-step about the current situation, then think carefully which admissible action best "
-    "advances the shopping goal. This reasoning process MUST be enclosed within <think> </think> tags.\n"
-    "Once you've finished your reasoning, you should choose an admissible action for current step and present it within "
-    "<action> </action> tags."
+    "You should first reason step-by-step about the current situation, then think carefully which admissible action "
+    "best advances the shopping goal. This reasoning process MUST be enclosed within <think> </think> tags.\n"
+    "Once you've finished your reasoning, you should choose an admissible action for current step and present it "
+    "within <action> </action> tags."
 )
 
 PROMPT_NO_HISTORY = (
@@ -43,8 +44,8 @@ PROMPT_NO_HISTORY = (
 PROMPT_WITH_HISTORY = (
     "You are an expert autonomous agent operating in the WebShop e-commerce platform.\n"
     "Your task is to: {goal}.\n"
-    "Prior to this step, you have already taken {step} step(s). Below are the most recent {n_history} observations and the "
-    "corresponding actions you took: {history}\n"
+    "Prior to this step, you have already taken {step} step(s). Below are the most recent {n_history} observations "
+    "and the corresponding actions you took: {history}\n"
     "You are now at step {current_step} and your current observation is: {observation}.\n"
     "Your admissible actions of the current situation are: \n[\n{admissible}\n].\n\n" + ANSWER_FORMAT
 )
@@ -108,10 +109,10 @@ def _admissible(action: str, admissible: list[str]) -> bool:
 def project_action(text: object, admissible: list[str]) -> tuple[str, bool]:
     """Model text -> (action, valid). Pure; never raises.
 
-    The action is the content of the last `<action>...</action>` tag, lowercased with whitespace collapsed (as verl-agent's
-    webshop_projection). `valid` is True when it is one of the admissible `click[...]` commands, or any `search[<query>]`
-    with a non-empty query while the search bar is shown (`search[<your query>]` is admissible). Otherwise valid is False and
-    the action (possibly "") is a string the env treats as an inadmissible no-op.
+    The action is the content of the last `<action>...</action>` tag, lowercased with whitespace collapsed (as
+    verl-agent's webshop_projection). `valid` is True when it is one of the admissible `click[...]` commands, or any
+    `search[<query>]` with a non-empty query while the search bar is shown (`search[<your query>]` is admissible).
+    Otherwise valid is False and the action (possibly "") is a string the env treats as an inadmissible no-op.
     """
     try:
         action = extract_action(text, MAX_ACTION_CHARS)
