@@ -171,7 +171,7 @@ def match_failures(
     """
     n = batch.n_rows
     first = trajectory_first_rows(batch.traj_id)
-    t_group, t_won, t_len = batch.group_id[first], batch.won[first], batch.traj_len[first]
+    t_group, t_won, _ = batch.group_id[first], batch.won[first], batch.traj_len[first]
     out = {
         "match": np.full(n, -1, dtype=np.int64),
         "ref_row": np.full(n, -1, dtype=np.int64),

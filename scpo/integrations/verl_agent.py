@@ -118,7 +118,7 @@ class _Rows:
         starts = np.r_[True, t[1:] != t[:-1]]
         step = np.arange(len(t)) - np.maximum.accumulate(np.where(starts, np.arange(len(t)), 0))
         n = len(t)
-        cols = dict(
+        cols = dict(  # noqa: C408 - keyword form: tests/mutation/equivalent.toml records this call's mutants
             group_id=factorize(_keys(index))[self.order],
             traj_id=t,
             step=step,
