@@ -44,8 +44,9 @@ def record_commands(task_id: str, data_root: str, walk_steps: int, seed: int) ->
     return [expert_actions(task_id, data_root), walk]
 
 
-def measure(engine_name: str, tasks: list[str], plans: dict[str, list[list[str]]], data_root: str,
-            resets_per_game: int) -> dict[str, float]:
+def measure(
+    engine_name: str, tasks: list[str], plans: dict[str, list[list[str]]], data_root: str, resets_per_game: int
+) -> dict[str, float]:
     load_s = reset_s = step_s = 0.0
     n_steps = n_resets = 0
     for task in tasks:
@@ -68,8 +69,12 @@ def measure(engine_name: str, tasks: list[str], plans: dict[str, list[list[str]]
                 engine.step(cmd)
                 step_s += time.perf_counter() - t0
                 n_steps += 1
-    return {"steps": n_steps, "steps_per_s": n_steps / step_s, "resets_per_s": n_resets / reset_s,
-            "loads_per_s": len(tasks) / load_s}
+    return {
+        "steps": n_steps,
+        "steps_per_s": n_steps / step_s,
+        "resets_per_s": n_resets / reset_s,
+        "loads_per_s": len(tasks) / load_s,
+    }
 
 
 def main() -> None:
@@ -90,8 +95,11 @@ def main() -> None:
     print(f"{'':12s}{'steps/s':>12s}{'resets/s':>12s}{'loads/s':>12s}")
     for name, r in (("fast", fast), ("textworld", ref)):
         print(f"{name:12s}{r['steps_per_s']:12.1f}{r['resets_per_s']:12.2f}{r['loads_per_s']:12.2f}")
-    print(f"{'ratio':12s}{fast['steps_per_s'] / ref['steps_per_s']:11.0f}x{fast['resets_per_s'] / ref['resets_per_s']:11.0f}x"
-          f"{fast['loads_per_s'] / ref['loads_per_s']:11.0f}x")
+    print(
+        f"{'ratio':12s}{fast['steps_per_s'] / ref['steps_per_s']:11.0f}x"
+        f"{fast['resets_per_s'] / ref['resets_per_s']:11.0f}x"
+        f"{fast['loads_per_s'] / ref['loads_per_s']:11.0f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def _adamw_state(millions: int) -> dict:
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(1000, 1000)) for _ in range(millions)]
     opt = torch.optim.AdamW(params)
-    sum((p ** 2).sum() for p in params).backward()
+    sum((p**2).sum() for p in params).backward()
     opt.step()
     return opt.state_dict()
 
@@ -44,8 +44,10 @@ def main() -> None:
     args = ap.parse_args()
     state = _adamw_state(args.params_millions)
     rng = rng_state()
-    times: dict[str, list[tuple[float, float]]] = {"torch.save / torch.load(weights_only=True)": [],
-                                                   "state files (safetensors + JSON tree)": []}
+    times: dict[str, list[tuple[float, float]]] = {
+        "torch.save / torch.load(weights_only=True)": [],
+        "state files (safetensors + JSON tree)": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         (d / "state.json").write_text('{"iterations_done": 1}')

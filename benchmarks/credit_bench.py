@@ -19,10 +19,10 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from scpo.credit import available_methods, compute_advantages  # noqa: E402
-from scpo.credit.synthetic import synthetic_batch  # noqa: E402
-from scpo.scorers import make_scorer  # noqa: E402
-from scpo.scorers.tiny import build_tiny_cross_encoder  # noqa: E402
+from scpo.credit import available_methods, compute_advantages
+from scpo.credit.synthetic import synthetic_batch
+from scpo.scorers import make_scorer
+from scpo.scorers.tiny import build_tiny_cross_encoder
 
 
 def timed(fn, repeats: int) -> tuple[float, float, float]:
@@ -42,23 +42,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--no-models", action="store_true", help="skip the bi-encoder / cross-encoder SCPO rows")
-    ap.add_argument("--cross-encoder", default=None,
-                    help="local CrossEncoder folder for the SCPO cross-encoder row (default: a tiny random-init one, "
-                         "built in a temp folder: it measures batching and caching, not a real model's speed)")
+    ap.add_argument(
+        "--cross-encoder",
+        default=None,
+        help="local CrossEncoder folder for the SCPO cross-encoder row (default: a tiny random-init one, "
+        "built in a temp folder: it measures batching and caching, not a real model's speed)",
+    )
     args = ap.parse_args()
 
     batch = synthetic_batch(n_groups=16, group_size=8, max_steps=50, n_states=30, fixed_length=True, seed=0)
     won_groups = np.bincount(batch.group_id, weights=batch.won.astype(float))
-    print(f"batch: {batch.n_rows} rows, {batch.n_groups} groups x 8 trajectories x 50 steps, "
-          f"{len(np.unique(batch.observation))} distinct observations, success rate {batch.won.mean():.2f}, "
-          f"all-failed groups {np.mean(won_groups == 0):.2f}")
+    print(
+        f"batch: {batch.n_rows} rows, {batch.n_groups} groups x 8 trajectories x 50 steps, "
+        f"{len(np.unique(batch.observation))} distinct observations, success rate {batch.won.mean():.2f}, "
+        f"all-failed groups {np.mean(won_groups == 0):.2f}"
+    )
     lp = -np.random.default_rng(0).random(batch.n_rows)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"\n{'estimator':<28}{'min ms':>8}{'median ms':>11}{'CPU ms':>8}   (limit 20 ms; judged on the process CPU "
-          "time, which waiting for a busy core does not inflate)")
+    print(
+        f"\n{'estimator':<28}{'min ms':>8}{'median ms':>11}{'CPU ms':>8}   (limit 20 ms; judged on the process CPU "
+        "time, which waiting for a busy core does not inflate)"
+    )
     for method in available_methods():
         extra = {"hindsight_logprob": lp} if method == "hcapo" else {}
-        best, med, cpu = timed(lambda: compute_advantages(method, batch, **extra), args.repeats)
+        best, med, cpu = timed(
+            lambda method=method, extra=extra: compute_advantages(method, batch, **extra), args.repeats
+        )
         label = method + (" (lexical scorer)" if method in ("scpo", "progpo_r") else "")
         print(f"{label:<28}{best:>8.2f}{med:>11.2f}{cpu:>8.2f}   {'ok' if cpu < 20 else 'OVER'}")
 
@@ -67,13 +76,18 @@ def main() -> None:
         scorers.append(("bi_encoder", None))
         ce = args.cross_encoder
         if ce is None:
-            ce = build_tiny_cross_encoder(Path(tempfile.mkdtemp()) / "tiny-ce", batch.action.tolist()
-                                          + batch.next_observation.tolist())
+            ce = build_tiny_cross_encoder(
+                Path(tempfile.mkdtemp()) / "tiny-ce", batch.action.tolist() + batch.next_observation.tolist()
+            )
         scorers.append(("cross_encoder", str(ce)))
-    print("\nSCPO per scorer (lexical and bi-encoder score_matrix compute every pair directly, from rapidfuzz / cached"
-          " embeddings; the cross-encoder goes through the pair cache)")
-    print(f"{'scorer':<16}{'call':<7}{'ms':>10}{'pairs requested':>17}{'pairs scored':>14}{'hit rate':>10}"
-          f"{'texts encoded':>15}{'text hits':>11}")
+    print(
+        "\nSCPO per scorer (lexical and bi-encoder score_matrix compute every pair directly, from rapidfuzz / cached"
+        " embeddings; the cross-encoder goes through the pair cache)"
+    )
+    print(
+        f"{'scorer':<16}{'call':<7}{'ms':>10}{'pairs requested':>17}{'pairs scored':>14}{'hit rate':>10}"
+        f"{'texts encoded':>15}{'text hits':>11}"
+    )
     for name, model in scorers:
         scorer = make_scorer(name, model=model)
         for call in ("cold", "warm"):
@@ -82,9 +96,11 @@ def main() -> None:
             compute_advantages("scpo", batch, scorer=scorer)
             ms = (time.perf_counter() - t0) * 1e3
             s = scorer.stats
-            print(f"{name:<16}{call:<7}{ms:>10.1f}{s['pairs_requested']:>17.0f}{s['pairs_scored']:>14.0f}"
-                  f"{s['cache_hit_rate']:>10.2f}{s.get('texts_encoded', float('nan')):>15.0f}"
-                  f"{s.get('text_cache_hits', float('nan')):>11.0f}")
+            print(
+                f"{name:<16}{call:<7}{ms:>10.1f}{s['pairs_requested']:>17.0f}{s['pairs_scored']:>14.0f}"
+                f"{s['cache_hit_rate']:>10.2f}{s.get('texts_encoded', float('nan')):>15.0f}"
+                f"{s.get('text_cache_hits', float('nan')):>11.0f}"
+            )
 
 
 if __name__ == "__main__":

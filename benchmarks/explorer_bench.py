@@ -54,9 +54,13 @@ def cpu_sized_run(folder: Path) -> Path:
     cfg = load_config(REPO / "params.yaml", profile="cpu")
     run = folder / "alfworld" / "scpo" / "seed0"
     for it in range(cfg.train.iterations):
-        synthetic_batch(n_groups=cfg.rollout.n_tasks, group_size=cfg.rollout.group_size,
-                        max_steps=cfg.env.alfworld.max_steps, n_states=10, seed=it
-                        ).to_parquet(run / "rollouts" / f"iter_{it:04d}.parquet")
+        synthetic_batch(
+            n_groups=cfg.rollout.n_tasks,
+            group_size=cfg.rollout.group_size,
+            max_steps=cfg.env.alfworld.max_steps,
+            n_states=10,
+            seed=it,
+        ).to_parquet(run / "rollouts" / f"iter_{it:04d}.parquet")
     return run
 
 
@@ -68,8 +72,10 @@ def describe(run: Path) -> str:
     parts = []
     for it in cat.iterations(name):
         t = group_table(cat.batch(name, it))
-        parts.append(f"iter {it}: {int(t['steps'].sum())} rows, {len(t)} groups x {int(t['trajectories'].max())}, "
-                     f"{int(t['mixed'].sum())} mixed")
+        parts.append(
+            f"iter {it}: {int(t['steps'].sum())} rows, {len(t)} groups x {int(t['trajectories'].max())}, "
+            f"{int(t['mixed'].sum())} mixed"
+        )
     return "; ".join(parts)
 
 
@@ -83,11 +89,12 @@ def redraws(run: Path, n: int) -> dict[str, list[tuple[float, float]]]:
     its = [v for _, v in ex.iteration.options]
     for i in range(n):
         for name, change in (
-                ("tau", lambda: setattr(ex.options["tau"], "value", round(0.30 + 0.02 * i, 2))),
-                ("kappa", lambda: setattr(ex.options["kappa"], "value", round(0.20 + 0.01 * i, 2))),
-                ("group", lambda: setattr(ex.group, "value", groups[(groups.index(ex.group.value) + 1) % len(groups)])),
-                ("iteration", lambda: setattr(ex.iteration, "value", its[(its.index(ex.iteration.value) + 1) % len(its)])),
-                ("estimator", lambda: setattr(ex.estimators["g2po"], "value", not ex.estimators["g2po"].value))):
+            ("tau", lambda i=i: setattr(ex.options["tau"], "value", round(0.30 + 0.02 * i, 2))),
+            ("kappa", lambda i=i: setattr(ex.options["kappa"], "value", round(0.20 + 0.01 * i, 2))),
+            ("group", lambda: setattr(ex.group, "value", groups[(groups.index(ex.group.value) + 1) % len(groups)])),
+            ("iteration", lambda: setattr(ex.iteration, "value", its[(its.index(ex.iteration.value) + 1) % len(its)])),
+            ("estimator", lambda: setattr(ex.estimators["g2po"], "value", not ex.estimators["g2po"].value)),
+        ):
             t0, c0 = time.perf_counter(), time.process_time()
             change()
             out[name].append((time.perf_counter() - t0, time.process_time() - c0))
@@ -98,7 +105,9 @@ def redraws(run: Path, n: int) -> dict[str, list[tuple[float, float]]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rollouts", type=Path, default=None, help="a run folder with rollouts/ (default: synthetic, cpu-sized)")
+    ap.add_argument(
+        "--rollouts", type=Path, default=None, help="a run folder with rollouts/ (default: synthetic, cpu-sized)"
+    )
     ap.add_argument("--opens", type=int, default=5, help="fresh processes for the cold open")
     ap.add_argument("--redraws", type=int, default=20, help="changes per control")
     args = ap.parse_args()
@@ -108,14 +117,23 @@ def main() -> None:
         print(f"rollouts: {'synthetic, cpu profile sizes' if args.rollouts is None else run}: {describe(run)}")
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-        cold = [json.loads(subprocess.run([sys.executable, "-c", _COLD, str(run)], check=True, capture_output=True,
-                                          text=True, env=env).stdout.strip().splitlines()[-1])
-                for _ in range(args.opens)]
-        rows = {"import scpo.analysis.explorer": ["import"],
-                "import plotly's FigureWidget": ["plotly"],
-                "explore(), first in the process": ["open"],
-                "fresh process: all of the above": ["import", "plotly", "open"],
-                "explore() again (warm process)": ["warm"]}
+        cold = [
+            json.loads(
+                subprocess.run(
+                    [sys.executable, "-c", _COLD, str(run)], check=True, capture_output=True, text=True, env=env
+                )
+                .stdout.strip()
+                .splitlines()[-1]
+            )
+            for _ in range(args.opens)
+        ]
+        rows = {
+            "import scpo.analysis.explorer": ["import"],
+            "import plotly's FigureWidget": ["plotly"],
+            "explore(), first in the process": ["open"],
+            "fresh process: all of the above": ["import", "plotly", "open"],
+            "explore() again (warm process)": ["warm"],
+        }
         print(f"{'open':<36}{'wall median s':>14}{'CPU median s':>13}   target")
         for label, parts in rows.items():
             wall = statistics.median(sum(c[p][0] for p in parts) for c in cold)
@@ -124,8 +142,10 @@ def main() -> None:
         times = redraws(run, args.redraws)
         print(f"\n{'redraw after a change of':<36}{'wall median s':>14}{'CPU median s':>13}{'wall max s':>11}   target")
         for name, ts in times.items():
-            print(f"{name:<36}{statistics.median(w for w, _ in ts):>14.3f}{statistics.median(c for _, c in ts):>13.3f}"
-                  f"{max(w for w, _ in ts):>11.3f}   < 1 s")
+            print(
+                f"{name:<36}{statistics.median(w for w, _ in ts):>14.3f}{statistics.median(c for _, c in ts):>13.3f}"
+                f"{max(w for w, _ in ts):>11.3f}   < 1 s"
+            )
 
 
 if __name__ == "__main__":

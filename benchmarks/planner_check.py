@@ -70,7 +70,9 @@ def main() -> None:
     ap.add_argument("--walk-steps", type=int, default=12)
     ap.add_argument("--blind-budget", type=int, default=2000, help="node budget of the uniform-cost comparison")
     ap.add_argument("--exhaustive", type=int, default=0, help="state budget of the exhaustive BFS (0: skip)")
-    ap.add_argument("--exhaustive-walk-states", type=int, default=2, help="random-walk states per game checked exhaustively")
+    ap.add_argument(
+        "--exhaustive-walk-states", type=int, default=2, help="random-walk states per game checked exhaustively"
+    )
     ap.add_argument("--textworld", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/planner_check/report.json"))
     args = ap.parse_args()
@@ -126,7 +128,7 @@ def main() -> None:
             row.update(exhaustive=ex, exhaustive_s=time.perf_counter() - t1)
             ok = ok and (ex is None or ex == v)
             checked = []
-            for prefix in walk_states(path, 100, args.walk_steps)[-args.exhaustive_walk_states:]:
+            for prefix in walk_states(path, 100, args.walk_steps)[-args.exhaustive_walk_states :]:
                 s = at(path, prefix)
                 exs = exhaustive_optimum(s, args.exhaustive)
                 if exs is not None:
@@ -146,28 +148,40 @@ def write_report(args, rows: list[dict], failures: list[str], call_s: list[float
     v = np.array([r["v_star"] for r in rows])
     w = np.array([r["walkthrough"] for r in rows])
     summary = {
-        "games": len(rows), "finished": done, "all_checks_pass": len(failures) == 0, "failures": failures,
-        "v_star_le_walkthrough": int(np.sum(v <= w)), "v_star_lt_walkthrough": int(np.sum(v < w)),
+        "games": len(rows),
+        "finished": done,
+        "all_checks_pass": len(failures) == 0,
+        "failures": failures,
+        "v_star_le_walkthrough": int(np.sum(v <= w)),
+        "v_star_lt_walkthrough": int(np.sum(v < w)),
         "fast_plan_wins_in_v_star": sum(r["fast_won_in"] == r["v_star"] for r in rows),
-        "v_star_mean": float(v.mean()), "walkthrough_mean": float(w.mean()),
-        "reset_call_ms_median": float(np.median(call_s) * 1e3), "reset_call_ms_p99": float(np.percentile(call_s, 99) * 1e3),
+        "v_star_mean": float(v.mean()),
+        "walkthrough_mean": float(w.mean()),
+        "reset_call_ms_median": float(np.median(call_s) * 1e3),
+        "reset_call_ms_p99": float(np.percentile(call_s, 99) * 1e3),
     }
     if args.textworld:
         summary["textworld_plan_wins_in_v_star"] = sum(r.get("textworld_won_in") == r["v_star"] for r in rows)
     if args.random_walks:
-        summary.update(walk_states=sum(r["walk_states"] for r in rows),
-                       walk_blind_checked=sum(r["walk_blind_checked"] for r in rows),
-                       walk_mismatch=sum(r["walk_mismatch"] for r in rows),
-                       heuristic_over_v_star=sum(r["heuristic_over"] for r in rows))
+        summary.update(
+            walk_states=sum(r["walk_states"] for r in rows),
+            walk_blind_checked=sum(r["walk_blind_checked"] for r in rows),
+            walk_mismatch=sum(r["walk_mismatch"] for r in rows),
+            heuristic_over_v_star=sum(r["heuristic_over"] for r in rows),
+        )
     if args.exhaustive:
         done = [r for r in rows if r["exhaustive"] is not None]
-        summary.update(exhaustive_budget=args.exhaustive, exhaustive_finished=len(done),
-                       exhaustive_equal=sum(r["exhaustive"] == r["v_star"] for r in done),
-                       exhaustive_walk_states=sum(r["exhaustive_walk_checked"] for r in rows),
-                       exhaustive_walk_equal=sum(r["exhaustive_walk_equal"] for r in rows))
+        summary.update(
+            exhaustive_budget=args.exhaustive,
+            exhaustive_finished=len(done),
+            exhaustive_equal=sum(r["exhaustive"] == r["v_star"] for r in done),
+            exhaustive_walk_states=sum(r["exhaustive_walk_checked"] for r in rows),
+            exhaustive_walk_equal=sum(r["exhaustive_walk_equal"] for r in rows),
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"args": {k: str(x) for k, x in vars(args).items()}, "summary": summary,
-                                    "games": rows}, indent=1))
+    args.out.write_text(
+        json.dumps({"args": {k: str(x) for k, x in vars(args).items()}, "summary": summary, "games": rows}, indent=1)
+    )
     if done:
         print(json.dumps(summary, indent=1))
 

@@ -3,9 +3,10 @@
     .venv/bin/python benchmarks/webshop_bench.py --data-root data --n-goals 500
 
 Uses the catalogue under `<data-root>/webshop/catalogue` (built by `scpo prepare-data --only webshop`); with `--build`,
-builds one first from `<data-root>/webshop/raw` with `--n-products` / `--catalogue-goals`. Goals are the first `--n-goals`
-of the goal list (all splits, in index order). Throughput counts every env.step of the random-policy episodes (policy time
-included, it is a list choice); the first pass runs with an empty search cache, the second with a warm one.
+builds one first from `<data-root>/webshop/raw` with `--n-products` / `--catalogue-goals`. Goals are the first
+`--n-goals` of the goal list (all splits, in index order). Throughput counts every env.step of the random-policy
+episodes (policy time included, it is a list choice); the first pass runs with an empty search cache, the second with a
+warm one.
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ def main() -> None:
     t0 = time.perf_counter()
     cat = webshop.load_catalogue(args.data_root)
     _ = cat.search  # build the BM25 index
-    print(f"catalogue: {len(cat.products)} products, {len(cat.goals)} goals; load + index {time.perf_counter() - t0:.2f} s")
+    print(
+        f"catalogue: {len(cat.products)} products, {len(cat.goals)} goals; "
+        f"load + index {time.perf_counter() - t0:.2f} s"
+    )
     n = min(args.n_goals, len(cat.goals))
     tasks = [format_task_id(cat.split_of(i), i) for i in range(n)]
 
@@ -56,14 +60,19 @@ def main() -> None:
     for label in ("cold search cache", "warm search cache"):
         results, t0 = [], time.perf_counter()
         for k, task_id in enumerate(tqdm(tasks, desc=f"random ({label})", leave=False)):
-            results.append(webshop.run_episode(webshop.make_env(task_id, catalogue=cat),
-                                               webshop.RandomPolicy(seed=args.seed * 100_003 + k)))
+            results.append(
+                webshop.run_episode(
+                    webshop.make_env(task_id, catalogue=cat), webshop.RandomPolicy(seed=args.seed * 100_003 + k)
+                )
+            )
         elapsed = time.perf_counter() - t0
         steps = sum(r["steps"] for r in results)
         won = sum(r["won"] for r in results)
-        print(f"random ({label}): success {won}/{n} ({100 * won / n:.1f}%), mean score "
-              f"{statistics.mean(r['task_score'] for r in results):.3f}; {steps} steps in {elapsed:.2f} s = "
-              f"{steps / elapsed:,.0f} steps/s")
+        print(
+            f"random ({label}): success {won}/{n} ({100 * won / n:.1f}%), mean score "
+            f"{statistics.mean(r['task_score'] for r in results):.3f}; {steps} steps in {elapsed:.2f} s = "
+            f"{steps / elapsed:,.0f} steps/s"
+        )
 
 
 if __name__ == "__main__":

@@ -44,23 +44,33 @@ def main() -> None:
         ev = json.loads((args.runs / f"ws_eval_sft_s{s}" / "eval.json").read_text())["splits"]["test"]
         success.append(ev["success"])
         score.append(ev["task_score"])
-        print(f"warm start seed {s}: success {100 * ev['success']:.1f} % ({round(ev['success'] * ev['n'])}/{ev['n']} "
-              f"test goals), mean score {ev['task_score']:.3f}")
+        print(
+            f"warm start seed {s}: success {100 * ev['success']:.1f} % ({round(ev['success'] * ev['n'])}/{ev['n']} "
+            f"test goals), mean score {ev['task_score']:.3f}"
+        )
     mixed, failed, train_success = [], [], []
     for s in args.rl_seeds:
         run = args.runs / f"ws_rl_{args.method}_s{s}"
-        rows = list(csv.DictReader(open(run / "history.csv")))
-        init = json.loads((run / "summary.json").read_text()).get("init_from", "?") if (run / "summary.json").is_file() \
+        with open(run / "history.csv") as fh:
+            rows = list(csv.DictReader(fh))
+        init = (
+            json.loads((run / "summary.json").read_text()).get("init_from", "?")
+            if (run / "summary.json").is_file()
             else "?"
+        )
         mixed.append(statistics.mean(float(r["credit/frac_mixed_groups"]) for r in rows))
         failed.append(statistics.mean(float(r["credit/frac_all_failed_groups"]) for r in rows))
         train_success.append(statistics.mean(float(r["charts/success_rate"]) for r in rows))
         per_iter = " ".join(f"{float(r['credit/frac_mixed_groups']):.2f}" for r in rows)
-        print(f"RL seed {s} (from {init}): {len(rows)} iterations, mixed groups {100 * mixed[-1]:.1f} % (per iteration: "
-              f"{per_iter}), all-failed {100 * failed[-1]:.1f} %, training success {100 * train_success[-1]:.1f} %")
-    print(f"warm start success {_mean_std(success)} (seeds {args.sft_seeds}), mean score {statistics.mean(score):.3f}; "
-          f"RL: mixed groups {_mean_std(mixed)}, all-failed groups {_mean_std(failed)}, training success "
-          f"{_mean_std(train_success)} (seeds {args.rl_seeds})")
+        print(
+            f"RL seed {s} (from {init}): {len(rows)} iterations, mixed groups {100 * mixed[-1]:.1f} % (per iteration: "
+            f"{per_iter}), all-failed {100 * failed[-1]:.1f} %, training success {100 * train_success[-1]:.1f} %"
+        )
+    print(
+        f"warm start success {_mean_std(success)} (seeds {args.sft_seeds}), mean score {statistics.mean(score):.3f}; "
+        f"RL: mixed groups {_mean_std(mixed)}, all-failed groups {_mean_std(failed)}, training success "
+        f"{_mean_std(train_success)} (seeds {args.rl_seeds})"
+    )
 
 
 if __name__ == "__main__":

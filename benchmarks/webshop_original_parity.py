@@ -56,10 +56,16 @@ def _stub_modules() -> None:
             return types.SimpleNamespace(raw=lambda: json.dumps({"id": docid}))
 
     lucene.LuceneSearcher = LuceneSearcher
-    for name, mod in {"gym": gym, "gym.envs": envs, "gym.envs.registration": registration,
-                      "pyserini": types.ModuleType("pyserini"), "pyserini.search": types.ModuleType("pyserini.search"),
-                      "pyserini.search.lucene": lucene, "cleantext": types.ModuleType("cleantext"),
-                      "rank_bm25": types.SimpleNamespace(BM25Okapi=None)}.items():
+    for name, mod in {
+        "gym": gym,
+        "gym.envs": envs,
+        "gym.envs.registration": registration,
+        "pyserini": types.ModuleType("pyserini"),
+        "pyserini.search": types.ModuleType("pyserini.search"),
+        "pyserini.search.lucene": lucene,
+        "cleantext": types.ModuleType("cleantext"),
+        "rank_bm25": types.SimpleNamespace(BM25Okapi=None),
+    }.items():
         sys.modules.setdefault(name, mod)
     envs_pkg = types.ModuleType("web_agent_site.envs")  # skip the selenium site env its __init__ imports
     sys.modules["web_agent_site.envs"] = envs_pkg
@@ -84,33 +90,52 @@ def _original_env(repo: Path, cat, data_dir: Path, human: bool, n_goals: int | N
     _stub_modules()
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("web_agent_site.envs.web_agent_text_env",
-                                                  repo / "web_agent_site" / "envs" / "web_agent_text_env.py")
+    spec = importlib.util.spec_from_file_location(
+        "web_agent_site.envs.web_agent_text_env", repo / "web_agent_site" / "envs" / "web_agent_text_env.py"
+    )
     text_env = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = text_env
-    import web_agent_site.utils as utils
     import web_agent_site.engine.engine as engine
+    import web_agent_site.utils as utils
 
     files = {"products": utils.DEFAULT_FILE_PATH, "attributes": utils.DEFAULT_ATTR_PATH, "human": utils.HUMAN_ATTR_PATH}
     for key, path in files.items():
-        setattr(engine, {"products": "DEFAULT_FILE_PATH", "attributes": "DEFAULT_ATTR_PATH",
-                         "human": "HUMAN_ATTR_PATH"}[key], str(data_dir / Path(path).name))
+        setattr(
+            engine,
+            {"products": "DEFAULT_FILE_PATH", "attributes": "DEFAULT_ATTR_PATH", "human": "HUMAN_ATTR_PATH"}[key],
+            str(data_dir / Path(path).name),
+        )
     spec.loader.exec_module(text_env)
     sys.modules["pyserini.search.lucene"].LuceneSearcher.fn = lambda q: list(cat.search.search(q))
     random.seed(seed)
-    env = text_env.WebAgentTextEnv(observation_mode="text", file_path=str(data_dir / Path(files["products"]).name),
-                                   human_goals=int(human), limit_goals=-1 if n_goals is None else n_goals)
+    env = text_env.WebAgentTextEnv(
+        observation_mode="text",
+        file_path=str(data_dir / Path(files["products"]).name),
+        human_goals=int(human),
+        limit_goals=-1 if n_goals is None else n_goals,
+    )
     return env
 
 
 def _walk_actions(rng: random.Random, info: dict, words: list[str]) -> str:
-    """A random action: mostly an admissible one; sometimes a search off the search page, a malformed or upper-case one."""
+    """A random action: mostly an admissible one; sometimes a search off the search page, a malformed or upper-case
+    one."""
     r = rng.random()
     if r < 0.08:
         return "search[" + " ".join(rng.sample(words, min(len(words), rng.randint(1, 4)))) + "]"
     if r < 0.11:
-        return rng.choice(["click[nothing]", "click[]", "Click[buy now]", "search[]", "buy", "click[Back to Search]",
-                           "search[a [b] c]", "click[< prev]x"])
+        return rng.choice(
+            [
+                "click[nothing]",
+                "click[]",
+                "Click[buy now]",
+                "search[]",
+                "buy",
+                "click[Back to Search]",
+                "search[a [b] c]",
+                "click[< prev]x",
+            ]
+        )
     a = rng.choice(info["admissible_commands"])
     if a.startswith("search[<"):
         return "search[" + " ".join(rng.sample(words, min(len(words), rng.randint(1, 6)))) + "]"
@@ -126,9 +151,13 @@ def main() -> None:
     ap.add_argument("--walk-steps", type=int, default=25)
     ap.add_argument("--purchases", type=int, default=20, help="random purchases scored per goal")
     ap.add_argument("--fuzzy-pairs", type=int, default=50000, help="string pairs for the matcher check")
-    ap.add_argument("--write-fixtures", type=Path, default=None,
-                    help="also write N reward cases and matcher pairs with the original's results to this JSON file "
-                         "(tests/fixtures/webshop_original_cases.json)")
+    ap.add_argument(
+        "--write-fixtures",
+        type=Path,
+        default=None,
+        help="also write N reward cases and matcher pairs with the original's results to this JSON file "
+        "(tests/fixtures/webshop_original_cases.json)",
+    )
     ap.add_argument("--fixture-cases", type=int, default=300)
     args = ap.parse_args()
 
@@ -150,18 +179,41 @@ def main() -> None:
     shutil.copyfile(products_file, tmp / "items_shuffle_1000.json")
     shutil.copyfile(attributes_file, tmp / "items_ins_v2_1000.json")
     shutil.copyfile(human_file, tmp / "items_human_ins.json")
-    orig = _original_env(args.webshop_repo.resolve(), cat, tmp, meta["goals"] == "human",
-                         meta["n_goals"] if meta["n_goals"] < meta["n_goal_pool"] else None, meta["seed"])
+    orig = _original_env(
+        args.webshop_repo.resolve(),
+        cat,
+        tmp,
+        meta["goals"] == "human",
+        meta["n_goals"] if meta["n_goals"] < meta["n_goal_pool"] else None,
+        meta["seed"],
+    )
     from web_agent_site.engine.goal import get_reward as original_get_reward
 
     # 1. goals
     goal_mismatch = []
     for ours, theirs in zip(cat.goals, orig.server.goals, strict=True):
-        a = (ours.asin, ours.instruction, list(ours.attributes),
-             dict(ours.goal_options) if isinstance(ours.goal_options, dict) else list(ours.goal_options),
-             ours.price_upper, ours.weight, ours.query, ours.name, ours.product_category)
-        b = (theirs["asin"], theirs["instruction_text"], list(theirs["attributes"]), theirs["goal_options"],
-             theirs["price_upper"], theirs["weight"], theirs["query"], theirs["name"], theirs["product_category"])
+        a = (
+            ours.asin,
+            ours.instruction,
+            list(ours.attributes),
+            dict(ours.goal_options) if isinstance(ours.goal_options, dict) else list(ours.goal_options),
+            ours.price_upper,
+            ours.weight,
+            ours.query,
+            ours.name,
+            ours.product_category,
+        )
+        b = (
+            theirs["asin"],
+            theirs["instruction_text"],
+            list(theirs["attributes"]),
+            theirs["goal_options"],
+            theirs["price_upper"],
+            theirs["weight"],
+            theirs["query"],
+            theirs["name"],
+            theirs["product_category"],
+        )
         if a != b:
             goal_mismatch.append((ours.index, a, b))
     print(f"goals: {len(cat.goals)} compared, {len(goal_mismatch)} differ", *goal_mismatch[:3], sep="\n  ")
@@ -189,15 +241,23 @@ def main() -> None:
                 obs_o, reward_o, done_o, _ = orig.step(action)
                 steps += 1
                 clickables_o = [c for c in orig.get_available_actions()["clickables"] if c != "search"]
-                clickables = [a[len("click["):-1] for a in info["admissible_commands"] if a.startswith("click[")]
-                same = obs == obs_o and done == bool(done_o) and clickables == clickables_o and \
-                    (not done or abs(info["task_score"] - reward_o) < 1e-12)
+                clickables = [a[len("click[") : -1] for a in info["admissible_commands"] if a.startswith("click[")]
+                same = (
+                    obs == obs_o
+                    and done == bool(done_o)
+                    and clickables == clickables_o
+                    and (not done or abs(info["task_score"] - reward_o) < 1e-12)
+                )
                 if not same:
                     step_mismatch.append((index, action, obs, obs_o, info["task_score"], reward_o))
                 if done or done_o:
                     break
-    print(f"episodes: {episodes} ({n} goals: expert + {args.walks} random walks), {steps} steps compared, "
-          f"{len(step_mismatch)} differ", *step_mismatch[:3], sep="\n  ")
+    print(
+        f"episodes: {episodes} ({n} goals: expert + {args.walks} random walks), {steps} steps compared, "
+        f"{len(step_mismatch)} differ",
+        *step_mismatch[:3],
+        sep="\n  ",
+    )
 
     # 3. rewards of random purchases
     prng = random.Random(1)
@@ -210,13 +270,20 @@ def main() -> None:
             product = cat.by_asin[goal.asin] if k == 0 else prng.choice(pool)
             chosen = {name: prng.choice(values) for name, values in product.options.items() if prng.random() < 0.8}
             ours_score = get_reward(product, goal, product.price, chosen).score
-            theirs = original_get_reward(orig.server.product_item_dict[product.asin], g,
-                                         price=orig.server.product_prices[product.asin], options=chosen)
+            theirs = original_get_reward(
+                orig.server.product_item_dict[product.asin],
+                g,
+                price=orig.server.product_prices[product.asin],
+                options=chosen,
+            )
             compared += 1
             if ours_score != theirs:
                 reward_mismatch.append((index, product.asin, chosen, ours_score, theirs))
-    print(f"rewards: {compared} purchases compared ({len(cat.goals)} goals), {len(reward_mismatch)} differ",
-          *reward_mismatch[:3], sep="\n  ")
+    print(
+        f"rewards: {compared} purchases compared ({len(cat.goals)} goals), {len(reward_mismatch)} differ",
+        *reward_mismatch[:3],
+        sep="\n  ",
+    )
 
     # 4. the matcher
     from thefuzz import fuzz
@@ -224,11 +291,17 @@ def main() -> None:
     from scpo.envs.webshop.fuzzy import token_set_ratio
 
     pairs = _string_pairs(cat, random.Random(2), args.fuzzy_pairs)
-    fuzzy_mismatch = [(a, b, token_set_ratio(a, b), fuzz.token_set_ratio(a, b)) for a, b in tqdm(pairs, desc="fuzzy")
-                      if token_set_ratio(a, b) != fuzz.token_set_ratio(a, b)]
+    fuzzy_mismatch = [
+        (a, b, token_set_ratio(a, b), fuzz.token_set_ratio(a, b))
+        for a, b in tqdm(pairs, desc="fuzzy")
+        if token_set_ratio(a, b) != fuzz.token_set_ratio(a, b)
+    ]
     near = sum(80 <= fuzz.token_set_ratio(a, b) <= 90 for a, b in pairs)
-    print(f"matcher: {len(pairs)} pairs compared ({near} scored 80-90), {len(fuzzy_mismatch)} differ",
-          *fuzzy_mismatch[:3], sep="\n  ")
+    print(
+        f"matcher: {len(pairs)} pairs compared ({near} scored 80-90), {len(fuzzy_mismatch)} differ",
+        *fuzzy_mismatch[:3],
+        sep="\n  ",
+    )
 
     # 5. nouns
     from web_agent_site.engine.goal import nlp
@@ -236,10 +309,16 @@ def main() -> None:
     from scpo.envs.webshop.nouns import noun_backend, spacy_nouns
 
     titles = sorted({p.title for p in cat.products} | {g.name for g in cat.goals})
-    noun_mismatch = [t for t in tqdm(titles, desc="nouns")
-                     if list(spacy_nouns(t)) != [x.text.lower() for x in nlp(t) if x.pos_ in ("PNOUN", "NOUN", "PROPN")]]
-    print(f"nouns ({noun_backend()}): {len(titles)} titles compared, {len(noun_mismatch)} differ", *noun_mismatch[:3],
-          sep="\n  ")
+    noun_mismatch = [
+        t
+        for t in tqdm(titles, desc="nouns")
+        if list(spacy_nouns(t)) != [x.text.lower() for x in nlp(t) if x.pos_ in ("PNOUN", "NOUN", "PROPN")]
+    ]
+    print(
+        f"nouns ({noun_backend()}): {len(titles)} titles compared, {len(noun_mismatch)} differ",
+        *noun_mismatch[:3],
+        sep="\n  ",
+    )
     if args.write_fixtures is not None:
         _write_fixtures(args.write_fixtures, cat, orig, original_get_reward, fuzz, pairs, args.fixture_cases)
 
@@ -251,8 +330,19 @@ def _write_fixtures(path: Path, cat, orig, original_get_reward, fuzz, pairs, n: 
     from dataclasses import asdict
 
     rng = random.Random(3)
-    fields = ("asin", "title", "query", "category", "product_category", "price", "price_tag", "attributes", "options",
-              "description", "features")
+    fields = (
+        "asin",
+        "title",
+        "query",
+        "category",
+        "product_category",
+        "price",
+        "price_tag",
+        "attributes",
+        "options",
+        "description",
+        "features",
+    )
     cases = []
     for k in range(n):
         index = rng.randrange(len(cat.goals))
@@ -260,19 +350,56 @@ def _write_fixtures(path: Path, cat, orig, original_get_reward, fuzz, pairs, n: 
         pool = [cat.by_asin[a] for a in cat.search.search(goal.instruction.lower())] or cat.products
         product = cat.by_asin[goal.asin] if k % 2 == 0 else rng.choice(pool)
         chosen = {name: rng.choice(values) for name, values in product.options.items() if rng.random() < 0.8}
-        score, info = original_get_reward(orig.server.product_item_dict[product.asin], orig.server.goals[index],
-                                          price=orig.server.product_prices[product.asin], options=chosen, verbose=True)
+        score, info = original_get_reward(
+            orig.server.product_item_dict[product.asin],
+            orig.server.goals[index],
+            price=orig.server.product_prices[product.asin],
+            options=chosen,
+            verbose=True,
+        )
         g = asdict(goal)
-        cases.append({"product": {f: asdict(product)[f] for f in fields},
-                      "goal": {f: g[f] for f in ("asin", "instruction", "attributes", "goal_options", "price_upper",
-                                                 "query", "name", "category", "product_category")},
-                      "options": chosen, "score": score,
-                      "r_type": info["r_type"], "title_score": info["title_score"]})
-    strings = [{"a": list(a) if isinstance(a, tuple) else a, "b": list(b) if isinstance(b, tuple) else b,
-                "score": fuzz.token_set_ratio(a, b)} for a, b in pairs[: 6 * n]]
-    path.write_text(json.dumps({"source": "princeton-nlp/WebShop goal.py get_reward, thefuzz 0.19.0 (difflib), "
-                                          "spaCy en_core_web_sm 3.8.0",
-                                "purchases": cases, "matcher": strings}, indent=None))
+        cases.append(
+            {
+                "product": {f: asdict(product)[f] for f in fields},
+                "goal": {
+                    f: g[f]
+                    for f in (
+                        "asin",
+                        "instruction",
+                        "attributes",
+                        "goal_options",
+                        "price_upper",
+                        "query",
+                        "name",
+                        "category",
+                        "product_category",
+                    )
+                },
+                "options": chosen,
+                "score": score,
+                "r_type": info["r_type"],
+                "title_score": info["title_score"],
+            }
+        )
+    strings = [
+        {
+            "a": list(a) if isinstance(a, tuple) else a,
+            "b": list(b) if isinstance(b, tuple) else b,
+            "score": fuzz.token_set_ratio(a, b),
+        }
+        for a, b in pairs[: 6 * n]
+    ]
+    path.write_text(
+        json.dumps(
+            {
+                "source": "princeton-nlp/WebShop goal.py get_reward, thefuzz 0.19.0 (difflib), "
+                "spaCy en_core_web_sm 3.8.0",
+                "purchases": cases,
+                "matcher": strings,
+            },
+            indent=None,
+        )
+    )
     print(f"wrote {len(cases)} purchases and {len(strings)} matcher pairs to {path}")
 
 
@@ -281,8 +408,25 @@ def _string_pairs(cat, rng: random.Random, n: int) -> list:
     attrs = sorted({a for p in cat.products for a in p.attributes} | {a for g in cat.goals for a in g.attributes})
     values = sorted({v for p in cat.products for vs in p.options.values() for v in vs})
     names = sorted({k for p in cat.products for k in p.options})
-    odd = ["café crème", "naïve résumé", "北京 tea", "x-small", "xx-large", "3x-large", "size: small", "pack of 12",
-           "pack of 6", "12 pack", "", "   ", "!!!", "under_score", "a" * 120 + " b", "dark brown", "light pink"]
+    odd = [
+        "café crème",
+        "naïve résumé",
+        "北京 tea",
+        "x-small",
+        "xx-large",
+        "3x-large",
+        "size: small",
+        "pack of 12",
+        "pack of 6",
+        "12 pack",
+        "",
+        "   ",
+        "!!!",
+        "under_score",
+        "a" * 120 + " b",
+        "dark brown",
+        "light pink",
+    ]
     out = []
     for _ in range(n):
         kind = rng.random()
@@ -306,7 +450,7 @@ def _string_pairs(cat, rng: random.Random, n: int) -> list:
                 i = rng.randrange(len(b) + 1)
                 op = rng.random()
                 c = rng.choice("abcdefghijklmnopqrstuvwxyz -")
-                b = b[:i] + c + b[i:] if op < 0.4 else (b[:i] + b[i + 1:] if op < 0.7 else b[:i] + c + b[i + 1:])
+                b = b[:i] + c + b[i:] if op < 0.4 else (b[:i] + b[i + 1 :] if op < 0.7 else b[:i] + c + b[i + 1 :])
         else:
             a, b = rng.choice(odd), rng.choice(odd + values)
         out.append((a, b))

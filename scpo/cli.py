@@ -1,7 +1,7 @@
 """The `scpo` command: prepare-data, train, eval, sweep, credit-map, parity, convert-checkpoint, fidelity.
 
-Every command reads params.yaml (`--params`), a profile (`--profile`) and dotted overrides (`--set key=value`, repeatable),
-validated by the same typed config as Papermill parameters. Heavy modules are imported inside each command.
+Every command reads params.yaml (`--params`), a profile (`--profile`) and dotted overrides (`--set key=value`,
+repeatable), validated by the same typed config as Papermill parameters. Heavy modules are imported inside each command.
 
 Everyday mistakes (a bad config value, missing data, a run folder in use or holding another run, a checkpoint that
 cannot be restored, a model that is not on this machine) end the command with one red line on stderr naming the value
@@ -11,18 +11,22 @@ command, or SCPO_DEBUG=1) shows the traceback instead. Commands that write end w
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, List, Optional
 
 import typer
 
 from scpo.config import Config, ConfigError, load_config, parse_overrides
 from scpo.errors import ExpectedError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Credit assignment for group-based RL of LLM agents (SCPO, GRPO, GiGPO, HGPO, G2PO, ProGPO, HCAPO).")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Credit assignment for group-based RL of LLM agents (SCPO, GRPO, GiGPO, HGPO, G2PO, ProGPO, HCAPO).",
+)
 
 ParamsOpt = typer.Option(Path("params.yaml"), "--params", help="params.yaml to read")
 ProfileOpt = typer.Option(None, "--profile", help="smoke | cpu | gpu (default: params.yaml's `profile`)")
@@ -55,8 +59,9 @@ def _done(line: str) -> None:
     typer.secho(line, fg=typer.colors.GREEN)
 
 
-def _config(params: Path, profile: Optional[str], sets: Optional[List[str]], extra: dict | None = None,
-            debug: bool = False) -> Config:
+def _config(
+    params: Path, profile: str | None, sets: list[str] | None, extra: dict | None = None, debug: bool = False
+) -> Config:
     with _one_line_errors(debug):
         overrides = parse_overrides(sets)
         overrides.update(extra or {})
@@ -64,8 +69,12 @@ def _config(params: Path, profile: Optional[str], sets: Optional[List[str]], ext
 
 
 @app.command("prepare-data")
-def prepare_data(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[List[str]] = SetOpt,
-                 only: Optional[str] = typer.Option(None, help="alfworld | webshop (default: both)")) -> None:
+def prepare_data(
+    params: Path = ParamsOpt,
+    profile: str | None = ProfileOpt,
+    sets: list[str] | None = SetOpt,
+    only: str | None = typer.Option(None, help="alfworld | webshop (default: both)"),
+) -> None:
     """Copy, unpack or download ALFWorld games and WebShop files into data/ and build the WebShop catalogue (idempotent:
     complete data is only verified), then print the counts. Without the data and without internet: one line saying
     where it looked and what to run."""
@@ -80,25 +89,36 @@ def prepare_data(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, 
         raise typer.Exit(1) from None
     if "alfworld" in summary:
         counts = {k: v for k, v in summary["alfworld"].items() if k != "total"}
-        typer.echo("ALFWorld games per split: " + ", ".join(f"{k} {v}" for k, v in counts.items())
-                   + f"; total {summary['alfworld']['total']}")
+        typer.echo(
+            "ALFWorld games per split: "
+            + ", ".join(f"{k} {v}" for k, v in counts.items())
+            + f"; total {summary['alfworld']['total']}"
+        )
     if "webshop" in summary:
         typer.echo("WebShop: " + ", ".join(f"{k} {v}" for k, v in summary["webshop"].items()))
 
 
 @app.command()
-def train(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[List[str]] = SetOpt,
-          stage: str = typer.Option("rl", help="sft (behaviour-cloning warm start) | rl"),
-          method: Optional[str] = typer.Option(None, help="credit method (default: credit.method)"),
-          env: Optional[str] = typer.Option(None, help="alfworld | webshop (default: env.name)"),
-          seed: Optional[int] = typer.Option(None, help="train.seed"),
-          out: Optional[Path] = typer.Option(None, help="run directory (default: <train.out_dir>/<env>/<method>/seed<seed>)"),
-          resume: bool = typer.Option(False, "--resume", help="continue from the newest restorable checkpoint of the "
-                                      "run directory (its recorded config must match)"),
-          overwrite: bool = typer.Option(False, "--overwrite", help="replace what the run directory holds (only once "
-                                         "every check of the new run passed)"),
-          force: bool = typer.Option(False, "--force", help="with --resume: accept a config that differs from the run's"),
-          debug: bool = DebugOpt) -> None:
+def train(
+    params: Path = ParamsOpt,
+    profile: str | None = ProfileOpt,
+    sets: list[str] | None = SetOpt,
+    stage: str = typer.Option("rl", help="sft (behaviour-cloning warm start) | rl"),
+    method: str | None = typer.Option(None, help="credit method (default: credit.method)"),
+    env: str | None = typer.Option(None, help="alfworld | webshop (default: env.name)"),
+    seed: int | None = typer.Option(None, help="train.seed"),
+    out: Path | None = typer.Option(None, help="run directory (default: <train.out_dir>/<env>/<method>/seed<seed>)"),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="continue from the newest restorable checkpoint of the run directory (its recorded config must match)",
+    ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="replace what the run directory holds (only once every check of the new run passed)"
+    ),
+    force: bool = typer.Option(False, "--force", help="with --resume: accept a config that differs from the run's"),
+    debug: bool = DebugOpt,
+) -> None:
     """Behaviour-cloning warm start (--stage sft) or group RL (--stage rl --method NAME) into an empty run directory
     (or --resume it, or --overwrite it)."""
     from scpo.train.runner import run_training
@@ -116,24 +136,34 @@ def _train_line(summary: dict) -> str:
         return f"SFT warm start skipped ({summary['skipped']}); wrote {where}/summary.json"
     if summary["stage"] == "sft":
         bc = summary.get("bc", {})
-        return (f"SFT warm start on {summary['env']} (seed {summary['seed']}): {int(summary['demos']['n_steps'])} demo "
-                f"steps, loss {bc.get('loss_first_epoch', float('nan')):.3f} -> {bc.get('loss_last_epoch', float('nan')):.3f}; "
-                f"wrote {where}/model, summary.json, provenance.json")
+        return (
+            f"SFT warm start on {summary['env']} (seed {summary['seed']}): {int(summary['demos']['n_steps'])} demo "
+            f"steps, loss {bc.get('loss_first_epoch', float('nan')):.3f} -> "
+            f"{bc.get('loss_last_epoch', float('nan')):.3f}; "
+            f"wrote {where}/model, summary.json, provenance.json"
+        )
     final = summary.get("final", {}).get("charts/success_rate")
     success = f", success {final:.2f} on the last iteration" if final is not None else ""
     n = summary["iterations"]
-    return (f"{summary['method']} on {summary['env']} (seed {summary['seed']}): {n} iteration{'s' if n != 1 else ''}"
-            f"{success}; wrote {where}/model, checkpoints/, history.csv, summary.json, provenance.json")
+    return (
+        f"{summary['method']} on {summary['env']} (seed {summary['seed']}): {n} iteration{'s' if n != 1 else ''}"
+        f"{success}; wrote {where}/model, checkpoints/, history.csv, summary.json, provenance.json"
+    )
 
 
 @app.command("eval")
-def evaluate(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[List[str]] = SetOpt,
-             checkpoint: Path = typer.Option(..., help="run directory or checkpoint to evaluate"),
-             out: Optional[Path] = typer.Option(None, help="where eval.json + eval.csv go (default: <checkpoint>/eval)"),
-             overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing eval.json in --out"),
-             force: bool = typer.Option(False, "--force", help="evaluate with --set values that contradict the run's "
-                                        "env / policy settings"),
-             debug: bool = DebugOpt) -> None:
+def evaluate(
+    params: Path = ParamsOpt,
+    profile: str | None = ProfileOpt,
+    sets: list[str] | None = SetOpt,
+    checkpoint: Path = typer.Option(..., help="run directory or checkpoint to evaluate"),
+    out: Path | None = typer.Option(None, help="where eval.json + eval.csv go (default: <checkpoint>/eval)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing eval.json in --out"),
+    force: bool = typer.Option(
+        False, "--force", help="evaluate with --set values that contradict the run's env / policy settings"
+    ),
+    debug: bool = DebugOpt,
+) -> None:
     """Evaluate a policy on the eval splits of the environment it was trained on (read from the run; temperature
     eval.temperature); success per task type as JSON + CSV."""
     from scpo.train.evaluate import run_evaluation
@@ -141,38 +171,62 @@ def evaluate(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets
     cfg = _config(params, profile, sets, debug=debug)
     out = out if out is not None else Path(checkpoint) / "eval"
     with _one_line_errors(debug):
-        result = run_evaluation(cfg, checkpoint=checkpoint, out_dir=out, force=force, overwrite=overwrite,
-                                note=lambda line: typer.echo(line, err=True))
+        result = run_evaluation(
+            cfg,
+            checkpoint=checkpoint,
+            out_dir=out,
+            force=force,
+            overwrite=overwrite,
+            note=lambda line: typer.echo(line, err=True),
+        )
     splits = ", ".join(f"{name} {r['success']:.2f} (n={r['n']})" for name, r in result["splits"].items())
     _done(f"evaluated {checkpoint} on {result['env']}: success {splits}; wrote {out}/eval.json, eval.csv")
 
 
 @app.command()
-def sweep(notebook: Path = typer.Argument(..., help="notebook to execute per grid point"),
-          grid: List[str] = typer.Option(..., "--grid", help="name=v1,v2,... (repeatable); the product is swept"),
-          out: Path = typer.Option(Path("reports/sweeps"), help="folder for executed notebooks, the points' folders "
-                                   "and the summary"),
-          params: Optional[Path] = typer.Option(None, "--params", help="params.yaml for every point (default: the "
-                                                "notebook's own default)"),
-          profile: Optional[str] = ProfileOpt, sets: Optional[List[str]] = SetOpt,
-          overwrite: bool = typer.Option(False, "--overwrite", help="let each point replace what its folder holds"),
-          kernel: str = typer.Option("python3", help="Jupyter kernel"),
-          backend: str = typer.Option("serial", help="serial | local (--jobs / --gpus on this machine) | ray"),
-          jobs: int = typer.Option(1, help="local: points at once (without --gpus)"),
-          gpus: Optional[str] = typer.Option(None, help="local: GPU ids, one point per GPU, e.g. 0,1,2,3"),
-          gpus_per_point: float = typer.Option(1.0, help="ray: GPUs each point asks for (0 on CPU nodes)"),
-          ray_address: Optional[str] = typer.Option(None, help="ray: cluster address (auto: the one this node "
-                                                    "joined; default: a local Ray instance)"),
-          debug: bool = DebugOpt) -> None:
+def sweep(
+    notebook: Path = typer.Argument(..., help="notebook to execute per grid point"),
+    grid: list[str] = typer.Option(..., "--grid", help="name=v1,v2,... (repeatable); the product is swept"),
+    out: Path = typer.Option(
+        Path("reports/sweeps"), help="folder for executed notebooks, the points' folders and the summary"
+    ),
+    params: Path | None = typer.Option(
+        None, "--params", help="params.yaml for every point (default: the notebook's own default)"
+    ),
+    profile: str | None = ProfileOpt,
+    sets: list[str] | None = SetOpt,
+    overwrite: bool = typer.Option(False, "--overwrite", help="let each point replace what its folder holds"),
+    kernel: str = typer.Option("python3", help="Jupyter kernel"),
+    backend: str = typer.Option("serial", help="serial | local (--jobs / --gpus on this machine) | ray"),
+    jobs: int = typer.Option(1, help="local: points at once (without --gpus)"),
+    gpus: str | None = typer.Option(None, help="local: GPU ids, one point per GPU, e.g. 0,1,2,3"),
+    gpus_per_point: float = typer.Option(1.0, help="ray: GPUs each point asks for (0 on CPU nodes)"),
+    ray_address: str | None = typer.Option(
+        None, help="ray: cluster address (auto: the one this node joined; default: a local Ray instance)"
+    ),
+    debug: bool = DebugOpt,
+) -> None:
     """Papermill sweep: run NOTEBOOK once per point of the grid, each point in its own folder (<out>/<point>/), then
     write summary.csv / summary.md. Exits 1 when any point failed (its status holds the error)."""
     from scpo.pipeline.sweep import SweepError, run_sweep
 
     with _one_line_errors(debug):
         try:
-            summary = run_sweep(notebook, grid, out, kernel=kernel, backend=backend, jobs=jobs, gpus=gpus,
-                                gpus_per_point=gpus_per_point, ray_address=ray_address, params=params,
-                                profile=profile, overrides=sets or [], overwrite=overwrite)
+            summary = run_sweep(
+                notebook,
+                grid,
+                out,
+                kernel=kernel,
+                backend=backend,
+                jobs=jobs,
+                gpus=gpus,
+                gpus_per_point=gpus_per_point,
+                ray_address=ray_address,
+                params=params,
+                profile=profile,
+                overrides=sets or [],
+                overwrite=overwrite,
+            )
         except SweepError as err:
             typer.secho(str(err), fg=typer.colors.RED, err=True)
             raise typer.Exit(2) from None
@@ -187,10 +241,14 @@ def sweep(notebook: Path = typer.Argument(..., help="notebook to execute per gri
 
 
 @app.command("credit-map")
-def credit_map(rollouts: Path = typer.Argument(..., help="saved rollouts (.parquet / .jsonl)"),
-               params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[List[str]] = SetOpt,
-               group: int = typer.Option(0, help="group id to draw"),
-               out: Path = typer.Option(Path("reports/figures/credit_map.png"), help="figure path")) -> None:
+def credit_map(
+    rollouts: Path = typer.Argument(..., help="saved rollouts (.parquet / .jsonl)"),
+    params: Path = ParamsOpt,
+    profile: str | None = ProfileOpt,
+    sets: list[str] | None = SetOpt,
+    group: int = typer.Option(0, help="group id to draw"),
+    out: Path = typer.Option(Path("reports/figures/credit_map.png"), help="figure path"),
+) -> None:
     """Heat map of every estimator's per-step advantages on one group of saved rollouts."""
     from scpo.analysis.credit_maps import credit_map_figure
 
@@ -201,46 +259,61 @@ def credit_map(rollouts: Path = typer.Argument(..., help="saved rollouts (.parqu
 
 
 @app.command()
-def parity(split: str = typer.Option("valid_seen", help="ALFWorld split, or several comma-separated: valid_seen,valid_unseen"),
-           games: Optional[int] = typer.Option(None, help="first N games (default: all)"),
-           random_walks: int = typer.Option(2, help="seeded random walks per game"),
-           walk_steps: int = typer.Option(40, help="steps per random walk"),
-           data_root: Path = typer.Option(Path("data/alfworld"), help="prepared ALFWorld root"),
-           out: Optional[Path] = typer.Option(None, help="write the per-game report as JSON")) -> None:
+def parity(
+    split: str = typer.Option("valid_seen", help="ALFWorld split, or several comma-separated: valid_seen,valid_unseen"),
+    games: int | None = typer.Option(None, help="first N games (default: all)"),
+    random_walks: int = typer.Option(2, help="seeded random walks per game"),
+    walk_steps: int = typer.Option(40, help="steps per random walk"),
+    data_root: Path = typer.Option(Path("data/alfworld"), help="prepared ALFWorld root"),
+    out: Path | None = typer.Option(None, help="write the per-game report as JSON"),
+) -> None:
     """ALFWorld parity: play walkthroughs and random walks in both engines and report agreement."""
     from scpo.envs.alfworld.parity import main as parity_main
 
-    parity_main(split=split, games=games, random_walks=random_walks, walk_steps=walk_steps, data_root=data_root, out=out)
+    parity_main(
+        split=split, games=games, random_walks=random_walks, walk_steps=walk_steps, data_root=data_root, out=out
+    )
 
 
 @app.command()
-def fidelity(params: Path = ParamsOpt, profile: Optional[str] = ProfileOpt, sets: Optional[List[str]] = SetOpt,
-             eps: Optional[str] = typer.Option(None, help="noise levels, comma-separated (default: fidelity.eps)"),
-             tasks: Optional[int] = typer.Option(None, help="first N games of fidelity.split (default: fidelity.n_tasks)"),
-             seeds: Optional[str] = typer.Option(None, help="task seeds, comma-separated (default: fidelity.seeds)"),
-             estimators: Optional[str] = typer.Option(None, help="credit methods, comma-separated (default: "
-                                                      "fidelity.methods)"),
-             trained: bool = typer.Option(True, "--trained/--no-trained", help="also the trained runs' saved rollouts"),
-             sweep: bool = typer.Option(False, "--sweep/--no-sweep", help="also sweep SCPO's options"),
-             reports_dir: Path = typer.Option(Path("reports"), help="where tables/ and figures/ go")) -> None:
+def fidelity(
+    params: Path = ParamsOpt,
+    profile: str | None = ProfileOpt,
+    sets: list[str] | None = SetOpt,
+    eps: str | None = typer.Option(None, help="noise levels, comma-separated (default: fidelity.eps)"),
+    tasks: int | None = typer.Option(None, help="first N games of fidelity.split (default: fidelity.n_tasks)"),
+    seeds: str | None = typer.Option(None, help="task seeds, comma-separated (default: fidelity.seeds)"),
+    estimators: str | None = typer.Option(None, help="credit methods, comma-separated (default: fidelity.methods)"),
+    trained: bool = typer.Option(True, "--trained/--no-trained", help="also the trained runs' saved rollouts"),
+    sweep: bool = typer.Option(False, "--sweep/--no-sweep", help="also sweep SCPO's options"),
+    reports_dir: Path = typer.Option(Path("reports"), help="where tables/ and figures/ go"),
+) -> None:
     """Credit fidelity of every estimator against the planner's oracle progress (ALFWorld): tables and a figure."""
     from scpo.analysis.fidelity_report import write_fidelity_report
 
-    extra = {k: v for k, v in {
-        "fidelity.eps": [float(x) for x in eps.split(",")] if eps else None, "fidelity.n_tasks": tasks,
-        "fidelity.seeds": [int(x) for x in seeds.split(",")] if seeds else None,
-        "fidelity.methods": [x.strip() for x in estimators.split(",")] if estimators else None}.items() if v is not None}
+    extra = {
+        k: v
+        for k, v in {
+            "fidelity.eps": [float(x) for x in eps.split(",")] if eps else None,
+            "fidelity.n_tasks": tasks,
+            "fidelity.seeds": [int(x) for x in seeds.split(",")] if seeds else None,
+            "fidelity.methods": [x.strip() for x in estimators.split(",")] if estimators else None,
+        }.items()
+        if v is not None
+    }
     cfg = _config(params, profile, sets, extra)
     paths, res = write_fidelity_report(cfg, reports_dir, trained=trained, sweep=sweep)
     typer.echo(json.dumps({"written": paths, "seconds": res.seconds, "planner": res.planner}, indent=1))
 
 
 @app.command("convert-checkpoint")
-def convert_checkpoint(path: Path = typer.Argument(..., help="a checkpoint folder, or a run folder (all its checkpoints)")
-                       ) -> None:
+def convert_checkpoint(
+    path: Path = typer.Argument(..., help="a checkpoint folder, or a run folder (all its checkpoints)"),
+) -> None:
     """Rewrite old checkpoints' optimizer.pt / rng.pt (pickles) as safetensors; only for checkpoints you trust."""
     from scpo.train.checkpoint import CheckpointError
-    from scpo.train.legacy_checkpoint import WARNING, convert_checkpoint as convert, legacy_checkpoints
+    from scpo.train.legacy_checkpoint import WARNING, legacy_checkpoints
+    from scpo.train.legacy_checkpoint import convert_checkpoint as convert
 
     typer.secho(f"WARNING: {WARNING}", fg=typer.colors.YELLOW, err=True)
     todo = legacy_checkpoints(path)
@@ -250,7 +323,9 @@ def convert_checkpoint(path: Path = typer.Argument(..., help="a checkpoint folde
     try:
         for ckpt in todo:
             convert(ckpt)
-            typer.echo(f"converted {ckpt}: optimizer.safetensors, rng.safetensors written; optimizer.pt, rng.pt removed")
+            typer.echo(
+                f"converted {ckpt}: optimizer.safetensors, rng.safetensors written; optimizer.pt, rng.pt removed"
+            )
     except CheckpointError as err:
         typer.secho(str(err), fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None

@@ -207,6 +207,8 @@ class ReportConfig(StrictModel):
     methods: tuple[str, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo")
     envs: tuple[str, ...] = ("alfworld", "webshop")
     seeds: tuple[int, ...] = (0, 1, 2)
+    parallel_runs: int = Field(3, ge=1, description="seeds a DVC train / evaluate stage runs side by side, one process "
+                               "each with train.torch_threads threads (scpo.train.seed_pool); 1: one after another")
     similarity_thresh: float = Field(0.9, gt=0, le=1, description="semantic variant of the inconsistency metric: "
                                      "`action -> next observation` texts scoring >= this")
     similarity_scorer: Literal["lexical", "bi_encoder", "cross_encoder"] = Field(

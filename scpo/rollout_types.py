@@ -1,20 +1,21 @@
 """The one data model every part of scpo speaks: Step, Trajectory, RolloutBatch.
 
-Flow: environments + policy produce `Trajectory` objects (lists of `Step`); `RolloutBatch.from_trajectories` turns a list of
-them into a columnar view (one row per step, numpy arrays) that the pure credit estimators read; `to_parquet` / `read`
-persist a batch so notebooks can load saved rollouts.
+Flow: environments + policy produce `Trajectory` objects (lists of `Step`); `RolloutBatch.from_trajectories` turns a
+list of them into a columnar view (one row per step, numpy arrays) that the pure credit estimators read; `to_parquet` /
+`read` persist a batch so notebooks can load saved rollouts.
 
-Ids are deterministic: a group is (task_id, seed), a trajectory is (task_id, seed, index); their uids are content hashes,
-never uuid4, so the same rollouts always get the same ids.
+Ids are deterministic: a group is (task_id, seed), a trajectory is (task_id, seed, index); their uids are content
+hashes, never uuid4, so the same rollouts always get the same ids.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,8 @@ class Step:
 
     `observation` / `next_observation` are the raw environment texts (no prompt, no history): GiGPO's anchor states.
     `valid` is False when the response lacked the required format or the action was not admissible (invalid penalty).
-    `prompt` is the full text the policy saw; token-level fields (ids, log-probs) live in `extras` when the trainer needs them.
+    `prompt` is the full text the policy saw; token-level fields (ids, log-probs) live in `extras` when the trainer
+    needs them.
     """
 
     observation: str
@@ -80,12 +82,29 @@ class Trajectory:
         return len(self.steps)
 
 
-_STR_COLUMNS = ("observation", "action", "next_observation", "response", "group_uid", "traj_uid", "task_id",
-                "task_type", "env_name")
+_STR_COLUMNS = (
+    "observation",
+    "action",
+    "next_observation",
+    "response",
+    "group_uid",
+    "traj_uid",
+    "task_id",
+    "task_type",
+    "env_name",
+)
 _NUM_COLUMNS = {
-    "group_id": np.int64, "traj_id": np.int64, "step": np.int64, "traj_len": np.int64, "seed": np.int64,
-    "reward": np.float64, "episode_return": np.float64, "task_score": np.float64,
-    "valid": np.bool_, "done": np.bool_, "won": np.bool_,
+    "group_id": np.int64,
+    "traj_id": np.int64,
+    "step": np.int64,
+    "traj_len": np.int64,
+    "seed": np.int64,
+    "reward": np.float64,
+    "episode_return": np.float64,
+    "task_score": np.float64,
+    "valid": np.bool_,
+    "done": np.bool_,
+    "won": np.bool_,
 }
 # columns a batch may lack (files written before they existed stay readable): name -> dtype
 _OPTIONAL_COLUMNS = {"oracle_progress": np.float64}
@@ -150,7 +169,7 @@ class RolloutBatch:
 
     # ---------------------------------------------------------------- construction
     @classmethod
-    def from_trajectories(cls, trajectories: Sequence[Trajectory]) -> "RolloutBatch":
+    def from_trajectories(cls, trajectories: Sequence[Trajectory]) -> RolloutBatch:
         """Flatten trajectories into rows. Group codes follow first appearance of (env_name, task_id, seed)."""
         cols: dict[str, list] = {k: [] for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}
         progress: list[float | None] = []
@@ -184,15 +203,17 @@ class RolloutBatch:
                 progress.append(s.oracle_progress)
         labelled = [q is not None for q in progress]
         if any(labelled) and not all(labelled):
-            raise ValueError(f"{labelled.count(False)} of {len(progress)} steps lack oracle_progress; label all or none")
+            raise ValueError(
+                f"{labelled.count(False)} of {len(progress)} steps lack oracle_progress; label all or none"
+            )
         return cls(**_to_arrays(cols), oracle_progress=np.asarray(progress, np.float64) if any(labelled) else None)
 
     @classmethod
-    def from_columns(cls, **columns: Iterable) -> "RolloutBatch":
+    def from_columns(cls, **columns: Iterable) -> RolloutBatch:
         """Build from plain columns (tests, synthetic batches). Required: group_id, traj_id, step, reward.
 
-        Missing columns get defaults: valid/done True-ish from position, strings empty, episode_return = per-trajectory sum.
-        Rows must be grouped by trajectory and ordered by step.
+        Missing columns get defaults: valid/done True-ish from position, strings empty, episode_return = per-trajectory
+        sum. Rows must be grouped by trajectory and ordered by step.
         """
         required = ("group_id", "traj_id", "step", "reward")
         missing = [k for k in required if k not in columns]
@@ -255,7 +276,7 @@ class RolloutBatch:
         out.update({k: getattr(self, k) for k in _OPTIONAL_COLUMNS if getattr(self, k) is not None})
         return out
 
-    def select(self, mask: np.ndarray) -> "RolloutBatch":
+    def select(self, mask: np.ndarray) -> RolloutBatch:
         """Rows where `mask` is True (keep whole trajectories if you want valid credit)."""
         return RolloutBatch(**{k: v[mask] for k, v in self.columns().items()})
 
@@ -285,7 +306,7 @@ class RolloutBatch:
         return path
 
     @classmethod
-    def read(cls, path: str | Path) -> "RolloutBatch":
+    def read(cls, path: str | Path) -> RolloutBatch:
         """Load a batch saved by `to_parquet` (.parquet) or `to_jsonl` (.jsonl)."""
         import pandas as pd
 
@@ -305,7 +326,8 @@ class RolloutBatch:
         return cls(**_to_arrays({k: df[k].tolist() for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}), **optional)
 
     def to_trajectories(self) -> list[Trajectory]:
-        """Inverse of `from_trajectories` for the persisted fields (prompts, admissible sets and extras are not kept)."""
+        """Inverse of `from_trajectories` for the persisted fields (prompts, admissible sets and extras are not
+        kept)."""
         out: list[Trajectory] = []
         order = np.lexsort((self.step, self.traj_id))
         boundaries = np.flatnonzero(np.diff(self.traj_id[order])) + 1
@@ -314,12 +336,31 @@ class RolloutBatch:
                 continue
             r0 = rows[0]
             q = self.oracle_progress
-            steps = [Step(observation=self.observation[r], action=self.action[r], reward=float(self.reward[r]),
-                          next_observation=self.next_observation[r], valid=bool(self.valid[r]), done=bool(self.done[r]),
-                          response=self.response[r], oracle_progress=None if q is None else float(q[r])) for r in rows]
-            out.append(Trajectory(task_id=self.task_id[r0], seed=int(self.seed[r0]), index=0, steps=steps,
-                                  won=bool(self.won[r0]), task_score=float(self.task_score[r0]),
-                                  task_type=self.task_type[r0], env_name=self.env_name[r0]))
+            steps = [
+                Step(
+                    observation=self.observation[r],
+                    action=self.action[r],
+                    reward=float(self.reward[r]),
+                    next_observation=self.next_observation[r],
+                    valid=bool(self.valid[r]),
+                    done=bool(self.done[r]),
+                    response=self.response[r],
+                    oracle_progress=None if q is None else float(q[r]),
+                )
+                for r in rows
+            ]
+            out.append(
+                Trajectory(
+                    task_id=self.task_id[r0],
+                    seed=int(self.seed[r0]),
+                    index=0,
+                    steps=steps,
+                    won=bool(self.won[r0]),
+                    task_score=float(self.task_score[r0]),
+                    task_type=self.task_type[r0],
+                    env_name=self.env_name[r0],
+                )
+            )
         # index = position within the group, in order of trajectory code
         seen: dict[tuple, int] = {}
         for traj in out:

@@ -1,9 +1,9 @@
 """A local HTTP file server on 127.0.0.1 for the download tests: Range requests, and per-file faults.
 
 Modes per path: "ok"; "truncate" (serves the first half only, announced as such: the client sees a short, complete
-response); "corrupt" (same size, its middle byte changed); "drop" (announces the full size, sends half, closes the connection:
-an interrupted transfer; the mode then reverts to "ok", so a retry or a later run can resume). Every request is logged
-as (path, Range header or None).
+response); "corrupt" (same size, its middle byte changed); "drop" (announces the full size, sends half, closes the
+connection: an interrupted transfer; the mode then reverts to "ok", so a retry or a later run can resume). Every request
+is logged as (path, Range header or None).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class FileServer:
                     body = body[: len(body) // 2]
                 elif mode == "corrupt":
                     mid = len(body) // 2
-                    body = body[:mid] + bytes([body[mid] ^ 0x01]) + body[mid + 1:]
+                    body = body[:mid] + bytes([body[mid] ^ 0x01]) + body[mid + 1 :]
                 start = 0
                 m = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
                 if m and mode != "drop":

@@ -9,11 +9,22 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 # a 0.05M-parameter policy on the corridor env: an iteration takes well under a second
-CORRIDOR = {"policy.tiny_hidden_size": 32, "policy.tiny_layers": 1, "policy.tiny_heads": 2,
-            "policy.tiny_vocab_size": 300, "policy.max_new_tokens": 8, "env.name": "corridor",
-            "env.corridor.max_steps": 4, "rollout.n_tasks": 2, "rollout.group_size": 3, "train.checkpoint_every": 1,
-            "train.lr": 1e-3, "credit.method": "gigpo", "rollout.action_choice": "generate",
-            "train.skip_zero_advantage": False}
+CORRIDOR = {
+    "policy.tiny_hidden_size": 32,
+    "policy.tiny_layers": 1,
+    "policy.tiny_heads": 2,
+    "policy.tiny_vocab_size": 300,
+    "policy.max_new_tokens": 8,
+    "env.name": "corridor",
+    "env.corridor.max_steps": 4,
+    "rollout.n_tasks": 2,
+    "rollout.group_size": 3,
+    "train.checkpoint_every": 1,
+    "train.lr": 1e-3,
+    "credit.method": "gigpo",
+    "rollout.action_choice": "generate",
+    "train.skip_zero_advantage": False,
+}
 CORRIDOR_SETS = [arg for k, v in CORRIDOR.items() for arg in ("--set", f"{k}={v}")]
 
 
@@ -25,15 +36,23 @@ def cli(*args: str):
 
 
 def train_cli(out: Path, *extra: str, iterations: int = 2):
-    return cli("train", "--profile", "smoke", "--out", out, *CORRIDOR_SETS, "--set", f"train.iterations={iterations}",
-               *extra)
+    return cli(
+        "train", "--profile", "smoke", "--out", out, *CORRIDOR_SETS, "--set", f"train.iterations={iterations}", *extra
+    )
 
 
 def fingerprint(folder: Path) -> dict[str, str]:
     """relative path -> sha256 of every file under `folder` ({} if it does not exist)."""
     folder = Path(folder)
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()} if folder.exists() else {}
+    return (
+        {
+            p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*"))
+            if p.is_file()
+        }
+        if folder.exists()
+        else {}
+    )
 
 
 def one_line(text: str) -> str:

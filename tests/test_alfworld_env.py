@@ -18,7 +18,11 @@ def data_root(alfworld_games_root):
 
 def test_list_tasks_counts_on_the_full_data(alfworld_data_root):
     seen = alfworld.list_tasks("valid_seen", alfworld_data_root.parent)  # the project's data/ folder
-    assert len(seen) == 140 and seen == sorted(seen) and len(alfworld.list_tasks("valid_unseen", alfworld_data_root)) == 134
+    assert (
+        len(seen) == 140
+        and seen == sorted(seen)
+        and len(alfworld.list_tasks("valid_unseen", alfworld_data_root)) == 134
+    )
     assert seen[0].startswith("valid_seen/look_at_obj_in_light-AlarmClock-None-DeskLamp-323/trial_")
 
 
@@ -55,8 +59,9 @@ def test_walkthrough_wins_with_reward_ten(data_root):
 
 
 def test_max_steps_ends_the_episode(data_root):
-    env = scpo.envs.make("alfworld", task_id=alfworld.list_tasks("valid_unseen", data_root)[0], data_root=data_root,
-                         max_steps=3)
+    env = scpo.envs.make(
+        "alfworld", task_id=alfworld.list_tasks("valid_unseen", data_root)[0], data_root=data_root, max_steps=3
+    )
     env.reset()
     out = [env.step("look") for _ in range(3)]
     assert [o[2] for o in out] == [False, False, True] and all(o[1] == 0.0 for o in out)

@@ -1,4 +1,5 @@
-"""The fast ALFWorld engine on a hand-made game (real ALFRED domain + grammar, a tiny problem): every text hand-computed."""
+"""The fast ALFWorld engine on a hand-made game (real ALFRED domain + grammar, a tiny problem): every text
+hand-computed."""
 
 from __future__ import annotations
 
@@ -68,9 +69,19 @@ GOAL = "put a cool apple in countertop."
 def tiny_game(tmp_path_factory, alfworld_games_root):
     real = json.loads(next(alfworld_games_root.glob("json_2.1.1/valid_seen/*/*/game.tw-pddl")).read_text())
     grammar = re.sub(r'"Your task is to: [^"]*"', f'"Your task is to: {GOAL}"', real["grammar"])
-    game = {"pddl_domain": real["pddl_domain"], "grammar": grammar, "pddl_problem": TINY_PROBLEM, "solvable": True,
-            "walkthrough": ["go to fridge 1", "open fridge 1", "take apple 1 from fridge 1", "go to countertop 1",
-                            "move apple 1 to countertop 1"]}
+    game = {
+        "pddl_domain": real["pddl_domain"],
+        "grammar": grammar,
+        "pddl_problem": TINY_PROBLEM,
+        "solvable": True,
+        "walkthrough": [
+            "go to fridge 1",
+            "open fridge 1",
+            "take apple 1 from fridge 1",
+            "go to countertop 1",
+            "move apple 1 to countertop 1",
+        ],
+    }
     path = tmp_path_factory.mktemp("tiny") / "pick_cool_then_place_in_recep-Apple-None-CounterTop-1" / "trial_1"
     path.mkdir(parents=True)
     (path / "game.tw-pddl").write_text(json.dumps(game))
@@ -79,8 +90,13 @@ def tiny_game(tmp_path_factory, alfworld_games_root):
 
 def test_demangler_numbers_instances_backwards_in_sorted_id_order():
     names = demangle_names({"apple_bar_1", "apple_bar_2", "sink_bar_3_bar_sinkbasin", "sink_bar_4", "agent1"})
-    assert names == {"apple_bar_1": "apple 2", "apple_bar_2": "apple 1", "sink_bar_3_bar_sinkbasin": "sinkbasin 1",
-                     "sink_bar_4": "sink 1", "agent1": "agent1 "}
+    assert names == {
+        "apple_bar_1": "apple 2",
+        "apple_bar_2": "apple 1",
+        "sink_bar_3_bar_sinkbasin": "sinkbasin 1",
+        "sink_bar_4": "sink 1",
+        "agent1": "agent1 ",
+    }
 
 
 def test_display_list_uses_textworld_separators():
@@ -107,8 +123,10 @@ def test_problem_parser_lowercases_and_types():
 def test_tiny_game_texts_and_commands(tiny_game):
     eng = FastEngine(tiny_game)
     obs, adm, won = eng.reset()
-    assert obs == ("-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, "
-                   f"you see a countertop 1, and a fridge 1.\n\nYour task is to: {GOAL}")
+    assert obs == (
+        "-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, "
+        f"you see a countertop 1, and a fridge 1.\n\nYour task is to: {GOAL}"
+    )
     assert adm == ["go to countertop 1", "go to fridge 1", "help", "inventory", "look"] and not won
     assert eng.step("look")[0] == "You are in the middle of a room. Looking quickly around you, you see nothing."
     assert eng.step("go to the moon")[0] == "Nothing happens."
@@ -136,7 +154,9 @@ def test_tiny_game_texts_and_commands(tiny_game):
     assert eng.step("take apple 2 from countertop 1")[0] == "You pick up the apple 2 from the countertop 1."
     assert eng.step("examine apple 2")[0] == "This is a sliced apple 2."
     # a reset restores the initial state
-    assert eng.reset()[0].startswith("-= Welcome") and eng.step("take apple 2 from countertop 1")[0] == "Nothing happens."
+    assert (
+        eng.reset()[0].startswith("-= Welcome") and eng.step("take apple 2 from countertop 1")[0] == "Nothing happens."
+    )
 
 
 def test_foreign_domain_is_refused(tiny_game, tmp_path):
@@ -153,8 +173,22 @@ def test_tiny_game_matches_textworld_reference(tiny_game):
 
     fast, ref = FastEngine(tiny_game), TextworldEngine(tiny_game)
     assert fast.reset() == ref.reset()
-    for cmd in ["look", "go to fridge 1", "open fridge 1", "take apple 1 from fridge 1", "inventory", "examine apple 1",
-                "cool apple 1 with fridge 1", "examine apple 1", "close fridge 1", "go to countertop 1",
-                "move apple 1 to countertop 1", "look", "take knife 1 from countertop 1", "slice apple 2 with knife 1",
-                "help", "bogus"]:
+    for cmd in [
+        "look",
+        "go to fridge 1",
+        "open fridge 1",
+        "take apple 1 from fridge 1",
+        "inventory",
+        "examine apple 1",
+        "cool apple 1 with fridge 1",
+        "examine apple 1",
+        "close fridge 1",
+        "go to countertop 1",
+        "move apple 1 to countertop 1",
+        "look",
+        "take knife 1 from countertop 1",
+        "slice apple 2 with knife 1",
+        "help",
+        "bogus",
+    ]:
         assert fast.step(cmd) == ref.step(cmd), cmd

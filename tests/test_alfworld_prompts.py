@@ -48,6 +48,8 @@ def test_projection_never_raises(text, admissible):
 def test_template_phrases_are_the_fixed_text_between_fields():
     from scpo.envs.prompting import template_phrases
 
-    got = template_phrases("You are an agent. Your task is to: {goal}\nSee {obs} and act. <action> </action> ok then go",
-                           keep_apart=("<action>", "</action>"))
+    got = template_phrases(
+        "You are an agent. Your task is to: {goal}\nSee {obs} and act. <action> </action> ok then go",
+        keep_apart=("<action>", "</action>"),
+    )
     assert got == (" ok then go", "You are an agent. Your task is to: ")

@@ -45,9 +45,11 @@ def test_mixed_and_picked_groups():
 
 def test_scpo_matches_read_reference_rows():
     b = _batch()
-    diag = {"scpo_ref_row": np.array([3, -1, 4, -1, -1, -1, -1, -1]),
-            "scpo_score": np.array([0.9, 0.2, 0.8, 0, 0, 0, 0, 0]),
-            "scpo_credit": np.array([2.5, 0, 1.0, 0, 0, 0, 0, 0])}
+    diag = {
+        "scpo_ref_row": np.array([3, -1, 4, -1, -1, -1, -1, -1]),
+        "scpo_score": np.array([0.9, 0.2, 0.8, 0, 0, 0, 0, 0]),
+        "scpo_credit": np.array([2.5, 0, 1.0, 0, 0, 0, 0, 0]),
+    }
     m = scpo_matches(b, 0, diag)
     assert m[["traj_id", "step", "ref_traj_id", "ref_step"]].values.tolist() == [[0, 0, 1, 0], [0, 2, 1, 1]]
     assert m["credit"].tolist() == [2.5, 1.0]
@@ -75,8 +77,9 @@ def test_hcapo_is_left_out_of_rollout_only_estimators():
 
 def test_draw_writes_a_png(tmp_path):
     b = _batch()
-    out = draw_credit_maps(b, 0, {"grpo": np.linspace(-1, 1, 8), "gigpo": np.zeros(8)}, np.ones(8), None,
-                           tmp_path / "cm.png")
+    out = draw_credit_maps(
+        b, 0, {"grpo": np.linspace(-1, 1, 8), "gigpo": np.zeros(8)}, np.ones(8), None, tmp_path / "cm.png"
+    )
     assert out.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -99,7 +102,20 @@ def test_cli_credit_map(tmp_path, repo_root):
 
     rollouts = synthetic_batch(n_groups=2, group_size=4, max_steps=8, seed=5).to_parquet(tmp_path / "iter_0000.parquet")
     out = tmp_path / "cli.png"
-    result = CliRunner().invoke(app, ["credit-map", str(rollouts), "--params", str(repo_root / "params.yaml"),
-                                      "--set", "report.methods=[grpo, gigpo]", "--group", "1", "--out", str(out)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "credit-map",
+            str(rollouts),
+            "--params",
+            str(repo_root / "params.yaml"),
+            "--set",
+            "report.methods=[grpo, gigpo]",
+            "--group",
+            "1",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert out.read_bytes()[:4] == b"\x89PNG"

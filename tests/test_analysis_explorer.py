@@ -90,8 +90,8 @@ def test_catalogue_keeps_only_the_most_recent_batches(tmp_path, monkeypatch):
     cat = RolloutCatalogue.from_source(run)
     first = cat.batch("run", 0)
     cat.batch("run", 1)
-    assert cat.batch("run", 0) is first        # kept, and now the most recent
-    cat.batch("run", 2)                        # drops iteration 1, the least recently used
+    assert cat.batch("run", 0) is first  # kept, and now the most recent
+    cat.batch("run", 2)  # drops iteration 1, the least recently used
     assert cat.batch("run", 0) is first and list(cat._loaded) == [("run", 2), ("run", 0)]
 
 
@@ -106,7 +106,9 @@ def test_default_iteration_is_the_latest_with_a_mixed_group(tmp_path):
 def test_group_table_counts_outcomes_by_hand():
     t = group_table(_batch())
     assert t[["group", "trajectories", "won", "lost", "steps", "mixed"]].values.tolist() == [
-        [0, 2, 1, 1, 5, True], [1, 2, 0, 2, 3, False]]
+        [0, 2, 1, 1, 5, True],
+        [1, 2, 0, 2, 3, False],
+    ]
     assert t["task_id"].tolist() == ["t0", "t1"]
 
 
@@ -130,7 +132,7 @@ def test_cache_credits_each_batch_at_its_environments_scale_like_the_static_maps
     from scpo.analysis.estimators import compute_all
     from scpo.config import load_config
 
-    cfg = load_config(repo_root / "params.yaml")            # norm.scale_by_env: webshop -> none
+    cfg = load_config(repo_root / "params.yaml")  # norm.scale_by_env: webshop -> none
     b = _batch()
     shop = RolloutBatch(**{**b.columns(), "env_name": np.full(b.n_rows, "webshop", dtype=object)})
     cache = CreditCache(cfg.credit)
@@ -154,8 +156,13 @@ def test_group_view_matrices_and_hover_by_hand():
     assert np.isnan(v.advantages["scpo"][1, 2])
     assert set(v.advantages) == {"grpo", "scpo"} and v.q is None
     cell = v.hover[0, 0]
-    for part in ("#0 lost T=3</b>, step 0", "action: x", "observation: a", "next observation: kitchen",
-                 "GiGPO anchor size: 2"):
+    for part in (
+        "#0 lost T=3</b>, step 0",
+        "action: x",
+        "observation: a",
+        "next observation: kitchen",
+        "GiGPO anchor size: 2",
+    ):
         assert part in cell
     assert "<i>(invalid)</i>" in v.hover[0, 2] and v.hover[0, 2].count("…") == 1  # long observation clipped
     assert v.hover[1, 2] == ""
@@ -180,13 +187,13 @@ def test_group_view_matrices_and_hover_by_hand():
 
 def test_group_view_reads_oracle_progress_when_the_batch_has_it():
     b = _batch()
-    b.q = np.array([0.0, 0.25, 0.5, 0.5, 1.0, 0.0, 0.0, 0.1])  # the credit-fidelity work's column
+    b.oracle_progress = np.array([0.0, 0.25, 0.5, 0.5, 1.0, 0.0, 0.0, 0.1])  # the credit-fidelity work's column
     v = group_view(b, 0, _results(b))
     np.testing.assert_array_equal(v.q, [[0.0, 0.25, 0.5], [0.5, 1.0, np.nan]])
     assert "oracle progress q: 0.250" in v.hover[0, 1]
     fig = group_figure(v)
     assert [t["name"] for t in fig["data"] if t["type"] == "heatmap"] == ["grpo", "gigpo", "scpo", "anchor", "q"]
-    b.q = np.full(8, np.nan)  # a column without values is no column
+    b.oracle_progress = np.full(8, np.nan)  # a column without values is no column
     assert group_view(b, 0, _results(b)).q is None
 
 
@@ -264,7 +271,7 @@ def test_interactive_session_follows_the_jupyter_server(monkeypatch):
     parent = SimpleNamespace(cmdline=lambda: ["python", "-m", "papermill", "in.ipynb", "out.ipynb"])
     assert not interactive_session()
     parent = SimpleNamespace(cmdline=lambda: ["python", "/venv/bin/jupyter-lab", "/home/me/papermill-notes"])
-    assert interactive_session()      # a JupyterLab server whose folder happens to be named after Papermill
+    assert interactive_session()  # a JupyterLab server whose folder happens to be named after Papermill
 
 
 # ---------------------------------------------------------------------------------------------------- the widget
@@ -281,7 +288,9 @@ def test_explorer_redraws_on_every_control():
     assert "color:#b00" not in ex.status.value
     fig, grpo, scpo = ex.figure, _z(ex, "grpo"), _z(ex, "scpo")
 
-    ex.options["tau"].value = 0.0  # one more match: SCPO's credit moves, GRPO's does not, the figure is updated in place
+    ex.options[
+        "tau"
+    ].value = 0.0  # one more match: SCPO's credit moves, GRPO's does not, the figure is updated in place
     assert ex.figure is fig
     np.testing.assert_array_equal(_z(ex, "grpo"), grpo)
     assert not np.allclose(_z(ex, "scpo")[0], scpo[0])
@@ -290,10 +299,12 @@ def test_explorer_redraws_on_every_control():
 
     ex.options["shape_episode"].value = True  # invalid with mode "advantage": said in the status line, figure kept
     assert "shape_episode=True belongs to mode=&#x27;returns&#x27;" in ex.status.value and ex.figure is fig
-    ex.options["mode"].value = "returns"      # revision 1 as an ablation: a control like any other option
+    ex.options["mode"].value = "returns"  # revision 1 as an ablation: a control like any other option
     assert "color:#b00" not in ex.status.value
-    np.testing.assert_allclose(_z(ex, "scpo")[0], compute_advantages("scpo", b, cfg, tau=0.0, mode="returns",
-                                                                     shape_episode=True).advantages[:3])
+    np.testing.assert_allclose(
+        _z(ex, "scpo")[0],
+        compute_advantages("scpo", b, cfg, tau=0.0, mode="returns", shape_episode=True).advantages[:3],
+    )
 
     ex.group.value = 1
     assert list(ex.figure.layout.yaxis.ticktext) == ["#0 lost T=1", "#1 lost T=2"]
@@ -309,10 +320,14 @@ def test_explorer_redraws_on_every_control():
 def test_explorer_switching_between_groups_of_one_shape_updates_every_text():
     b = _batch()
     twin = b.select(b.group_id == 0)
-    twin = RolloutBatch.from_columns(group_id=[*b.group_id[:5], *([1] * 5)], traj_id=[*twin.traj_id, *(twin.traj_id + 2)],
-                                     step=[*twin.step] * 2, reward=[*twin.reward] * 2,
-                                     observation=[*twin.observation, *["e", "f", "g", "e", "h"]],
-                                     action=[*twin.action, *["u", "v", "s", "u", "q"]])
+    twin = RolloutBatch.from_columns(
+        group_id=[*b.group_id[:5], *([1] * 5)],
+        traj_id=[*twin.traj_id, *(twin.traj_id + 2)],
+        step=[*twin.step] * 2,
+        reward=[*twin.reward] * 2,
+        observation=[*twin.observation, *["e", "f", "g", "e", "h"]],
+        action=[*twin.action, *["u", "v", "s", "u", "q"]],
+    )
     ex = explore(twin, methods=["gigpo", "scpo"])
     fig = ex.figure
     ex.group.value = 1  # same shape (2 trajectories x 3 steps): updated in place, texts included
@@ -341,7 +356,7 @@ def test_explorer_switches_runs_and_iterations(tmp_path):
     two = RolloutCatalogue({"a": {0: b}, "b": {3: b, 5: only_group_1}})
     ex = CreditExplorer(two, CreditConfig(), ["gigpo", "scpo"])
     assert ex.run.value == "a" and ex.iteration.options == (("iteration 0", 0),)
-    ex.run.value = "b"   # latest iteration with a mixed group: 3 (5 has none); its most informative group: 0
+    ex.run.value = "b"  # latest iteration with a mixed group: 3 (5 has none); its most informative group: 0
     assert ex.iteration.options == (("iteration 3", 3), ("iteration 5", 5)) and ex.iteration.value == 3
     assert ex.group.value == 0 and "b · iteration 3 · group 0" in ex.figure.layout.title.text
     ex.iteration.value = 5
@@ -368,8 +383,9 @@ def test_explore_rejects_bad_arguments():
 
 
 def test_trajectory_html_escapes_text():
-    b = RolloutBatch.from_columns(group_id=[0, 0], traj_id=[0, 1], step=[0, 0], reward=[10, 0],
-                                  action=["<script>", "x"], observation=["o", "o"])
+    b = RolloutBatch.from_columns(
+        group_id=[0, 0], traj_id=[0, 1], step=[0, 0], reward=[10, 0], action=["<script>", "x"], observation=["o", "o"]
+    )
     v = group_view(b, 0, _results(b, ("gigpo",)))
     page = trajectory_html(b, v, 0)
     assert "&lt;script&gt;" in page and "<script>" not in page

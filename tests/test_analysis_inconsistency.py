@@ -6,8 +6,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scpo.analysis.inconsistency import (control_counts, control_pairs, inconsistency_counts, normalise_action,
-                                         pair_counts, pair_kinds, rates, same_step_pairs, semantic_pairs, step_texts)
+from scpo.analysis.inconsistency import (
+    control_counts,
+    control_pairs,
+    inconsistency_counts,
+    normalise_action,
+    pair_counts,
+    pair_kinds,
+    rates,
+    same_step_pairs,
+    semantic_pairs,
+    step_texts,
+)
 from scpo.rollout_types import RolloutBatch
 from scpo.scorers.base import CachedScorer
 
@@ -37,14 +47,20 @@ def test_normalise_action_and_step_texts():
 
 def test_same_step_pairs_need_the_same_observation_and_normalised_action_in_one_group():
     b = _batch()
-    assert same_step_pairs(b)[["row_a", "row_b"]].values.tolist() == [[0, 2]]     # row 5 is in another group
+    assert same_step_pairs(b)[["row_a", "row_b"]].values.tolist() == [[0, 2]]  # row 5 is in another group
     # same observation "room a", other action: (0, 3) and (2, 3)
     assert control_pairs(b)[["row_a", "row_b"]].values.tolist() == [[0, 3], [2, 3]]
 
 
 def test_same_step_pairs_of_a_cluster_are_all_pairs():
-    b = RolloutBatch.from_columns(group_id=[0] * 4, traj_id=[0, 1, 2, 3], step=[0] * 4, reward=[0] * 4,
-                                  observation=["s"] * 4, action=["a", "a", "a", "b"])
+    b = RolloutBatch.from_columns(
+        group_id=[0] * 4,
+        traj_id=[0, 1, 2, 3],
+        step=[0] * 4,
+        reward=[0] * 4,
+        observation=["s"] * 4,
+        action=["a", "a", "a", "b"],
+    )
     assert same_step_pairs(b)[["row_a", "row_b"]].values.tolist() == [[0, 1], [0, 2], [1, 2]]
 
 
@@ -59,7 +75,7 @@ class Table(CachedScorer):
 
 def test_semantic_pairs_use_the_scorer_in_either_direction_within_groups():
     b = _batch()
-    scorer = Table({("go to desk -> desk", "take mug -> done"): 0.95})     # texts use the normalised action
+    scorer = Table({("go to desk -> desk", "take mug -> done"): 0.95})  # texts use the normalised action
     pairs = semantic_pairs(b, scorer, threshold=0.9)
     # equal texts (0, 2) score 1; (1, 3) scores 0.95 in one direction; row 5 equals row 0's text but in group 1
     assert pairs[["row_a", "row_b"]].values.tolist() == [[0, 2], [1, 3]]
@@ -96,14 +112,14 @@ def test_pair_kinds_and_counts_by_kind():
 
 def test_trajectory_level_credit_disagrees_where_step_credit_agrees():
     b = _batch()
-    grpo_like = np.where(b.won, 1.0, -1.0)                      # the sign of the outcome on every step
+    grpo_like = np.where(b.won, 1.0, -1.0)  # the sign of the outcome on every step
     consistent = np.array([0.5, 1.0, 0.5, -1.0, -0.2, 0.3, 0.1])
     target = np.array([9.5, 10.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     table = inconsistency_counts({"traj": grpo_like, "step": consistent}, b, target=target)
     same = rates(table[(table["pair_set"] == "same_step")]).set_index(["estimator", "kind"])
     assert same.loc[("traj", "won_failed"), "disagreement"] == 1.0
     assert same.loc[("step", "won_failed"), "disagreement"] == 0.0
-    assert np.isnan(same.loc[("step", "won_won"), "disagreement"])     # no such pair
+    assert np.isnan(same.loc[("step", "won_won"), "disagreement"])  # no such pair
     # control (0, 3): target 9.5 > 0; grpo-like orders it (1 > -1), consistent too (0.5 > -1); (2, 3): tie -> skipped
     assert same.loc[("traj", "all"), "n_control"] == 1 and same.loc[("step", "all"), "control_ordered"] == 1.0
 
@@ -125,9 +141,16 @@ def test_counts_pool_exactly_over_files():
 # ------------------------------------------------------------------ pair sets: clusters, empty results, frames
 def _rows(group, obs, act, nxt=None, won=None) -> RolloutBatch:
     n = len(group)
-    return RolloutBatch.from_columns(group_id=group, traj_id=list(range(n)), step=[0] * n, reward=[0] * n,
-                                     observation=obs, action=act, next_observation=nxt or [f"n{i}" for i in range(n)],
-                                     **({"won": won} if won is not None else {}))
+    return RolloutBatch.from_columns(
+        group_id=group,
+        traj_id=list(range(n)),
+        step=[0] * n,
+        reward=[0] * n,
+        observation=obs,
+        action=act,
+        next_observation=nxt or [f"n{i}" for i in range(n)],
+        **({"won": won} if won is not None else {}),
+    )
 
 
 def _frame_ok(pairs: pd.DataFrame, expected: list[list[int]]) -> None:
@@ -158,7 +181,7 @@ def test_pair_sets_without_pairs_are_empty_int_frames():
 def test_semantic_pairs_threshold_is_inclusive_and_checked():
     b = _rows([0, 0], ["s", "s"], ["go", "run"], nxt=["x", "y"])
     table = Table({("go -> x", "run -> y"): 0.9})
-    _frame_ok(semantic_pairs(b, table), [[0, 1]])                     # default threshold 0.9: inclusive
+    _frame_ok(semantic_pairs(b, table), [[0, 1]])  # default threshold 0.9: inclusive
     _frame_ok(semantic_pairs(b, table, threshold=0.91), [])
     _frame_ok(semantic_pairs(_rows([0, 0], ["s", "s"], ["go", "go"], nxt=["x", "x"]), table, threshold=1.0), [[0, 1]])
     with pytest.raises(ValueError, match="threshold = 0 must be in"):
@@ -186,16 +209,18 @@ def test_pair_kinds_accept_integer_flags():
 
 def test_pair_counts_with_constant_small_and_unsigned_advantages():
     pairs = pd.DataFrame({"row_a": [0], "row_b": [1]})
-    assert pair_counts(np.array([2.0, 2.0]), pairs)["sum_abs_diff"] == 0.0        # constant: std 0 -> 0
-    small = pair_counts(np.array([0.1, -0.1]), pairs)                               # std 0.1 < 1 still divides
+    assert pair_counts(np.array([2.0, 2.0]), pairs)["sum_abs_diff"] == 0.0  # constant: std 0 -> 0
+    small = pair_counts(np.array([0.1, -0.1]), pairs)  # std 0.1 < 1 still divides
     assert small["sum_abs_diff"] == pytest.approx(0.2 / 0.1)
     assert (small["n_nonzero"], small["n_disagree"], small["n_zero"]) == (1, 1, 0)
-    unsigned = pair_counts(np.array([1, 3], dtype=np.uint8), pairs)                 # |1 - 3| = 2, not 254
+    unsigned = pair_counts(np.array([1, 3], dtype=np.uint8), pairs)  # |1 - 3| = 2, not 254
     assert unsigned["sum_abs_diff"] == pytest.approx(2 / 1.0)
-    target = np.array([1, 3], dtype=np.uint8)                                       # 1 - 3 < 0, not 254
+    target = np.array([1, 3], dtype=np.uint8)  # 1 - 3 < 0, not 254
     assert control_counts(np.array([0.0, 1.0]), pairs, target) == {"n_control": 1, "n_ordered": 1}
-    assert control_counts(np.array([1, 3], dtype=np.uint8), pairs, np.array([0.0, 1.0])) == \
-        {"n_control": 1, "n_ordered": 1}
+    assert control_counts(np.array([1, 3], dtype=np.uint8), pairs, np.array([0.0, 1.0])) == {
+        "n_control": 1,
+        "n_ordered": 1,
+    }
 
 
 def test_inconsistency_counts_rows_per_pair_set_and_kind():

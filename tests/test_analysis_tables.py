@@ -9,8 +9,17 @@ import pytest
 from scpo.config import load_config
 from scpo.reports.curves import load_histories, wide_curves
 from scpo.reports.published import published_by_method, published_table
-from scpo.reports.tables import (comparison_table, format_mean_std, load_eval_runs, mean_std_over_seeds,
-                                 our_scale_label, pooled_success, results_table, task_type_table, write_table)
+from scpo.reports.tables import (
+    comparison_table,
+    format_mean_std,
+    load_eval_runs,
+    mean_std_over_seeds,
+    our_scale_label,
+    pooled_success,
+    results_table,
+    task_type_table,
+    write_table,
+)
 
 
 def _write_eval(root, env, method, seed, rows):
@@ -22,17 +31,26 @@ def _write_eval(root, env, method, seed, rows):
 @pytest.fixture
 def evals(tmp_path):
     # seed 0: easy 2/4 won, pick_two 0/2 won (+ an aggregate row that must not be double counted); seed 1: 4/4, 1/2
-    _write_eval(tmp_path, "alfworld", "grpo", 0, [("valid_seen", "look_at_obj", 4, 0.5),
-                                                  ("valid_seen", "pick_two_obj", 2, 0.0),
-                                                  ("valid_seen", "all", 6, 1 / 3)])
-    _write_eval(tmp_path, "alfworld", "grpo", 1, [("valid_seen", "look_at_obj", 4, 1.0),
-                                                  ("valid_seen", "pick_two_obj", 2, 0.5)])
+    _write_eval(
+        tmp_path,
+        "alfworld",
+        "grpo",
+        0,
+        [
+            ("valid_seen", "look_at_obj", 4, 0.5),
+            ("valid_seen", "pick_two_obj", 2, 0.0),
+            ("valid_seen", "all", 6, 1 / 3),
+        ],
+    )
+    _write_eval(
+        tmp_path, "alfworld", "grpo", 1, [("valid_seen", "look_at_obj", 4, 1.0), ("valid_seen", "pick_two_obj", 2, 0.5)]
+    )
     return load_eval_runs(tmp_path, ["alfworld"], ["grpo"], [0, 1])
 
 
 def test_pooled_success_weights_by_episodes_and_drops_aggregates(evals):
     per_run = pooled_success(evals, ["method", "seed"]).set_index("seed")
-    assert per_run.loc[0, "success"] == pytest.approx(2 / 6)      # (2 + 0) / 6, not including the 'all' row
+    assert per_run.loc[0, "success"] == pytest.approx(2 / 6)  # (2 + 0) / 6, not including the 'all' row
     assert per_run.loc[1, "success"] == pytest.approx(5 / 6)
     assert per_run.loc[0, "n"] == 6
 
@@ -53,10 +71,10 @@ def test_format_mean_std():
 def test_results_table_all_and_hard_columns(evals):
     table = results_table(evals, ["grpo", "scpo"], hard_types=["pick_two"]).set_index("method")
     std_all = np.std([2 / 6, 5 / 6], ddof=1) * 100
-    assert table.loc["grpo", "alfworld all"] == f"58.3 ± {std_all:.1f}"      # mean of 2/6 and 5/6
-    assert table.loc["grpo", "alfworld hard"] == "25.0 ± 35.4"              # 0 and 50 % on pick_two
+    assert table.loc["grpo", "alfworld all"] == f"58.3 ± {std_all:.1f}"  # mean of 2/6 and 5/6
+    assert table.loc["grpo", "alfworld hard"] == "25.0 ± 35.4"  # 0 and 50 % on pick_two
     assert table.loc["grpo", "alfworld seeds"] == 2
-    assert table.loc["scpo", "alfworld all"] == "n/a"                         # no runs: shown, not dropped
+    assert table.loc["scpo", "alfworld all"] == "n/a"  # no runs: shown, not dropped
 
 
 def test_task_type_table_marks_hard_types_last(evals):
@@ -86,13 +104,23 @@ def test_published_figures_match_algorithms_md():
     table = published_table().set_index(["model", "method", "source"])
     assert table.loc[("Qwen2.5-7B-Instruct", "gigpo", "GiGPO paper"), "webshop"] == "72.8-75.2"
     assert table.loc[("Qwen2.5-7B-Instruct", "grpo", "GiGPO paper"), "alfworld"] == "77.6"
-    assert "90.8" not in pub["gigpo"]["alfworld"]            # 7B figures never enter the 1.5B comparison
+    assert "90.8" not in pub["gigpo"]["alfworld"]  # 7B figures never enter the 1.5B comparison
 
 
 def test_scale_label_names_model_and_scale(repo_root):
-    cfg = load_config(repo_root / "params.yaml", profile="smoke", overrides={
-        "policy.profile": "tiny", "policy.tiny_layers": 3, "policy.tiny_hidden_size": 96, "rollout.n_tasks": 5,
-        "rollout.group_size": 6, "train.iterations": 7, "eval.n_episodes": None})
+    cfg = load_config(
+        repo_root / "params.yaml",
+        profile="smoke",
+        overrides={
+            "policy.profile": "tiny",
+            "policy.tiny_layers": 3,
+            "policy.tiny_hidden_size": 96,
+            "rollout.n_tasks": 5,
+            "rollout.group_size": 6,
+            "train.iterations": 7,
+            "eval.n_episodes": None,
+        },
+    )
     label = our_scale_label(cfg)
     assert label.startswith("tiny Llama (3 layers x 96 hidden")
     assert "5 tasks x 6 rollouts, 7 iterations" in label and "eval all episodes" in label

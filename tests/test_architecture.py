@@ -28,7 +28,17 @@ LAYERS = {
     "rollout": {"envs", "policy", "rollout_types"},
     "config": {"credit", "envs", "errors", "strict_model"},
     "pipeline": {"config", "errors"},
-    "train": {"config", "credit", "envs", "errors", "pipeline", "policy", "rollout", "rollout_types", "scpo"},  # scpo: __version__
+    "train": {
+        "config",
+        "credit",
+        "envs",
+        "errors",
+        "pipeline",
+        "policy",
+        "rollout",
+        "rollout_types",
+        "scpo",
+    },  # scpo: __version__
     "analysis": {"config", "credit", "pipeline", "rollout_types", "scorers"},
     "reports": {"config", "pipeline"},
     "integrations": {"credit", "rollout_types", "scorers"},

@@ -17,11 +17,22 @@ from scpo.cli import app
 from scpo.config import load_config
 from scpo.train.checkpoint import CheckpointError, read_training_state, rng_state, set_rng_state, write_training_state
 
-SMOKE = {"policy.tiny_hidden_size": 32, "policy.tiny_layers": 1, "policy.tiny_heads": 2, "policy.tiny_vocab_size": 300,
-         "policy.max_new_tokens": 8, "env.name": "corridor", "env.corridor.max_steps": 4, "rollout.n_tasks": 2,
-         "rollout.group_size": 3,
-         "train.checkpoint_every": 1, "train.lr": 1e-3, "credit.method": "gigpo", "rollout.action_choice": "generate",
-         "train.skip_zero_advantage": False}  # every iteration takes optimizer steps: a non-trivial Adam state
+SMOKE = {
+    "policy.tiny_hidden_size": 32,
+    "policy.tiny_layers": 1,
+    "policy.tiny_heads": 2,
+    "policy.tiny_vocab_size": 300,
+    "policy.max_new_tokens": 8,
+    "env.name": "corridor",
+    "env.corridor.max_steps": 4,
+    "rollout.n_tasks": 2,
+    "rollout.group_size": 3,
+    "train.checkpoint_every": 1,
+    "train.lr": 1e-3,
+    "credit.method": "gigpo",
+    "rollout.action_choice": "generate",
+    "train.skip_zero_advantage": False,
+}  # every iteration takes optimizer steps: a non-trivial Adam state
 CLI_SETS = [arg for k, v in SMOKE.items() for arg in ("--set", f"{k}={v}")]
 
 
@@ -47,8 +58,22 @@ def _rl(out: Path, iterations: int, resume: bool = False) -> dict:
 
 
 def _resume_cli(run_dir: Path, iterations: int = 2):
-    return CliRunner().invoke(app, ["train", "--profile", "smoke", "--stage", "rl", "--out", str(run_dir), "--resume",
-                                    *CLI_SETS, "--set", f"train.iterations={iterations}"])
+    return CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--profile",
+            "smoke",
+            "--stage",
+            "rl",
+            "--out",
+            str(run_dir),
+            "--resume",
+            *CLI_SETS,
+            "--set",
+            f"train.iterations={iterations}",
+        ],
+    )
 
 
 def _history(run_dir: Path) -> pd.DataFrame:
@@ -73,9 +98,13 @@ def stopped(runs, tmp_path):
 
 # ---- state files
 
+
 def _adam_state() -> tuple[torch.optim.Optimizer, list[torch.nn.Parameter]]:
-    params = [torch.nn.Parameter(torch.randn(3, 2)), torch.nn.Parameter(torch.randn(4, dtype=torch.bfloat16)),
-              torch.nn.Parameter(torch.randn(5))]
+    params = [
+        torch.nn.Parameter(torch.randn(3, 2)),
+        torch.nn.Parameter(torch.randn(4, dtype=torch.bfloat16)),
+        torch.nn.Parameter(torch.randn(5)),
+    ]
     opt = torch.optim.AdamW([{"params": params[:2]}, {"params": params[2:], "lr": 0.5, "betas": (0.8, 0.95)}], lr=1e-2)
     for _ in range(3):
         opt.zero_grad()
@@ -141,10 +170,11 @@ def test_a_state_file_holds_no_pickle(tmp_path):
     for name in ("optimizer.safetensors", "rng.safetensors"):
         raw = (tmp_path / name).read_bytes()
         header_len = int.from_bytes(raw[:8], "little")
-        assert raw[8:9] == b"{" and b"\x80\x02" not in raw[:8 + header_len]  # a JSON header, not a pickle stream
+        assert raw[8:9] == b"{" and b"\x80\x02" not in raw[: 8 + header_len]  # a JSON header, not a pickle stream
 
 
 # ---- planted pickles
+
 
 def test_resume_refuses_a_pickle_planted_in_the_state_files_in_one_line(stopped, tmp_path):
     ckpt = stopped / "checkpoints" / "iter_0001"
@@ -204,10 +234,15 @@ def test_state_files_are_required_and_must_fit_the_optimizer(stopped):
 
 # ---- resume is bit-identical; old checkpoints convert into the same thing
 
+
 def _assert_same_outputs(a: Path, b: Path) -> None:
     pd.testing.assert_frame_equal(_history(a), _history(b), check_exact=True)
-    for rel in ("model/model.safetensors", "checkpoints/iter_0002/model/model.safetensors",
-                "checkpoints/iter_0002/optimizer.safetensors", "checkpoints/iter_0002/rng.safetensors"):
+    for rel in (
+        "model/model.safetensors",
+        "checkpoints/iter_0002/model/model.safetensors",
+        "checkpoints/iter_0002/optimizer.safetensors",
+        "checkpoints/iter_0002/rng.safetensors",
+    ):
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
 
 
@@ -226,8 +261,13 @@ def test_an_old_pickle_checkpoint_converts_and_resumes_bit_identically(runs, sto
     saved = read_training_state(ckpt)
     optimizer_state, rng = saved.optimizer, saved.rng
     np_state = rng["numpy"]
-    legacy_numpy = (np_state["bit_generator"], np.array(np_state["state"]["key"], dtype=np.uint32),
-                    np_state["state"]["pos"], np_state["has_gauss"], np_state["gauss"])
+    legacy_numpy = (
+        np_state["bit_generator"],
+        np.array(np_state["state"]["key"], dtype=np.uint32),
+        np_state["state"]["pos"],
+        np_state["has_gauss"],
+        np_state["gauss"],
+    )
     torch.save(optimizer_state, ckpt / "optimizer.pt")
     torch.save({"python": rng["python"], "numpy": legacy_numpy, "torch": rng["torch"]}, ckpt / "rng.pt")
     new_files = {n: (ckpt / n).read_bytes() for n in ("optimizer.safetensors", "rng.safetensors")}

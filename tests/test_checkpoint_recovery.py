@@ -38,8 +38,10 @@ def _truncate(path: Path) -> None:
     path.write_bytes(data[: len(data) // 2])
 
 
-@pytest.mark.parametrize("damaged", ["model/model.safetensors", "optimizer.safetensors", "rng.safetensors",
-                                     "state.json", "model/tokenizer.json"])
+@pytest.mark.parametrize(
+    "damaged",
+    ["model/model.safetensors", "optimizer.safetensors", "rng.safetensors", "state.json", "model/tokenizer.json"],
+)
 def test_resume_names_a_truncated_file_and_falls_back_to_the_previous_checkpoint(runs, stopped, damaged):
     bad = stopped / "checkpoints" / "iter_0002" / damaged
     _truncate(bad)
@@ -48,8 +50,9 @@ def test_resume_names_a_truncated_file_and_falls_back_to_the_previous_checkpoint
     note = [ln for ln in result.stderr.splitlines() if "cannot be restored" in ln]
     assert len(note) == 1 and str(bad) in note[0] and "resuming from iter_0001 instead" in note[0], result.stderr
     # the resumed run redid iteration 2 from iteration 1's checkpoint: the same as never having stopped
-    pd.testing.assert_frame_equal(_history(runs / "uninterrupted"), _history(stopped), check_exact=False,
-                                  rtol=1e-6, atol=1e-9)
+    pd.testing.assert_frame_equal(
+        _history(runs / "uninterrupted"), _history(stopped), check_exact=False, rtol=1e-6, atol=1e-9
+    )
     assert (stopped / "checkpoints" / "corrupt-iter_0002" / damaged).exists()  # set aside, not deleted
 
 
@@ -73,7 +76,10 @@ def test_only_the_newest_checkpoints_are_kept_and_the_final_model_always(tmp_pat
     result = train_cli(tmp_path / "default", "--set", "train.checkpoint_every=1", iterations=5)
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "default" / "checkpoints").iterdir()) == [
-        "iter_0003", "iter_0004", "iter_0005"]  # train.keep_checkpoints defaults to 3
+        "iter_0003",
+        "iter_0004",
+        "iter_0005",
+    ]  # train.keep_checkpoints defaults to 3
 
 
 def test_a_checkpoint_records_the_size_of_every_file(stopped):

@@ -21,9 +21,27 @@ REPO = Path(__file__).resolve().parents[1]
 def test_missing_data_is_one_line_in_a_real_process(tmp_path):
     """The real `scpo` process (typer prints rich tracebacks of 87 lines for this before)."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "TQDM_DISABLE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "scpo.cli", "train", "--profile", "smoke", "--env", "alfworld",
-                           "--out", str(tmp_path / "run"), "--set", f"data.root={tmp_path / 'nodata'}"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scpo.cli",
+            "train",
+            "--profile",
+            "smoke",
+            "--env",
+            "alfworld",
+            "--out",
+            str(tmp_path / "run"),
+            "--set",
+            f"data.root={tmp_path / 'nodata'}",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 1
     assert f"no ALFWorld games under {tmp_path / 'nodata'}" in one_line(proc.stderr)
     assert not (tmp_path / "run").exists()
@@ -31,8 +49,17 @@ def test_missing_data_is_one_line_in_a_real_process(tmp_path):
 
 def test_debug_shows_the_traceback(tmp_path):
     for args in (("--debug", "train"), ("train", "--debug")):
-        result = cli(*args, "--profile", "smoke", "--env", "alfworld", "--out", tmp_path / "run", "--set",
-                     f"data.root={tmp_path / 'nodata'}")
+        result = cli(
+            *args,
+            "--profile",
+            "smoke",
+            "--env",
+            "alfworld",
+            "--out",
+            tmp_path / "run",
+            "--set",
+            f"data.root={tmp_path / 'nodata'}",
+        )
         assert result.exit_code == 1 and isinstance(result.exception, DataError), args
 
 
@@ -49,8 +76,9 @@ def test_a_corrupt_game_file_is_one_line_naming_it(tmp_path, alfworld_games_root
     games = sorted((root / "alfworld" / "json_2.1.1" / "train").glob("*/*/game.tw-pddl"))
     for game in games:  # whichever game the run samples first is cut short
         game.write_text(game.read_text()[:200])
-    result = cli("train", "--profile", "smoke", "--env", "alfworld", "--out", tmp_path / "run", "--set",
-                 f"data.root={root}")
+    result = cli(
+        "train", "--profile", "smoke", "--env", "alfworld", "--out", tmp_path / "run", "--set", f"data.root={root}"
+    )
     assert result.exit_code == 1, result.output
     line = one_line(result.stderr)
     assert line.startswith("corrupt ALFWorld game file ") and any(str(g) in line for g in games)
@@ -109,8 +137,17 @@ def test_a_missing_alfworld_source_lists_every_place_looked_without_network(tmp_
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "home"))
-    result = cli("prepare-data", "--profile", "smoke", "--only", "alfworld", "--set", f"data.root={tmp_path / 'data'}",
-                 "--set", f"data.shared_dir={tmp_path / 'shared'}")
+    result = cli(
+        "prepare-data",
+        "--profile",
+        "smoke",
+        "--only",
+        "alfworld",
+        "--set",
+        f"data.root={tmp_path / 'data'}",
+        "--set",
+        f"data.shared_dir={tmp_path / 'shared'}",
+    )
     assert result.exit_code == 1
     line = one_line(result.stderr)
     assert f"$ALFWORLD_DATA={tmp_path / 'home'} (no json_2.1.1/)" in line

@@ -42,26 +42,53 @@ def test_gpu_profile_is_verl_agents_gigpo_recipe(repo_root, env, prompt_tokens, 
     gpu = load_config(repo_root / "params.yaml", profile="gpu", overrides={"env.name": env})
     assert (gpu.policy.max_prompt_tokens, gpu.train.minibatch_size) == (prompt_tokens, minibatch)
     assert (gpu.policy.profile, gpu.policy.max_new_tokens, gpu.policy.prompt_overflow) == (
-        "Qwen/Qwen2.5-1.5B-Instruct", 512, "error")
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        512,
+        "error",
+    )
     t = gpu.train
     assert (t.lr, t.kl_coef, t.entropy_coef, t.clip_ratio, t.dual_clip_c, t.weight_decay, t.ppo_epochs) == (
-        1e-6, 0.01, 0.001, 0.2, 3.0, 0.01, 1)
+        1e-6,
+        0.01,
+        0.001,
+        0.2,
+        3.0,
+        0.01,
+        1,
+    )
     assert (t.skip_zero_advantage, t.rl_start, t.kl_reference, t.minibatch_order, t.iterations) == (
-        False, "base", "start", "collected", 150)
-    assert (gpu.rollout.n_tasks, gpu.rollout.group_size, gpu.rollout.temperature, gpu.eval.temperature) == (16, 8, 1.0, 0.4)
+        False,
+        "base",
+        "start",
+        "collected",
+        150,
+    )
+    assert (gpu.rollout.n_tasks, gpu.rollout.group_size, gpu.rollout.temperature, gpu.eval.temperature) == (
+        16,
+        8,
+        1.0,
+        0.4,
+    )
     assert gpu.credit.for_env(env).norm.scale == {"alfworld": "std", "webshop": "none"}[env]
     # the cpu profile keeps its own settings
     cpu = load_config(repo_root / "params.yaml", profile="cpu", overrides={"env.name": env})
     assert (cpu.train.dual_clip_c, cpu.train.weight_decay, cpu.train.rl_start, cpu.policy.prompt_overflow) == (
-        None, 0.0, "warm_start", "truncate_left")
+        None,
+        0.0,
+        "warm_start",
+        "truncate_left",
+    )
 
 
 def test_per_env_values_replace_the_plain_key_only_for_listed_envs(tmp_path):
-    p = _write(tmp_path, """
+    p = _write(
+        tmp_path,
+        """
         env: {name: webshop}
         policy: {max_prompt_tokens: 900, max_prompt_tokens_by_env: {alfworld: 2048}}
         train: {minibatch_size: 32, minibatch_size_by_env: {webshop: 64}}
-    """)
+    """,
+    )
     cfg = load_config(p)
     assert (cfg.policy.max_prompt_tokens, cfg.train.minibatch_size) == (900, 64)
     with pytest.raises(ConfigError, match="minibatch_size_by_env"):
@@ -71,11 +98,14 @@ def test_per_env_values_replace_the_plain_key_only_for_listed_envs(tmp_path):
 
 
 def test_misspelled_key_is_named_with_its_dotted_path(tmp_path):
-    p = _write(tmp_path, """
+    p = _write(
+        tmp_path,
+        """
         train:
           lr: 1.0e-4
           clip_ratoi: 0.2
-    """)
+    """,
+    )
     with pytest.raises(ConfigError) as err:
         load_config(p)
     msg = str(err.value)
@@ -84,10 +114,13 @@ def test_misspelled_key_is_named_with_its_dotted_path(tmp_path):
 
 
 def test_negative_learning_rate_is_named_with_value_and_bound(tmp_path):
-    p = _write(tmp_path, """
+    p = _write(
+        tmp_path,
+        """
         train:
           lr: -0.001
-    """)
+    """,
+    )
     with pytest.raises(ConfigError) as err:
         load_config(p)
     msg = str(err.value)
@@ -95,10 +128,13 @@ def test_negative_learning_rate_is_named_with_value_and_bound(tmp_path):
 
 
 def test_wrong_type_and_bad_choice_are_named(tmp_path):
-    p = _write(tmp_path, """
+    p = _write(
+        tmp_path,
+        """
         credit:
           scpo: {tau: "high", reference: longest}
-    """)
+    """,
+    )
     with pytest.raises(ConfigError) as err:
         load_config(p)
     msg = str(err.value)
@@ -116,12 +152,15 @@ def test_overrides_go_through_the_same_validation(repo_root):
 
 
 def test_profile_overrides_apply_before_explicit_overrides(tmp_path):
-    p = _write(tmp_path, """
+    p = _write(
+        tmp_path,
+        """
         profile: smoke
         rollout: {n_tasks: 16}
         profiles:
           smoke: {rollout.n_tasks: 2}
-    """)
+    """,
+    )
     assert load_config(p).rollout.n_tasks == 2
     assert load_config(p, profile="cpu").rollout.n_tasks == 16
     assert load_config(p, overrides={"rollout.n_tasks": 5}).rollout.n_tasks == 5
@@ -136,7 +175,12 @@ def test_unknown_profile_and_invalid_combination(tmp_path):
 
 
 def test_parse_overrides_parses_yaml_values_and_rejects_malformed():
-    assert parse_overrides(["a.b=1", "c=[1, 2]", "d=none", "e=text"]) == {"a.b": 1, "c": [1, 2], "d": "none", "e": "text"}
+    assert parse_overrides(["a.b=1", "c=[1, 2]", "d=none", "e=text"]) == {
+        "a.b": 1,
+        "c": [1, 2],
+        "d": "none",
+        "e": "text",
+    }
     with pytest.raises(ConfigError, match="dotted.key=value"):
         parse_overrides(["novalue"])
 

@@ -16,9 +16,14 @@ SQ2 = 1 / np.sqrt(2)
 def two_traj_group(invalid_last_fail: bool = True) -> RolloutBatch:
     """Group 0: W (won) sees s0 -> s1 and earns 10 at its last step; F (failed) sees s0 -> s2, last step invalid."""
     return RolloutBatch.from_columns(
-        group_id=[0, 0, 0, 0], traj_id=[0, 0, 1, 1], step=[0, 1, 0, 1], reward=[0, 10, 0, 0],
-        observation=["s0", "s1", "s0", "s2"], action=["a", "b", "a", "c"],
-        valid=[True, True, True, not invalid_last_fail])
+        group_id=[0, 0, 0, 0],
+        traj_id=[0, 0, 1, 1],
+        step=[0, 1, 0, 1],
+        reward=[0, 10, 0, 0],
+        observation=["s0", "s1", "s0", "s2"],
+        action=["a", "b", "a", "c"],
+        valid=[True, True, True, not invalid_last_fail],
+    )
 
 
 def test_discounted_returns_by_hand():
@@ -54,8 +59,9 @@ def test_check_rows_rejects_unordered_steps():
 
 
 def test_grpo_gives_zero_to_a_group_with_equal_returns():
-    b = RolloutBatch.from_columns(group_id=[0, 0, 0, 1, 1], traj_id=[0, 0, 1, 2, 3], step=[0, 1, 0, 0, 0],
-                                  reward=[0, 10, 10, 0, 10])
+    b = RolloutBatch.from_columns(
+        group_id=[0, 0, 0, 1, 1], traj_id=[0, 0, 1, 2, 3], step=[0, 1, 0, 0, 0], reward=[0, 10, 10, 0, 10]
+    )
     res = compute_advantages("grpo", b)
     np.testing.assert_array_equal(res.advantages[:3], 0.0)
     # group 1: scores 0, 10 -> mean 5, unbiased std 7.0711 -> -+0.7071
@@ -108,8 +114,13 @@ def test_gigpo_scale_none_and_omega():
 
 
 def test_gigpo_similarity_anchors_merge_near_identical_observations():
-    b = RolloutBatch.from_columns(group_id=[0, 0], traj_id=[0, 1], step=[0, 0], reward=[10, 0],
-                                  observation=["You are in the kitchen 1.", "You are in the kitchen 2."])
+    b = RolloutBatch.from_columns(
+        group_id=[0, 0],
+        traj_id=[0, 1],
+        step=[0, 0],
+        reward=[10, 0],
+        observation=["You are in the kitchen 1.", "You are in the kitchen 2."],
+    )
     exact = compute_advantages("gigpo", b)
     merged = compute_advantages("gigpo", b, enable_similarity=True, similarity_thresh=0.9)
     np.testing.assert_array_equal(exact.diagnostics["anchor_group_size"], [1, 1])
@@ -125,7 +136,17 @@ def test_registry_errors_name_the_bad_value():
         compute_advantages("scpo", b, taux=0.3)
     with pytest.raises(ValueError, match="tau"):
         compute_advantages("scpo", b, tau=1.5)
-    assert set(available_methods()) == {"grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo", "oracle"}
+    assert set(available_methods()) == {
+        "grpo",
+        "gigpo",
+        "scpo",
+        "progpo_c",
+        "progpo_r",
+        "g2po",
+        "hgpo",
+        "hcapo",
+        "oracle",
+    }
 
 
 def test_options_override_does_not_mutate_the_config():
@@ -154,11 +175,17 @@ def test_every_method_returns_one_finite_advantage_per_row(method):
 def test_check_rows_messages_in_full():
     with pytest.raises(ValueError, match=r"^the rollout batch has no rows$"):
         check_rows(np.array([], dtype=int), np.array([], dtype=int))
-    with pytest.raises(ValueError, match=r"^rows of a trajectory must be contiguous \(sort the batch by trajectory, "
-                                         r"then step\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^rows of a trajectory must be contiguous \(sort the batch by trajectory, "
+        r"then step\)$",
+    ):
         check_rows(np.array([0, 1, 0]), np.array([0, 0, 1]))
-    with pytest.raises(ValueError, match=r"^row 1 \(traj_id 0\) has step 2, expected 1: rows must be ordered by step "
-                                         r"0, 1, 2, \.\.\. within each trajectory$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^row 1 \(traj_id 0\) has step 2, expected 1: rows must be ordered by step "
+        r"0, 1, 2, \.\.\. within each trajectory$",
+    ):
         check_rows(np.array([0, 0]), np.array([0, 2]))
 
 
@@ -180,7 +207,7 @@ def test_combine_codes_of_empty_narrow_and_wide_columns():
     cols = [rng.integers(0, 5000, 300) for _ in range(6)]
     cols[0][150:] = cols[0][:150]
     for c in cols[1:]:
-        c[150:] = c[:150]                                   # rows r and r + 150 are equal tuples
+        c[150:] = c[:150]  # rows r and r + 150 are equal tuples
     codes = combine_codes(*cols)
     tuples = list(zip(*(c.tolist() for c in cols)))
     assert codes[:150].tolist() == codes[150:].tolist()
@@ -196,19 +223,20 @@ def test_factorize_lists_keep_types_and_shared_codes_cache_by_identity():
     from scpo.credit.grouping import factorize, shared_codes
 
     np.testing.assert_array_equal(factorize(["b", "a", "b"]), [0, 1, 0])
-    np.testing.assert_array_equal(factorize([1, "1", 1]), [0, 1, 0])           # 1 and "1" are different values
+    np.testing.assert_array_equal(factorize([1, "1", 1]), [0, 1, 0])  # 1 and "1" are different values
     obs = np.array(["x", "y", "x"], dtype=object)
     with shared_codes():
         first = factorize(obs)
-        assert factorize(obs) is first                                         # computed once per block
+        assert factorize(obs) is first  # computed once per block
         assert factorize(obs.copy()) is not first
-    assert factorize(obs) is not factorize(obs)                                # no cache outside a block
+    assert factorize(obs) is not factorize(obs)  # no cache outside a block
 
 
 def test_discounted_returns_of_integer_rewards_are_floats():
     r = np.array([0, 0, 10, 1, 1])
-    np.testing.assert_allclose(discounted_returns(r, np.array([0, 0, 0, 1, 1]), np.array([0, 1, 2, 0, 1]), 0.5),
-                               [2.5, 5.0, 10.0, 1.5, 1.0])
+    np.testing.assert_allclose(
+        discounted_returns(r, np.array([0, 0, 0, 1, 1]), np.array([0, 1, 2, 0, 1]), 0.5), [2.5, 5.0, 10.0, 1.5, 1.0]
+    )
     # trajectories of unequal lengths, rows of a step position not adjacent
     r = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
     traj, step = np.array([0, 1, 1, 1, 2, 2]), np.array([0, 0, 1, 2, 0, 1])
@@ -224,8 +252,11 @@ def test_small_helpers_by_hand():
     assert shifted_codes(np.array([7, 8, 9, 5]), np.array([0, 1, 2, 0]), 2).tolist() == [-1, -1, 7, -1]
     assert shifted_codes(np.array([7, 8, 9, 5]), np.array([0, 1, 2, 0]), 0).tolist() == [7, 8, 9, 5]
     # default epsilon 1e-6 and unbiased std
-    np.testing.assert_allclose(segment_norm(np.array([1.0, 3.0]), np.array([0, 0])),
-                               [-1 / (np.sqrt(2) + 1e-6), 1 / (np.sqrt(2) + 1e-6)], rtol=1e-12)
+    np.testing.assert_allclose(
+        segment_norm(np.array([1.0, 3.0]), np.array([0, 0])),
+        [-1 / (np.sqrt(2) + 1e-6), 1 / (np.sqrt(2) + 1e-6)],
+        rtol=1e-12,
+    )
 
 
 def test_episode_terms_with_default_arguments_and_single_trajectory_groups():
@@ -235,8 +266,9 @@ def test_episode_terms_with_default_arguments_and_single_trajectory_groups():
     group, traj = np.array([0, 0, 0]), np.array([0, 0, 1])
     # defaults: statistics over the rows, scale std, eps 1e-6
     s = ret - pen
-    np.testing.assert_allclose(episode_advantage(ret, pen, group, traj),
-                               (s - s.mean()) / (s.std(ddof=1) + 1e-6), rtol=1e-12)
+    np.testing.assert_allclose(
+        episode_advantage(ret, pen, group, traj), (s - s.mean()) / (s.std(ddof=1) + 1e-6), rtol=1e-12
+    )
     mean, std, count = episode_statistics(ret, pen, group, traj)
     np.testing.assert_allclose([mean[0], std[0], count[0]], [s.mean(), s.std(ddof=1), 3], rtol=1e-12)
     # one trajectory alone in group 1 (with an invalid step): 0, not -pen / eps

@@ -22,15 +22,27 @@ def norm(x):
 
 def two_step_group(obs_w=("s0", "s1"), obs_f=("s0", "s2")) -> RolloutBatch:
     """W (won, reward 10 at its last step) and F (failed), two steps each, same actions."""
-    return RolloutBatch.from_columns(group_id=[0] * 4, traj_id=[0, 0, 1, 1], step=[0, 1, 0, 1], reward=[0, 10, 0, 0],
-                                     observation=[*obs_w, *obs_f], action=["x", "y", "x", "y"])
+    return RolloutBatch.from_columns(
+        group_id=[0] * 4,
+        traj_id=[0, 0, 1, 1],
+        step=[0, 1, 0, 1],
+        reward=[0, 10, 0, 0],
+        observation=[*obs_w, *obs_f],
+        action=["x", "y", "x", "y"],
+    )
 
 
 # ------------------------------------------------------------------------------------------------ ProGPO-C
 def all_failed_group() -> RolloutBatch:
     # T1: o0 -> n1 -> n2 ; T2: o0 -> n3 -> n1 (T2 reaches n1 at index 2, after T1 reached it at index 1)
-    return RolloutBatch.from_columns(group_id=[0] * 4, traj_id=[0, 0, 1, 1], step=[0, 1, 0, 1], reward=[0] * 4,
-                                     observation=["o0", "n1", "o0", "n3"], next_observation=["n1", "n2", "n3", "n1"])
+    return RolloutBatch.from_columns(
+        group_id=[0] * 4,
+        traj_id=[0, 0, 1, 1],
+        step=[0, 1, 0, 1],
+        reward=[0] * 4,
+        observation=["o0", "n1", "o0", "n3"],
+        next_observation=["n1", "n2", "n3", "n1"],
+    )
 
 
 def test_progpo_c_by_hand():
@@ -46,12 +58,13 @@ def test_progpo_c_by_hand():
 
 def test_progpo_c_simultaneous_first_visits_all_count_whatever_the_order():
     # both trajectories reach n1 first at index 1: both count it (revision 1 credited only the lower index)
-    cols = dict(group_id=[0] * 4, step=[0, 1, 0, 1], reward=[0] * 4, observation=["o0", "n1", "o0", "n1"])
+    cols = {"group_id": [0] * 4, "step": [0, 1, 0, 1], "reward": [0] * 4, "observation": ["o0", "n1", "o0", "n1"]}
     b = RolloutBatch.from_columns(traj_id=[0, 0, 1, 1], next_observation=["n1", "n2", "n1", "n3"], **cols)
     swapped = RolloutBatch.from_columns(traj_id=[0, 0, 1, 1], next_observation=["n1", "n3", "n1", "n2"], **cols)
     np.testing.assert_array_equal(compute_advantages("progpo_c", b).diagnostics["coverage"], [1, 1, 1, 1])
-    np.testing.assert_array_equal(compute_advantages("progpo_c", b).advantages,
-                                  compute_advantages("progpo_c", swapped).advantages[[2, 3, 0, 1]])
+    np.testing.assert_array_equal(
+        compute_advantages("progpo_c", b).advantages, compute_advantages("progpo_c", swapped).advantages[[2, 3, 0, 1]]
+    )
 
 
 def test_progpo_c_trajectory_scope_counts_own_visits_only():
@@ -62,9 +75,13 @@ def test_progpo_c_trajectory_scope_counts_own_visits_only():
 
 def test_progpo_c_leaves_groups_with_a_success_to_gigpo():
     b = RolloutBatch.from_columns(
-        group_id=[0, 0, 0, 0, 1, 1, 1, 1], traj_id=[0, 0, 1, 1, 2, 2, 3, 3], step=[0, 1] * 4,
-        reward=[0, 10, 0, 0, 0, 0, 0, 0], observation=["s0", "s1", "s0", "s2", "o0", "n1", "o0", "n1"],
-        next_observation=["s1", "s3", "s2", "s4", "n1", "n2", "n1", "n1"])
+        group_id=[0, 0, 0, 0, 1, 1, 1, 1],
+        traj_id=[0, 0, 1, 1, 2, 2, 3, 3],
+        step=[0, 1] * 4,
+        reward=[0, 10, 0, 0, 0, 0, 0, 0],
+        observation=["s0", "s1", "s0", "s2", "o0", "n1", "o0", "n1"],
+        next_observation=["s1", "s3", "s2", "s4", "n1", "n2", "n1", "n1"],
+    )
     res, gig = compute_advantages("progpo_c", b), compute_advantages("gigpo", b)
     np.testing.assert_array_equal(res.advantages[:4], gig.advantages[:4])
     np.testing.assert_array_equal(res.diagnostics["coverage"][4:], [1, 1, 1, 0])
@@ -86,8 +103,13 @@ def test_more_first_visits_never_lower_the_episode_term(coverage, data):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 2), st.lists(st.integers(0, 3), min_size=1, max_size=5), st.booleans()),
-                min_size=1, max_size=8))
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.lists(st.integers(0, 3), min_size=1, max_size=5), st.booleans()),
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_progpo_c_changes_only_all_failed_groups(trajs):
     cols = {k: [] for k in ("group_id", "traj_id", "step", "reward", "observation", "next_observation", "won")}
     for i, (g, states, won) in enumerate(trajs):
@@ -127,8 +149,13 @@ def test_g2po_by_hand():
 # ------------------------------------------------------------------------------------------------ HGPO
 def hgpo_batch() -> RolloutBatch:
     # T0: a -> b (10 at its last step), T1: a -> b, T2: c -> b ; G: T0 9.5, 10 ; T1 0, 0 ; T2 0, 0
-    return RolloutBatch.from_columns(group_id=[0] * 6, traj_id=[0, 0, 1, 1, 2, 2], step=[0, 1] * 3,
-                                     reward=[0, 10, 0, 0, 0, 0], observation=["a", "b", "a", "b", "c", "b"])
+    return RolloutBatch.from_columns(
+        group_id=[0] * 6,
+        traj_id=[0, 0, 1, 1, 2, 2],
+        step=[0, 1] * 3,
+        reward=[0, 10, 0, 0, 0, 0],
+        observation=["a", "b", "a", "b", "c", "b"],
+    )
 
 
 def pop(x, v):
@@ -176,24 +203,37 @@ def test_hcapo_without_hindsight_logprob_says_the_trainer_computes_it():
 
 # ------------------------------------------------------------------------------------------------ ProGPO-R
 def test_progpo_r_by_hand():
-    b = RolloutBatch.from_columns(group_id=[0] * 4, traj_id=[0, 0, 1, 1], step=[0, 1, 0, 1], reward=[0, 10, 0, 0],
-                                  observation=["a", "b", "a", "c"], action=["x", "y", "x", "y"])
+    b = RolloutBatch.from_columns(
+        group_id=[0] * 4,
+        traj_id=[0, 0, 1, 1],
+        step=[0, 1, 0, 1],
+        reward=[0, 10, 0, 0],
+        observation=["a", "b", "a", "c"],
+        action=["x", "y", "x", "y"],
+    )
     res = compute_advantages("progpo_r", b, depths=(1,), similarity_scorer="none")
     # prefix (a): returns 9.5, 0 -> +-0.7071 ; (a, x, b) and (a, x, c) singletons -> 0
     # Phi(a) = 4.75, Phi(b) = 10, Phi(c) = 0 ; delta = r + 0.95 Phi(next) - Phi (terminal 0):
     # 0 + 9.5 - 4.75, 10 + 0 - 10 (the winning final step: 0, not negative), 0 + 0 - 4.75, 0
     np.testing.assert_allclose(res.diagnostics["potential"], [4.75, 10, 4.75, 0])
     np.testing.assert_allclose(res.diagnostics["delta"], [4.75, 0, -4.75, 0])
-    np.testing.assert_allclose(res.diagnostics["prefix_adv"], [4.75 / (np.sqrt(2 * 4.75**2) + EPS), 0,
-                                                              -4.75 / (np.sqrt(2 * 4.75**2) + EPS), 0])
+    np.testing.assert_allclose(
+        res.diagnostics["prefix_adv"], [4.75 / (np.sqrt(2 * 4.75**2) + EPS), 0, -4.75 / (np.sqrt(2 * 4.75**2) + EPS), 0]
+    )
     expected = norm([10, 10, 0, 0]) + res.diagnostics["prefix_adv"] + norm([4.75, 0, -4.75, 0])
     np.testing.assert_allclose(res.advantages, expected)
 
 
 def test_progpo_r_penalty_is_subtracted_from_delta_not_from_the_potentials():
-    b = RolloutBatch.from_columns(group_id=[0] * 4, traj_id=[0, 0, 1, 1], step=[0, 1, 0, 1], reward=[0, 10, 0, 0],
-                                  observation=["a", "b", "a", "c"], action=["x", "y", "x", "y"],
-                                  valid=[True, True, False, True])
+    b = RolloutBatch.from_columns(
+        group_id=[0] * 4,
+        traj_id=[0, 0, 1, 1],
+        step=[0, 1, 0, 1],
+        reward=[0, 10, 0, 0],
+        observation=["a", "b", "a", "c"],
+        action=["x", "y", "x", "y"],
+        valid=[True, True, False, True],
+    )
     res = compute_advantages("progpo_r", b, depths=(1,), similarity_scorer="none", omega_p=0.0)
     np.testing.assert_allclose(res.diagnostics["potential"], [4.75, 10, 4.75, 0])
     np.testing.assert_allclose(res.diagnostics["delta"], [4.75, 0, -4.75, 0])
@@ -220,8 +260,18 @@ class PairTable:
 def test_semantic_expansion_pools_similar_singleton_keys(sim, expected_phi, expected_var):
     group, obs, step = np.zeros(2, dtype=int), np.array([0, 1]), np.zeros(2, dtype=int)
     similarity = ObservationSimilarity(group, obs, np.array(["p", "q"], dtype=object), PairTable(sim), 0.9)
-    phi, var = depth_potential(np.array([2.0, 4.0]), group, obs, step, 1, min_members=2, prior_variance=25.0,
-                               variance_floor=1e-6, similarity=similarity, thresh=0.9)
+    phi, var = depth_potential(
+        np.array([2.0, 4.0]),
+        group,
+        obs,
+        step,
+        1,
+        min_members=2,
+        prior_variance=25.0,
+        variance_floor=1e-6,
+        similarity=similarity,
+        thresh=0.9,
+    )
     # pooled: mean 3, sample variance 2, count 2 -> var 1
     np.testing.assert_allclose(phi, expected_phi)
     np.testing.assert_allclose(var, expected_var)
@@ -242,4 +292,16 @@ def test_prefix_groups_partition_equals_explicit_histories():
     explicit = factorize(np.array(keys, dtype=object))
     pairs = set(zip(codes.tolist(), explicit.tolist()))
     assert len(pairs) == len(set(codes.tolist())) == len(set(explicit.tolist()))
-    assert len(pairs) < b.n_rows                           # some histories are shared (the test is not vacuous)
+    assert len(pairs) < b.n_rows  # some histories are shared (the test is not vacuous)
+
+
+def test_a_scorer_name_passed_as_scorer_is_the_methods_scorer_option():
+    """`compute_advantages("scpo", b, scorer="lexical")` reads the name as SCPO's `scorer` option (it used to be taken
+    for a scorer object and crash); a method without that option names the allowed ones."""
+    from scpo.credit.synthetic import synthetic_batch
+
+    b = synthetic_batch()
+    by_name = compute_advantages("scpo", b, scorer="lexical", tau=0.8).advantages
+    np.testing.assert_array_equal(by_name, compute_advantages("scpo", b, tau=0.8).advantages)
+    with pytest.raises(ValueError, match="unknown option 'scorer' for credit method 'gigpo'"):
+        compute_advantages("gigpo", b, scorer="lexical")

@@ -12,9 +12,9 @@ import sys
 import zipfile
 
 import pytest
+from httpserver import closed_port_url, serve
 from typer.testing import CliRunner
 
-from httpserver import closed_port_url, serve
 from scpo.cli import app
 from scpo.data import alfworld_data, webshop_data
 from scpo.data.alfworld_data import count_games, prepare_alfworld
@@ -27,14 +27,17 @@ SERVED = ("items_ins_v2_1000.json", "items_ins_v2_10000.json", "human_goals.json
 
 @pytest.fixture()
 def sample_bytes(webshop_sample_dir):
-    """The sample files as the server holds them; the sample's human file stands in for the full items_human_ins.json."""
+    """The sample files as the server holds them; the sample's human file stands in for the full
+    items_human_ins.json."""
     files = {n: (webshop_sample_dir / n).read_bytes() for n in WEBSHOP_FILES if n != "items_human_ins_10000.json"}
     files["items_human_ins.json"] = (webshop_sample_dir / "items_human_ins_10000.json").read_bytes()
     return files
 
 
 def _remote(url: str, files: dict[str, bytes]) -> dict[str, RemoteFile]:
-    return {n: RemoteFile(n, (f"{url}/{n}",), size=len(b), sha256=hashlib.sha256(b).hexdigest()) for n, b in files.items()}
+    return {
+        n: RemoteFile(n, (f"{url}/{n}",), size=len(b), sha256=hashlib.sha256(b).hexdigest()) for n, b in files.items()
+    }
 
 
 def _final_files(raw):
@@ -43,15 +46,23 @@ def _final_files(raw):
 
 def test_complete_download_is_verified_and_manifested(tmp_path, sample_bytes, webshop_sample_dir):
     with serve(sample_bytes) as server:
-        raw = prepare_webshop_raw(tmp_path / "webshop", shared_dir=tmp_path / "nowhere", quiet=True,
-                                  remote=_remote(server.url, sample_bytes))
+        raw = prepare_webshop_raw(
+            tmp_path / "webshop", shared_dir=tmp_path / "nowhere", quiet=True, remote=_remote(server.url, sample_bytes)
+        )
     assert _final_files(raw) == sorted(WEBSHOP_FILES)
     for name in WEBSHOP_FILES:  # byte-identical to the sample, items_human_ins_10000.json derived here
         assert (raw / name).read_bytes() == (webshop_sample_dir / name).read_bytes(), name
     manifest = json.loads(manifest_path(raw).read_text())
-    assert set(manifest) == set(WEBSHOP_FILES) and manifest_path(raw).parent == tmp_path  # beside data/webshop, not in it
-    assert manifest["items_ins_v2_1000.json"]["sha256"] == hashlib.sha256(sample_bytes["items_ins_v2_1000.json"]).hexdigest()
-    assert not (raw / PARTIAL).exists() and not (raw / "items_human_ins.json").exists()  # the derivation's source is not kept
+    assert (
+        set(manifest) == set(WEBSHOP_FILES) and manifest_path(raw).parent == tmp_path
+    )  # beside data/webshop, not in it
+    assert (
+        manifest["items_ins_v2_1000.json"]["sha256"]
+        == hashlib.sha256(sample_bytes["items_ins_v2_1000.json"]).hexdigest()
+    )
+    assert (
+        not (raw / PARTIAL).exists() and not (raw / "items_human_ins.json").exists()
+    )  # the derivation's source is not kept
     # complete: a second call neither downloads nor changes anything
     assert prepare_webshop_raw(tmp_path / "webshop", shared_dir=tmp_path / "nowhere", download=False) == raw
 
@@ -61,8 +72,12 @@ def test_truncated_or_wrong_checksum_is_one_line_and_nothing_final(tmp_path, sam
     with serve(sample_bytes) as server:
         server.modes["items_ins_v2_10000.json"] = mode
         with pytest.raises(DataError) as err:
-            prepare_webshop_raw(tmp_path / "webshop", shared_dir=tmp_path / "nowhere", quiet=True,
-                                remote=_remote(server.url, sample_bytes))
+            prepare_webshop_raw(
+                tmp_path / "webshop",
+                shared_dir=tmp_path / "nowhere",
+                quiet=True,
+                remote=_remote(server.url, sample_bytes),
+            )
     msg = str(err.value)
     assert "\n" not in msg and problem in msg and f"{server.url}/items_ins_v2_10000.json" in msg
     assert "nowhere" in msg and "scpo prepare-data --only webshop" in msg
@@ -96,10 +111,13 @@ def test_interruption_within_one_call_is_resumed_by_retries(tmp_path, sample_byt
     files = {**sample_bytes, "human_goals.json": json.dumps([f"goal {i}" for i in range(150_000)], indent=4).encode()}
     with serve(files) as server:
         server.modes["human_goals.json"] = "drop"
-        raw = prepare_webshop_raw(tmp_path / "webshop", shared_dir=tmp_path / "nowhere", quiet=True,
-                                  remote=_remote(server.url, files))
+        raw = prepare_webshop_raw(
+            tmp_path / "webshop", shared_dir=tmp_path / "nowhere", quiet=True, remote=_remote(server.url, files)
+        )
         assert (raw / "human_goals.json").read_bytes() == files["human_goals.json"]
-        assert server.ranges("human_goals.json")[0] is None and server.ranges("human_goals.json")[-1].startswith("bytes=")
+        assert server.ranges("human_goals.json")[0] is None and server.ranges("human_goals.json")[-1].startswith(
+            "bytes="
+        )
         assert server.ranges("human_goals.json")[-1] != "bytes=0-"
 
 
@@ -108,15 +126,19 @@ def test_second_url_is_tried_and_git_blob_ids_are_checked(tmp_path, sample_bytes
     with serve(sample_bytes) as server:
         server.modes["human_goals.json"] = "corrupt"
         with serve({"mirror/human_goals.json": body}) as mirror:
-            remote = RemoteFile("human_goals.json", (f"{server.url}/human_goals.json", f"{mirror.url}/mirror/human_goals.json"),
-                                git_blob=hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest())
+            remote = RemoteFile(
+                "human_goals.json",
+                (f"{server.url}/human_goals.json", f"{mirror.url}/mirror/human_goals.json"),
+                git_blob=hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest(),
+            )
             path = fetch(remote, tmp_path, quiet=True)
     assert path.read_bytes() == body and git_blob_id(path) == remote.git_blob
 
 
 def test_local_files_are_used_before_the_network(tmp_path, webshop_sample_dir):
-    raw = prepare_webshop_raw(tmp_path / "webshop", source=webshop_sample_dir, download=True,
-                              remote=_remote(closed_port_url(), {}))  # no URL would work
+    raw = prepare_webshop_raw(
+        tmp_path / "webshop", source=webshop_sample_dir, download=True, remote=_remote(closed_port_url(), {})
+    )  # no URL would work
     assert _final_files(raw) == sorted(WEBSHOP_FILES)
     assert json.loads(manifest_path(raw).read_text())["human_goals.json"]["origin"].startswith(str(webshop_sample_dir))
 
@@ -130,8 +152,18 @@ def test_no_network_is_one_line_naming_where_it_looked(tmp_path, sample_bytes, m
     assert "not tried" in msg and "data.webshop_source" in msg and "scpo prepare-data --only webshop" in msg
     # through the CLI: exit code 1, the same single line, no traceback
     monkeypatch.setattr(webshop_data, "WEBSHOP_REMOTE", remote)
-    result = CliRunner().invoke(app, ["prepare-data", "--only", "webshop", "--set", f"data.root={tmp_path / 'data'}",
-                                      "--set", f"data.shared_dir={tmp_path / 'nowhere'}"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "prepare-data",
+            "--only",
+            "webshop",
+            "--set",
+            f"data.root={tmp_path / 'data'}",
+            "--set",
+            f"data.shared_dir={tmp_path / 'nowhere'}",
+        ],
+    )
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1 and "looked in data.shared_dir" in result.output
 
@@ -141,15 +173,18 @@ ZIP = "json_2.1.2_tw-pddl.zip"
 
 
 def _games_zip(fixture_root) -> bytes:
-    """The fixture games as the release zip holds them (json_2.1.1/<split>/...), plus an unsolvable game beside each AlarmClock look-at game."""
+    """The fixture games as the release zip holds them (json_2.1.1/<split>/...), plus an unsolvable game beside each
+    AlarmClock look-at game."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for game in sorted(fixture_root.glob("json_2.1.1/*/*/*/game.tw-pddl")):
             z.write(game, game.relative_to(fixture_root).as_posix())
             if game.parent.parent.name.startswith("look_at_obj_in_light-AlarmClock"):
                 unsolvable = {**json.loads(game.read_text()), "solvable": False}
-                z.writestr(f"json_2.1.1/{game.parts[-4]}/look_at_obj_in_light-Pen-None-DeskLamp-1/trial_1/game.tw-pddl",
-                           json.dumps(unsolvable))
+                z.writestr(
+                    f"json_2.1.1/{game.parts[-4]}/look_at_obj_in_light-Pen-None-DeskLamp-1/trial_1/game.tw-pddl",
+                    json.dumps(unsolvable),
+                )
     return buf.getvalue()
 
 
@@ -213,8 +248,9 @@ def test_alfworld_download_interrupted_then_resumed(tmp_path, monkeypatch, alfwo
 
 
 @pytest.mark.parametrize("mode", ["truncate", "corrupt"])
-def test_alfworld_download_bad_zip_is_one_line_then_fetched_again(tmp_path, monkeypatch, alfworld_env,
-                                                                  alfworld_games_root, capfd, mode):
+def test_alfworld_download_bad_zip_is_one_line_then_fetched_again(
+    tmp_path, monkeypatch, alfworld_env, alfworld_games_root, capfd, mode
+):
     home, dest = alfworld_env
     with serve({ZIP: _games_zip(alfworld_games_root)}) as server:
         monkeypatch.setenv("PATH", _fake_alfworld_download(tmp_path, f"{server.url}/{ZIP}"))

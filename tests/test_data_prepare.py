@@ -6,6 +6,7 @@ import io
 import json
 import shutil
 import tarfile
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from typer.testing import CliRunner
 
 from scpo.cli import app
 from scpo.data import alfworld_data
-from scpo.data.alfworld_data import (EXPECTED_COUNTS, TARBALLS, DataError, count_games, prepare_alfworld, read_game)
+from scpo.data.alfworld_data import EXPECTED_COUNTS, TARBALLS, DataError, count_games, prepare_alfworld, read_game
 
 
 def test_prepared_alfworld_has_every_game_per_split(alfworld_data_root):
@@ -34,19 +35,25 @@ def test_prepare_data_cli_prints_counts_and_is_idempotent(alfworld_data_root, re
 
 def _fake_tarballs(where: Path, per_split: dict[str, int], corrupt: str | None = None) -> None:
     where.mkdir(parents=True, exist_ok=True)
-    split_to_tar = {"valid_seen": TARBALLS[0], "valid_unseen": TARBALLS[0], "valid_train": TARBALLS[1], "train": TARBALLS[2]}
-    tars = {t: tarfile.open(where / t, "w:gz") for t in TARBALLS}
-    for split, n in per_split.items():
-        for i in range(n):
-            body = json.dumps({"pddl_domain": "", "grammar": "", "pddl_problem": "(:objects)", "walkthrough": ["look"]})
-            if corrupt == split and i == 0:
-                body = "{not json"
-            data = body.encode()
-            info = tarfile.TarInfo(f"json_2.1.1/{split}/task-{i}/trial_0/game.tw-pddl")
-            info.size = len(data)
-            tars[split_to_tar[split]].addfile(info, io.BytesIO(data))
-    for t in tars.values():
-        t.close()
+    split_to_tar = {
+        "valid_seen": TARBALLS[0],
+        "valid_unseen": TARBALLS[0],
+        "valid_train": TARBALLS[1],
+        "train": TARBALLS[2],
+    }
+    with ExitStack() as stack:
+        tars = {t: stack.enter_context(tarfile.open(where / t, "w:gz")) for t in TARBALLS}
+        for split, n in per_split.items():
+            for i in range(n):
+                body = json.dumps(
+                    {"pddl_domain": "", "grammar": "", "pddl_problem": "(:objects)", "walkthrough": ["look"]}
+                )
+                if corrupt == split and i == 0:
+                    body = "{not json"
+                data = body.encode()
+                info = tarfile.TarInfo(f"json_2.1.1/{split}/task-{i}/trial_0/game.tw-pddl")
+                info.size = len(data)
+                tars[split_to_tar[split]].addfile(info, io.BytesIO(data))
 
 
 @pytest.fixture()
@@ -103,8 +110,10 @@ def _home_with_unplayable_games(home: Path, fixture_root: Path) -> dict[str, int
     shutil.copytree(fixture_root / "json_2.1.1", home / "json_2.1.1")
     for split in EXPECTED_COUNTS:
         game = json.loads(next((home / "json_2.1.1" / split).glob("*/*/game.tw-pddl")).read_text())
-        for folder, solvable in (("pick_two_obj_and_place-Pen-None-Desk-1", False),
-                                 ("pick_and_place_with_movable_recep-Pen-Mug-Desk-1", True)):
+        for folder, solvable in (
+            ("pick_two_obj_and_place-Pen-None-Desk-1", False),
+            ("pick_and_place_with_movable_recep-Pen-Mug-Desk-1", True),
+        ):
             path = home / "json_2.1.1" / split / folder / "trial_1" / "game.tw-pddl"
             path.parent.mkdir(parents=True)
             path.write_text(json.dumps({**game, "solvable": solvable}))

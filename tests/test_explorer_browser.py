@@ -1,5 +1,6 @@
-"""The credit explorer in a real browser: JupyterLab served on localhost, Debian's headless Chromium driven by Playwright,
-notebook 04 run on smoke rollouts (two runs of synthetic ALFWorld-like rollouts with mixed groups) in its interactive mode.
+"""The credit explorer in a real browser: JupyterLab served on localhost, Debian's headless Chromium driven by
+Playwright, notebook 04 run on smoke rollouts (two runs of synthetic ALFWorld-like rollouts with mixed groups) in its
+interactive mode.
 
 Checks what a user sees: the controls and the heat maps render; another group and another tau redraw the figure (the
 plotly state read from the page and the element screenshots differ, GRPO's panel is untouched by tau); a click on a cell
@@ -25,8 +26,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROME_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 TOKEN = "scpo-explorer-test"
 VIEWPORT = {"width": 1700, "height": 1250}
 
@@ -64,8 +73,8 @@ def _tau_that_changes_scpo(run: Path, iteration: int, group: int) -> float:
     import numpy as np
 
     from scpo.analysis.estimators import batch_env
-    from scpo.credit import compute_advantages
     from scpo.config import load_config
+    from scpo.credit import compute_advantages
     from scpo.rollout_types import RolloutBatch
 
     batch = RolloutBatch.read(run / "rollouts" / f"iter_{iteration:04d}.parquet")
@@ -93,25 +102,48 @@ def lab(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("lab")
     runs = _smoke_runs(root)
-    nb = pmp.parameterize_notebook(pmio.load_notebook_node(str(REPO / "notebooks" / "04_credit_maps.ipynb")),
-                                   {"params": str(REPO / "params.yaml"), "profile": "smoke",
-                                    "overrides": f"train.out_dir={runs}"})
+    nb = pmp.parameterize_notebook(
+        pmio.load_notebook_node(str(REPO / "notebooks" / "04_credit_maps.ipynb")),
+        {"params": str(REPO / "params.yaml"), "profile": "smoke", "overrides": f"train.out_dir={runs}"},
+    )
     nbformat.write(nb, root / "explorer.ipynb")
     settings = root / "lab-settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false",
-                                                                           "checkForUpdates": False}))
+    (settings / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "JUPYTER_CONFIG_DIR": str(root / "jupyter-config"), "JUPYTERLAB_SETTINGS_DIR": str(root / "lab-settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(root / "lab-workspaces"), "JUPYTER_RUNTIME_DIR": str(root / "runtime")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "JUPYTER_CONFIG_DIR": str(root / "jupyter-config"),
+        "JUPYTERLAB_SETTINGS_DIR": str(root / "lab-settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(root / "lab-workspaces"),
+        "JUPYTER_RUNTIME_DIR": str(root / "runtime"),
+    }
     env.pop("CI", None)  # CI=true would make notebook 04 draw the static figure: here we test the explorer
     log = (root / "lab.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
-                             f"--port={port}", f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}",
-                             "--allow-root", "--expose-app-in-browser", "--LabApp.extension_manager=readonly",
-                             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            f"--IdentityProvider.token={TOKEN}",
+            f"--ServerApp.root_dir={root}",
+            "--allow-root",
+            "--expose-app-in-browser",
+            "--LabApp.extension_manager=readonly",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=root,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 90
@@ -141,8 +173,11 @@ def _control(page, kind: str, label: str):
     """The ipywidgets control of `kind` (dropdown, slider) whose label reads `label`."""
     import re
 
-    return (page.locator(f".scpo-credit-explorer .widget-{kind}")
-            .filter(has=page.locator("label", has_text=re.compile(f"^{label}$"))).first)
+    return (
+        page.locator(f".scpo-credit-explorer .widget-{kind}")
+        .filter(has=page.locator("label", has_text=re.compile(f"^{label}$")))
+        .first
+    )
 
 
 def _wait_for_change(plot, before: dict, key: str, what: str, timeout_s: float = 60) -> dict:
@@ -165,18 +200,25 @@ def test_explorer_renders_and_redraws_in_chromium(lab, tmp_path):
     shots.mkdir()
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=chromium, headless=True, args=CHROME_ARGS,
-            viewport=VIEWPORT)
+            str(tmp_path / "chromium-profile"),
+            executable_path=chromium,
+            headless=True,
+            args=CHROME_ARGS,
+            viewport=VIEWPORT,
+        )
         try:
             page = context.pages[0] if context.pages else context.new_page()
             page.goto(f"{lab['url']}/lab/tree/explorer.ipynb?token={TOKEN}", timeout=90_000)
-            page.wait_for_function("""() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+            page.wait_for_function(
+                """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
                 return w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel
-                       && w.sessionContext.session.kernel.status === 'idle'; }""", timeout=90_000)
+                       && w.sessionContext.session.kernel.status === 'idle'; }""",
+                timeout=90_000,
+            )
             start = time.perf_counter()
             page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
             plot = page.locator(".scpo-credit-explorer .js-plotly-plot").first
-            plot.locator(".hm").first.wait_for(state="attached", timeout=90_000)   # heat maps drawn
+            plot.locator(".hm").first.wait_for(state="attached", timeout=90_000)  # heat maps drawn
             print(f"browser: explorer drawn {time.perf_counter() - start:.2f} s after 'run all' in a fresh kernel")
             page.evaluate("window.jupyterapp.commands.execute('application:toggle-left-area')")
             explorer = page.locator(".scpo-credit-explorer").first
@@ -188,8 +230,11 @@ def test_explorer_renders_and_redraws_in_chromium(lab, tmp_path):
             assert {"grpo", "gigpo", "scpo", "anchor"} <= set(first["z"]) and "hcapo" not in first["z"]
             for label in ("run", "iteration", "group", "tau", "kappa", "scorer"):
                 assert _control(page, "slider" if label in ("tau", "kappa") else "dropdown", label).is_visible()
-            runs = _control(page, "dropdown", "run").locator("select").evaluate(
-                "s => [...s.options].map(o => o.text.replace(/\\u00a0/g, ' '))")
+            runs = (
+                _control(page, "dropdown", "run")
+                .locator("select")
+                .evaluate("s => [...s.options].map(o => o.text.replace(/\\u00a0/g, ' '))")
+            )
             assert runs == ["alfworld/gigpo/seed0", "alfworld/scpo/seed0"]
             page.screenshot(path=str(shots / "1_opened.png"))
             png_first = plot.screenshot()
@@ -207,16 +252,17 @@ def test_explorer_renders_and_redraws_in_chromium(lab, tmp_path):
             assert png_second != png_first
             page.screenshot(path=str(shots / "2_other_group.png"))
 
-            tau = _tau_that_changes_scpo(lab["root"] / "runs" / "alfworld" / "scpo" / "seed0", 1,
-                                         int(other.split(":")[0].split()[-1]))
+            tau = _tau_that_changes_scpo(
+                lab["root"] / "runs" / "alfworld" / "scpo" / "seed0", 1, int(other.split(":")[0].split()[-1])
+            )
             readout = _control(page, "slider", "tau").locator(".widget-readout")
             readout.click()
             page.keyboard.press("Control+A")
             page.keyboard.type(f"{tau:.2f}")
             page.keyboard.press("Enter")
             third = _wait_for_change(plot, second, "z", f"typing tau = {tau:.2f}")
-            assert third["z"]["scpo"] != second["z"]["scpo"]           # tau moves SCPO's credit ...
-            assert third["z"]["grpo"] == second["z"]["grpo"]           # ... and nothing else's
+            assert third["z"]["scpo"] != second["z"]["scpo"]  # tau moves SCPO's credit ...
+            assert third["z"]["grpo"] == second["z"]["grpo"]  # ... and nothing else's
             assert third["title"] == second["title"]
             page.wait_for_timeout(500)
             assert plot.screenshot() != png_second
@@ -224,10 +270,15 @@ def test_explorer_renders_and_redraws_in_chromium(lab, tmp_path):
             # fewer estimators: their toggle buttons remove their panels
             for name in ("progpo_c", "progpo_r", "g2po", "hgpo"):
                 page.locator(".scpo-credit-explorer .widget-toggle-button", has_text=name).first.click()
-            page.wait_for_function(f"""() => {{ const el = document.querySelector('.scpo-credit-explorer .js-plotly-plot');
-                return el && el.data.filter(t => t.type === 'heatmap').length === 4; }}""", timeout=30_000)
+            page.wait_for_function(
+                """() => { const el = document.querySelector('.scpo-credit-explorer .js-plotly-plot');
+                return el && el.data.filter(t => t.type === 'heatmap').length === 4; }""",
+                timeout=30_000,
+            )
             fourth = plot.evaluate(_PLOT_STATE)
-            assert list(fourth["z"]) == ["grpo", "gigpo", "scpo", "anchor"] and fourth["z"]["scpo"] == third["z"]["scpo"]
+            assert (
+                list(fourth["z"]) == ["grpo", "gigpo", "scpo", "anchor"] and fourth["z"]["scpo"] == third["z"]["scpo"]
+            )
 
             # click a matched step of a lost trajectory in the SCPO panel: the side panel shows it, the step highlighted
             top()
@@ -235,13 +286,16 @@ def test_explorer_renders_and_redraws_in_chromium(lab, tmp_path):
             matched = plot.evaluate("""el => el.data.find(t => t.name === 'scpo').customdata
                                                .map(row => row.map(c => c.startsWith('SCPO match: reference')))""")
             k, t = next((k, t) for k, row in enumerate(matched) for t, hit in enumerate(row) if hit)
-            cell = plot.locator(".nsewdrag").nth(2)   # panels: grpo, gigpo, scpo, ...
+            cell = plot.locator(".nsewdrag").nth(2)  # panels: grpo, gigpo, scpo, ...
             box = cell.bounding_box()
             k_rows, n_steps = len(fourth["ticks"]), len(fourth["z"]["scpo"][0])
             at = {"x": box["width"] * (t + 0.5) / n_steps, "y": box["height"] * (k + 0.5) / k_rows}
             cell.click(position=at)
-            page.wait_for_function("""() => document.querySelector('.scpo-credit-explorer')
-                                                 .innerHTML.includes('#fff3c4')""", timeout=30_000)
+            page.wait_for_function(
+                """() => document.querySelector('.scpo-credit-explorer')
+                                                 .innerHTML.includes('#fff3c4')""",
+                timeout=30_000,
+            )
             trajectory = _control(page, "dropdown", "trajectory").locator("select")
             chosen = trajectory.evaluate("s => s.options[s.selectedIndex].text.replace(/\\u00a0/g, ' ')")
             assert chosen == fourth["ticks"][k] and " lost " in f"{chosen} "

@@ -17,9 +17,14 @@ def _batch(seed_of_group=(0, 0, 0)):
     # group 2: a tie between a q = 1 and a q = 0 step
     group = [0, 0, 0, 0, 0, 1, 1, 2, 2]
     return RolloutBatch.from_columns(
-        group_id=group, traj_id=[0, 0, 0, 1, 1, 2, 2, 3, 3], step=[0, 1, 2, 0, 1, 0, 1, 0, 1],
-        reward=[0, 0, 0, 0, 10, 0, 10, 0, 0], oracle_progress=[1, 0, 1, 1, -1, 1, 1, 1, 0],
-        seed=[seed_of_group[g] for g in group], task_type=["heat"] * 9)
+        group_id=group,
+        traj_id=[0, 0, 0, 1, 1, 2, 2, 3, 3],
+        step=[0, 1, 2, 0, 1, 0, 1, 0, 1],
+        reward=[0, 0, 0, 0, 10, 0, 10, 0, 0],
+        oracle_progress=[1, 0, 1, 1, -1, 1, 1, 1, 0],
+        seed=[seed_of_group[g] for g in group],
+        task_type=["heat"] * 9,
+    )
 
 
 ADV = np.array([0.5, 0.2, -0.1, 1.0, 0.3, 0.0, 0.0, 0.3, 0.3])
@@ -29,13 +34,13 @@ def test_group_counts_by_hand():
     t = group_fidelity(_batch(), ADV).set_index("group")
     # group 0: positives 0.5, -0.1, 1.0 vs negatives 0.2, 0.3 -> 4 of 6 pairs ordered
     assert (t.loc[0, "auc_u"], t.loc[0, "auc_pairs"]) == (4.0, 6)
-    assert (t.loc[0, "rec_hits"], t.loc[0, "rec_total"]) == (1, 2)       # q = 1 of the failed trajectory: 0.5, -0.1
-    assert (t.loc[0, "fc_hits"], t.loc[0, "fc_total"]) == (2, 2)         # q <= 0: 0.2, 0.3
+    assert (t.loc[0, "rec_hits"], t.loc[0, "rec_total"]) == (1, 2)  # q = 1 of the failed trajectory: 0.5, -0.1
+    assert (t.loc[0, "fc_hits"], t.loc[0, "fc_total"]) == (2, 2)  # q <= 0: 0.2, 0.3
     assert t.loc[0, "rank_corr"] == pytest.approx(stats.spearmanr(ADV[:5], [1, 0, 1, 1, -1])[0])
     assert t.loc[0, "rank_corr"] == pytest.approx(2 / np.sqrt(80))
     assert list(t["kind"]) == ["mixed", "all_won", "all_failed"]
     assert t.loc[1, "auc_pairs"] == 0 and np.isnan(t.loc[1, "rank_corr"])
-    assert (t.loc[2, "auc_u"], t.loc[2, "auc_pairs"]) == (0.5, 1)        # a tie counts one half
+    assert (t.loc[2, "auc_u"], t.loc[2, "auc_pairs"]) == (0.5, 1)  # a tie counts one half
 
 
 def test_summary_pools_groups_and_gives_a_t_interval_over_seeds():
@@ -43,7 +48,7 @@ def test_summary_pools_groups_and_gives_a_t_interval_over_seeds():
     two = group_fidelity(_batch((1, 1, 1)), np.where(np.arange(9) == 1, -1.0, ADV))  # seed 1: the 0.2 becomes -1
     s = summarize(pd.concat([one.assign(estimator="x"), two.assign(estimator="x")]))
     row = s[s.kind == "all"].iloc[0]
-    auc = np.array([4.5 / 7, 5.5 / 7])                                  # pooled over groups 0 and 2, per seed
+    auc = np.array([4.5 / 7, 5.5 / 7])  # pooled over groups 0 and 2, per seed
     assert row["auc_mean"] == pytest.approx(auc.mean()) and row["auc_std"] == pytest.approx(auc.std(ddof=1))
     lo, hi = stats.t.interval(0.95, 1, loc=auc.mean(), scale=auc.std(ddof=1) / np.sqrt(2))
     assert (row["auc_lo"], row["auc_hi"]) == (pytest.approx(lo), pytest.approx(hi))
@@ -62,8 +67,14 @@ def test_group_view_lists_q_beside_each_estimator():
 
 
 def test_oracle_estimator_by_hand():
-    b = RolloutBatch.from_columns(group_id=[0] * 4, traj_id=[0, 0, 1, 1], step=[0, 1, 0, 1], reward=[0, 10, 0, 0],
-                                  valid=[True, True, False, True], oracle_progress=[1, 1, 0, -np.inf])
+    b = RolloutBatch.from_columns(
+        group_id=[0] * 4,
+        traj_id=[0, 0, 1, 1],
+        step=[0, 1, 0, 1],
+        reward=[0, 10, 0, 0],
+        valid=[True, True, False, True],
+        oracle_progress=[1, 1, 0, -np.inf],
+    )
     assert "oracle" in available_methods()
     res = compute_advantages("oracle", b)
     np.testing.assert_allclose(res.advantages, [1, 1, -0.1, -10])
@@ -82,10 +93,13 @@ def test_benchmark_on_two_tasks_puts_the_oracle_on_top(alfworld_data_root, tmp_p
     from scpo.config import load_config
 
     cfg = load_config("params.yaml", overrides={"data.root": str(alfworld_data_root.parent)})
-    tasks = ["valid_unseen/pick_heat_then_place_in_recep-Apple-None-Fridge-10/trial_T20190906_182259_116320",
-             "valid_unseen/pick_two_obj_and_place-CD-None-Safe-308/trial_T20190907_050942_897916"]
-    res = noisy_fidelity(cfg, eps=[0.5], task_ids=tasks, seeds=[0, 1], methods=["grpo", "gigpo", "scpo", "oracle"],
-                         progress=False)
+    tasks = [
+        "valid_unseen/pick_heat_then_place_in_recep-Apple-None-Fridge-10/trial_T20190906_182259_116320",
+        "valid_unseen/pick_two_obj_and_place-CD-None-Safe-308/trial_T20190907_050942_897916",
+    ]
+    res = noisy_fidelity(
+        cfg, eps=[0.5], task_ids=tasks, seeds=[0, 1], methods=["grpo", "gigpo", "scpo", "oracle"], progress=False
+    )
     s = res.summary.set_index(["estimator", "kind"])
     assert s.loc[("oracle", "all"), "auc_mean"] == 1.0 and s.loc[("oracle", "all"), "false_credit_mean"] == 0.0
     assert s.loc[("grpo", "all"), "n_groups"] == 4 and s.loc[("grpo", "all"), "n_seeds"] == 2
@@ -97,6 +111,7 @@ def test_benchmark_on_two_tasks_puts_the_oracle_on_top(alfworld_data_root, tmp_p
     assert inc.loc["oracle", "control_ordered"] == 1.0 and inc.loc["oracle", "disagree_all"] < 0.05
     assert inc.loc["oracle", "disagree_all"] < inc.loc["gigpo", "disagree_all"]
     assert 0 < res.planner["cache_hit_rate"] < 1
-    sweep = scpo_sweep(cfg, res.batches, [{"tau": 0.6, "match": "first"}, {"tau": 0.9, "match": "argmax"}],
-                       progress=False)
+    sweep = scpo_sweep(
+        cfg, res.batches, [{"tau": 0.6, "match": "first"}, {"tau": 0.9, "match": "argmax"}], progress=False
+    )
     assert set(sweep["tau"]) == {0.6, 0.9} and set(sweep["match"]) == {"first", "argmax"}

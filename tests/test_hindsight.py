@@ -16,17 +16,26 @@ from scpo.train.hindsight import hindsight_logprob, hindsight_prompt
 def policy():
     texts = ["You are in room 1 of 3. go east open door take key <action>go east</action>"] * 4
     tok = train_tokenizer(texts, vocab_size=300)
-    return Policy(model=build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=1).eval(), tokenizer=tok,
-                  profile="tiny")
+    return Policy(
+        model=build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=1).eval(), tokenizer=tok, profile="tiny"
+    )
 
 
 def _traj(policy, answers, final="The door opens. You win."):
     steps = []
     for k, ans in enumerate(answers):
         ids = policy.tokenizer(ans, add_special_tokens=False)["input_ids"]
-        steps.append(Step(observation=f"room {k}", action="go east", reward=0.0, next_observation=f"room {k + 1}",
-                          prompt=f"Step {k}. You are in room {k} of 3.", response=ans,
-                          extras={"prompt_ids": [], "response_ids": ids}))
+        steps.append(
+            Step(
+                observation=f"room {k}",
+                action="go east",
+                reward=0.0,
+                next_observation=f"room {k + 1}",
+                prompt=f"Step {k}. You are in room {k} of 3.",
+                response=ans,
+                extras={"prompt_ids": [], "response_ids": ids},
+            )
+        )
     steps[-1].next_observation = final
     return Trajectory(task_id="t", seed=0, index=0, steps=steps)
 

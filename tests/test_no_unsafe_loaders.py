@@ -63,22 +63,31 @@ def _notebook_source(path: Path) -> str:
     return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in lines)  # IPython magics
 
 
-@pytest.mark.parametrize("snippet, expected", [
-    ("import torch\ntorch.load(p, weights_only=False)", ["2: torch.load(weights_only=False)"]),
-    ("torch.load(p)", ["1: torch.load without weights_only=True"]),
-    ("torch.load(p, map_location='cpu', weights_only=flag)", ["1: torch.load(weights_only=flag)"]),
-    ("import pickle\npickle.loads(b)", ["1: import pickle"]),
-    ("from joblib import load", ["1: import joblib"]),
-    ("import cloudpickle as cp", ["1: import cloudpickle"]),
-    ("yaml.load(text)", ["1: yaml.load without a safe Loader"]),
-    ("yaml.load(text, Loader=yaml.FullLoader)", ["1: yaml.load without a safe Loader"]),
-    ("yaml.unsafe_load(text)", ["1: yaml.unsafe_load"]),
-    ("np.load(f, allow_pickle=True)", ["1: np.load(allow_pickle=True)"]),
-    ("pd.read_pickle(f)", ["1: pd.read_pickle"]),
-    ("AutoModel.from_pretrained(d, trust_remote_code=True)", ["1: AutoModel.from_pretrained(trust_remote_code=True)"]),
-    ("torch.load(p, weights_only=True)\nyaml.safe_load(t)\nyaml.load(t, Loader=yaml.SafeLoader)\n"
-     "yaml.load(t, yaml.CSafeLoader)\nnp.load(f)\nnp.load(f, allow_pickle=False)\njson.loads(s)", []),
-])
+@pytest.mark.parametrize(
+    "snippet, expected",
+    [
+        ("import torch\ntorch.load(p, weights_only=False)", ["2: torch.load(weights_only=False)"]),
+        ("torch.load(p)", ["1: torch.load without weights_only=True"]),
+        ("torch.load(p, map_location='cpu', weights_only=flag)", ["1: torch.load(weights_only=flag)"]),
+        ("import pickle\npickle.loads(b)", ["1: import pickle"]),
+        ("from joblib import load", ["1: import joblib"]),
+        ("import cloudpickle as cp", ["1: import cloudpickle"]),
+        ("yaml.load(text)", ["1: yaml.load without a safe Loader"]),
+        ("yaml.load(text, Loader=yaml.FullLoader)", ["1: yaml.load without a safe Loader"]),
+        ("yaml.unsafe_load(text)", ["1: yaml.unsafe_load"]),
+        ("np.load(f, allow_pickle=True)", ["1: np.load(allow_pickle=True)"]),
+        ("pd.read_pickle(f)", ["1: pd.read_pickle"]),
+        (
+            "AutoModel.from_pretrained(d, trust_remote_code=True)",
+            ["1: AutoModel.from_pretrained(trust_remote_code=True)"],
+        ),
+        (
+            "torch.load(p, weights_only=True)\nyaml.safe_load(t)\nyaml.load(t, Loader=yaml.SafeLoader)\n"
+            "yaml.load(t, yaml.CSafeLoader)\nnp.load(f)\nnp.load(f, allow_pickle=False)\njson.loads(s)",
+            [],
+        ),
+    ],
+)
 def test_the_scan_flags_each_unsafe_form(snippet, expected):
     assert unsafe_loads(snippet) == expected
 

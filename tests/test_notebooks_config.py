@@ -11,7 +11,9 @@ from scpo.pipeline.notebook import notebook_config, split_overrides
 
 def test_split_overrides_parses_yaml_values():
     assert split_overrides("credit.scpo.tau=0.8; report.methods=[grpo, scpo] ;") == {
-        "credit.scpo.tau": 0.8, "report.methods": ["grpo", "scpo"]}
+        "credit.scpo.tau": 0.8,
+        "report.methods": ["grpo", "scpo"],
+    }
     assert split_overrides("") == {} and split_overrides(None) == {}
     with pytest.raises(ConfigError, match="tau"):
         split_overrides("tau")

@@ -49,21 +49,26 @@ def _lookup(tree: dict, dotted: str):
 def test_train_and_evaluate_cover_methods_envs_seeds(stages, params):
     rep = params["report"]
     for kind in ("train", "evaluate"):
-        expected = {f"{kind}@{m}-{e}-{s}" for m in rep["methods"] for e in rep["envs"] for s in rep["seeds"]}
+        expected = {f"{kind}@{m}-{e}" for m in rep["methods"] for e in rep["envs"]}
         assert {n for n in stages if n.startswith(f"{kind}@")} == expected
+        for name in expected:  # every seed of report.seeds, side by side in the stage (scpo.train.seed_pool)
+            assert "-p seeds report" in stages[name].cmd and "report.seeds" in _param_keys(stages[name])
     assert {"prepare_data", "semantic_inconsistency", "paper_tables"} <= set(stages)
     assert {f"credit_maps@{e}" for e in rep["envs"]} <= set(stages)
 
 
 def test_every_listed_param_exists(stages, params):
-    for name, stage in stages.items():
+    for stage in stages.values():
         for key in _param_keys(stage):
             _lookup(params, key)  # raises KeyError naming the missing key
 
 
 def test_a_credit_parameter_reaches_only_the_stages_that_read_it(stages):
-    readers = {n for n, s in stages.items()
-               if any("credit.scpo.tau".startswith(k + ".") or k == "credit.scpo.tau" for k in _param_keys(s))}
+    readers = {
+        n
+        for n, s in stages.items()
+        if any("credit.scpo.tau".startswith(k + ".") or k == "credit.scpo.tau" for k in _param_keys(s))
+    }
     expected = {n for n in stages if n.startswith("train@scpo-") or n.startswith("credit_maps@")}
     assert readers == expected | {"semantic_inconsistency", "credit_fidelity"}
 
@@ -109,8 +114,12 @@ def test_plots_read_files_the_pipeline_writes(stages):
 
 
 def _tracked() -> list[str]:
-    out = subprocess.run(["git", "-C", str(REPO), "ls-files", "--cached", "--others", "--exclude-standard"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [p for p in out.splitlines() if (REPO / p).is_file() and not (REPO / p).is_symlink()]
 
 
@@ -135,16 +144,20 @@ def fresh_clone(tmp_path_factory):
     for rel in _tracked():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / rel, root / rel)
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
-                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "fresh clone"]):
+    for cmd in (
+        ["git", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "fresh clone"],
+    ):
         subprocess.run(cmd, cwd=root, check=True)
     return root
 
 
 def _dvc(root: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
-    return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "dvc", *args], cwd=root, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.mark.slow
@@ -153,12 +166,19 @@ def test_dry_runs_work_in_a_fresh_clone(fresh_clone):
     failing to hash the not yet built data and warm-start folders)."""
     repro = _dvc(fresh_clone, "repro", "--dry")
     assert repro.returncode == 0, repro.stdout[-1500:] + repro.stderr[-1500:]
-    for stage in ("prepare_data", "sft@alfworld", "train@scpo-alfworld-0", "evaluate@hcapo-webshop-2",
-                  "credit_maps@webshop", "semantic_inconsistency", "paper_tables"):
+    for stage in (
+        "prepare_data",
+        "sft@alfworld",
+        "train@scpo-alfworld",
+        "evaluate@hcapo-webshop",
+        "credit_maps@webshop",
+        "semantic_inconsistency",
+        "paper_tables",
+    ):
         assert f"Running stage '{stage}'" in repro.stdout, stage
     exp = _dvc(fresh_clone, "exp", "run", "-S", "credit.scpo.tau=0.8", "--dry")
     assert exp.returncode == 0, exp.stdout[-1500:] + exp.stderr[-1500:]
-    assert "Running stage 'train@scpo-alfworld-0'" in exp.stdout
+    assert "Running stage 'train@scpo-alfworld'" in exp.stdout
 
 
 def test_plots_render_offline(fresh_clone):

@@ -52,8 +52,13 @@ TINY_PROBLEM = """
 def tiny_game(tmp_path_factory, alfworld_data_root):
     real = json.loads(next(alfworld_data_root.glob("json_2.1.1/valid_seen/*/*/game.tw-pddl")).read_text())
     grammar = re.sub(r'"Your task is to: [^"]*"', '"Your task is to: put a cool apple in countertop."', real["grammar"])
-    game = {"pddl_domain": real["pddl_domain"], "grammar": grammar, "pddl_problem": TINY_PROBLEM, "solvable": True,
-            "walkthrough": []}
+    game = {
+        "pddl_domain": real["pddl_domain"],
+        "grammar": grammar,
+        "pddl_problem": TINY_PROBLEM,
+        "solvable": True,
+        "walkthrough": [],
+    }
     path = tmp_path_factory.mktemp("tiny") / "pick_cool_then_place_in_recep-Apple-None-CounterTop-1" / "trial_1"
     path.mkdir(parents=True)
     (path / "game.tw-pddl").write_text(json.dumps(game))
@@ -67,8 +72,13 @@ def _path(key, root):
 def test_goal_spec_reads_the_six_shapes(alfworld_data_root):
     specs = {k: goal_spec(FastEngine(_path(k, alfworld_data_root)).game) for k in GAMES}
     assert [(specs[k].kind, specs[k].n_objects, specs[k].attr) for k in GAMES] == [
-        ("look", 1, None), ("place", 1, None), ("place", 1, "isclean"), ("place", 1, "iscool"), ("place", 1, "ishot"),
-        ("place", 2, None)]
+        ("look", 1, None),
+        ("place", 1, None),
+        ("place", 1, "isclean"),
+        ("place", 1, "iscool"),
+        ("place", 1, "ishot"),
+        ("place", 2, None),
+    ]
     assert all(specs[k].candidates for k in GAMES) and specs["look"].lamps and not specs["look"].targets
     assert all(s.startswith("cd_bar_") for s in specs["two"].candidates) and len(specs["two"].candidates) >= 2
     assert all(t.startswith("sinkbasin_bar_") or "sinkbasin" in t for t in specs["clean"].tools)
@@ -107,15 +117,18 @@ def test_objects_in_two_receptacles_are_handled(alfworld_data_root):
     the countertop, so cooling it in hand already satisfies "cool pan in countertop" (the walkthrough: 4 steps); the lamp
     on the desk and the shelf is switched from the desk (3 steps)."""
     root = alfworld_data_root.parent
-    for task, want in (("valid_unseen/pick_cool_then_place_in_recep-Pan-None-CounterTop-10/trial_T20190908_114622_738670", 4),
-                       ("valid_unseen/look_at_obj_in_light-AlarmClock-None-DeskLamp-308/trial_T20190908_222951_616606", 3)):
+    for task, want in (
+        ("valid_unseen/pick_cool_then_place_in_recep-Pan-None-CounterTop-10/trial_T20190908_114622_738670", 4),
+        ("valid_unseen/look_at_obj_in_light-AlarmClock-None-DeskLamp-308/trial_T20190908_222951_616606", 3),
+    ):
         path = game_file(task, root)
         assert Planner(path).value(FastEngine(path)) == want == len(expert_actions(task, root))
 
 
 def test_equals_exhaustive_full_state_search_on_a_small_game(alfworld_data_root):
-    path = game_file("valid_unseen/pick_and_place_simple-Mug-None-Desk-308/trial_T20190908_125200_737896",
-                     alfworld_data_root.parent)
+    path = game_file(
+        "valid_unseen/pick_and_place_simple-Mug-None-Desk-308/trial_T20190908_125200_737896", alfworld_data_root.parent
+    )
     planner, e = Planner(path), FastEngine(path)
     assert planner.value(e) == exhaustive_optimum(e, 50_000) == 4
     e.step("go to shelf 1")
@@ -161,8 +174,10 @@ def test_unknown_goal_shape_is_an_error(tiny_game):
 def test_a_dead_end_has_infinite_value_and_every_state_after_it_too(alfworld_data_root):
     """The paper towel roll fits no receptacle of this kitchen: once it is held, the hands never free and the goal
     (a cool mug in a cabinet) cannot be reached. The search that proves it caches every state it saw as a dead end."""
-    path = game_file("valid_unseen/pick_cool_then_place_in_recep-Mug-None-Cabinet-10/trial_T20190909_121710_650938",
-                     alfworld_data_root.parent)
+    path = game_file(
+        "valid_unseen/pick_cool_then_place_in_recep-Mug-None-Cabinet-10/trial_T20190909_121710_650938",
+        alfworld_data_root.parent,
+    )
     planner, e = Planner(path), FastEngine(path)
     e.step("go to coffeemachine 1")
     assert planner.value(e) < float("inf")

@@ -26,13 +26,15 @@ def _ids(tok, text, eos=False):
 def test_batched_scores_equal_per_candidate_logprob_sums(tiny):
     tok, model = tiny
     prompts = [_ids(tok, "room 1 of 3 look"), _ids(tok, "go")]  # different lengths: left padding
-    cands = [[_ids(tok, c, eos=True) for c in ("go east", "open door look", "take apple 1 from table 1")],
-             [_ids(tok, c, eos=True) for c in ("look", "go west")]]  # 3 and 2 candidates, lengths 3..8 tokens
+    cands = [
+        [_ids(tok, c, eos=True) for c in ("go east", "open door look", "take apple 1 from table 1")],
+        [_ids(tok, c, eos=True) for c in ("look", "go west")],
+    ]  # 3 and 2 candidates, lengths 3..8 tokens
     with torch.no_grad():
         scores = candidate_scores(model, prompts, cands, tok.pad_token_id)
         for b in range(2):
             lp, _, _ = response_logprobs(model, [prompts[b]] * len(cands[b]), cands[b], tok.pad_token_id)
-            assert torch.allclose(scores[b, :len(cands[b])], lp.sum(-1), atol=1e-4)
+            assert torch.allclose(scores[b, : len(cands[b])], lp.sum(-1), atol=1e-4)
     assert scores.shape == (2, 3) and scores[1, 2] == float("-inf")
 
 
@@ -46,8 +48,9 @@ def test_choice_distribution_is_a_tempered_softmax_over_present_candidates():
 
 def test_scores_carry_gradients(tiny):
     tok, model = tiny
-    scores = candidate_scores(model, [_ids(tok, "room 1")], [[_ids(tok, "go east", eos=True), _ids(tok, "look")]],
-                              tok.pad_token_id)
+    scores = candidate_scores(
+        model, [_ids(tok, "room 1")], [[_ids(tok, "go east", eos=True), _ids(tok, "look")]], tok.pad_token_id
+    )
     scores[0, 0].backward()
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
     model.zero_grad(set_to_none=True)

@@ -10,8 +10,10 @@ from scpo.policy import Policy, create_policy, load_policy
 from scpo.policy.tiny import TAG_TOKENS, build_tiny_model, train_tokenizer
 from scpo.rollout.engine import TransformersEngine
 
-CORPUS = ["You are in room 1 of 3. Admissible actions: look, go east, go west",
-          "You see a key here. Your task is to: open the door at the end with the key"] * 5
+CORPUS = [
+    "You are in room 1 of 3. Admissible actions: look, go east, go west",
+    "You see a key here. Your task is to: open the door at the end with the key",
+] * 5
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +53,15 @@ def test_save_and_load_give_identical_logits(policy, tmp_path):
 
 
 def test_create_policy_sizes_the_model_from_config():
-    cfg = load_config(None, overrides={"policy.tiny_hidden_size": 24, "policy.tiny_layers": 3, "policy.tiny_heads": 2,
-                                       "policy.tiny_vocab_size": 290})
+    cfg = load_config(
+        None,
+        overrides={
+            "policy.tiny_hidden_size": 24,
+            "policy.tiny_layers": 3,
+            "policy.tiny_heads": 2,
+            "policy.tiny_vocab_size": 290,
+        },
+    )
     pol = create_policy(cfg.policy, corpus=CORPUS)
     c = pol.model.config
     assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads) == (24, 3, 2)
@@ -80,8 +89,17 @@ def test_engine_greedy_is_deterministic_and_stops_at_eos(policy):
 
 
 def test_lora_policy_saves_a_merged_model_with_the_same_outputs(tmp_path):
-    cfg = load_config(None, overrides={"policy.tiny_hidden_size": 16, "policy.tiny_layers": 1, "policy.tiny_heads": 2,
-                                       "policy.tiny_vocab_size": 290, "policy.lora": True, "policy.lora_r": 2})
+    cfg = load_config(
+        None,
+        overrides={
+            "policy.tiny_hidden_size": 16,
+            "policy.tiny_layers": 1,
+            "policy.tiny_heads": 2,
+            "policy.tiny_vocab_size": 290,
+            "policy.lora": True,
+            "policy.lora_r": 2,
+        },
+    )
     pol = create_policy(cfg.policy, corpus=CORPUS)
     assert hasattr(pol.model, "peft_config")
     trainable = [n for n, p in pol.model.named_parameters() if p.requires_grad]
@@ -118,11 +136,14 @@ def test_admissible_choice_draws_among_commands_by_sequence_likelihood(policy):
     commands = ["go east", "go west", "look", "take key"]
     greedy = engine.generate([CORPUS[0]], temperature=0.0, admissible=[commands])[0]
     tok = policy.tokenizer
-    answers = [tok(f"<action>{c}</action>", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-               for c in commands]
+    answers = [
+        tok(f"<action>{c}</action>", add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for c in commands
+    ]
     prompt_ids = policy.encode_prompts([CORPUS[0]], 64)[0]
-    full = [float(lp.sum()) for lp in batched_logprobs(policy.model, [StepSample(prompt_ids, a, 0.0) for a in answers],
-                                                        tok.pad_token_id, 8)]
+    full = [
+        float(lp.sum())
+        for lp in batched_logprobs(policy.model, [StepSample(prompt_ids, a, 0.0) for a in answers], tok.pad_token_id, 8)
+    ]
     best = max(range(4), key=lambda i: full[i])
     assert greedy.text == f"<action>{commands[best]}</action>" and greedy.response_ids == answers[best]
     assert greedy.candidate_ids == answers  # what the trainer needs to compute the choice's probability
@@ -134,8 +155,9 @@ def test_admissible_choice_draws_among_commands_by_sequence_likelihood(policy):
 
 def test_admissible_choice_generates_freely_when_a_command_is_a_template(policy):
     engine = TransformersEngine(policy, max_prompt_tokens=64, max_new_tokens=4, action_choice="admissible")
-    out = engine.generate([CORPUS[0], CORPUS[1]], temperature=0.0,
-                          admissible=[["search[<your query>]"], ["look", "go east"]])
+    out = engine.generate(
+        [CORPUS[0], CORPUS[1]], temperature=0.0, admissible=[["search[<your query>]"], ["look", "go east"]]
+    )
     free = TransformersEngine(policy, max_prompt_tokens=64, max_new_tokens=4).generate([CORPUS[0]], temperature=0.0)
     assert out[0].response_ids == free[0].response_ids
     assert out[1].text in ("<action>look</action>", "<action>go east</action>")
@@ -144,8 +166,13 @@ def test_admissible_choice_generates_freely_when_a_command_is_a_template(policy)
 def test_object_names_are_one_shared_token_and_template_phrases_are_single_tokens():
     from scpo.envs.alfworld.prompts import PROMPT_PHRASES, build_prompt
 
-    prompt = build_prompt("cool some apple and put it in countertop.", "On the countertop 1, you see a apple 1.",
-                          ["take apple 1 from countertop 1", "go to fridge 1"], [], step=0)
+    prompt = build_prompt(
+        "cool some apple and put it in countertop.",
+        "On the countertop 1, you see a apple 1.",
+        ["take apple 1 from countertop 1", "go to fridge 1"],
+        [],
+        step=0,
+    )
     tok = train_tokenizer([prompt] * 3, vocab_size=400, fixed_phrases=PROMPT_PHRASES)
     ids = tok(prompt, add_special_tokens=False)["input_ids"]
     assert tok.decode(ids) == prompt

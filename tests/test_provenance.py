@@ -38,13 +38,15 @@ def _git_head() -> str:
 def test_run_folder_and_checkpoints_record_config_overrides_version_and_commit(stopped):
     import scpo
 
-    for record in (json.loads((stopped / "provenance.json").read_text()),
-                   json.loads((stopped / "checkpoints" / "iter_0001" / "state.json").read_text())["provenance"]):
+    for record in (
+        json.loads((stopped / "provenance.json").read_text()),
+        json.loads((stopped / "checkpoints" / "iter_0001" / "state.json").read_text())["provenance"],
+    ):
         assert record["overrides"]["train.lr"] == 0.002 and record["overrides"]["train.seed"] == 5
         assert record["config"]["train"]["lr"] == 0.002 and record["config"]["env"]["name"] == "corridor"
-        assert record["config"]["policy"]["tiny_hidden_size"] == 32           # every key, resolved
-        assert record["config"]["rollout"]["temperature"] == 1.0              # defaults too
-        assert Path(record["config"]["train"]["out_dir"]).is_absolute()      # paths made absolute
+        assert record["config"]["policy"]["tiny_hidden_size"] == 32  # every key, resolved
+        assert record["config"]["rollout"]["temperature"] == 1.0  # defaults too
+        assert Path(record["config"]["train"]["out_dir"]).is_absolute()  # paths made absolute
         assert record["profile"] == "smoke" and record["scpo_version"] == scpo.__version__
         assert record["git"]["commit"] == _git_head() and isinstance(record["git"]["dirty"], bool)
     summary = json.loads((stopped / "summary.json").read_text())
@@ -56,10 +58,18 @@ def test_run_folder_and_checkpoints_record_config_overrides_version_and_commit(s
 def test_config_differences_leave_out_what_a_resume_may_change():
     from scpo.train.provenance import RESUME_MAY_CHANGE, config_differences
 
-    saved = {"train": {"lr": 1e-3, "iterations": 3, "seed": 0}, "credit": {"method": "gigpo"}, "eval": {"n": 4},
-             "profile": "smoke"}
-    now = {"train": {"lr": 1e-2, "iterations": 9, "seed": 0}, "credit": {"method": "scpo"}, "eval": {"n": 8},
-           "profile": "cpu"}
+    saved = {
+        "train": {"lr": 1e-3, "iterations": 3, "seed": 0},
+        "credit": {"method": "gigpo"},
+        "eval": {"n": 4},
+        "profile": "smoke",
+    }
+    now = {
+        "train": {"lr": 1e-2, "iterations": 9, "seed": 0},
+        "credit": {"method": "scpo"},
+        "eval": {"n": 8},
+        "profile": "cpu",
+    }
     assert config_differences(saved, now) == [("credit.method", "gigpo", "scpo"), ("train.lr", 1e-3, 1e-2)]
     assert config_differences(saved, saved) == []
     assert config_differences({"a": {"b": 1}}, {"a": {"c": 1}}, ()) == [("a.b", 1, "<absent>"), ("a.c", "<absent>", 1)]
@@ -76,8 +86,18 @@ def test_resume_refuses_another_method_seed_or_lr_unless_forced(run):
     assert "train.lr: 0.002 in the run, 0.001 now" in line and "--force" in line
     assert fingerprint(run) == before
 
-    result = train_cli(run, "--resume", "--set", "credit.method=scpo", "--set", "train.seed=6", "--set",
-                       "train.lr=0.002", "--force", iterations=2)
+    result = train_cli(
+        run,
+        "--resume",
+        "--set",
+        "credit.method=scpo",
+        "--set",
+        "train.seed=6",
+        "--set",
+        "train.lr=0.002",
+        "--force",
+        iterations=2,
+    )
     assert result.exit_code == 0, result.output
     record = json.loads((run / "provenance.json").read_text())
     assert record["config"]["credit"]["method"] == "gigpo"  # the run's first record is kept
@@ -94,6 +114,7 @@ def test_resume_with_more_iterations_only_is_accepted(run):
 
 # ---- eval reads the run
 
+
 def test_eval_takes_env_and_policy_settings_from_the_run(stopped, tmp_path):
     """The issue: `scpo eval` of a WebShop checkpoint silently evaluated on ALFWorld (params.yaml's env.name). Here a
     corridor run with a 4-step limit is evaluated with no env option at all: on the corridor, at most 4 steps."""
@@ -106,8 +127,17 @@ def test_eval_takes_env_and_policy_settings_from_the_run(stopped, tmp_path):
     assert all(s["episode_length"] <= CORRIDOR["env.corridor.max_steps"] for s in report["splits"].values())
     assert f"wrote {out}/eval.json" in result.stdout.strip().splitlines()[-1]
 
-    contradicting = cli("eval", "--profile", "smoke", "--checkpoint", stopped, "--out", tmp_path / "e2",
-                        "--set", "env.corridor.max_steps=9")
+    contradicting = cli(
+        "eval",
+        "--profile",
+        "smoke",
+        "--checkpoint",
+        stopped,
+        "--out",
+        tmp_path / "e2",
+        "--set",
+        "env.corridor.max_steps=9",
+    )
     assert contradicting.exit_code == 2
     assert "env.corridor.max_steps=9 (the run: 4)" in one_line(contradicting.stderr)
     assert not (tmp_path / "e2").exists()

@@ -29,10 +29,18 @@ def test_collector_bar_counts_steps_and_ends_at_its_total(capsys):
             def answer(prompt):
                 obs = prompt.split("Current observation: ")[1].split("\n")[0]
                 return "<action>open door</action>" if "door is to the east" in obs else "<action>go east</action>"
+
             return [Generation(text=answer(p), prompt_ids=[1], response_ids=[2]) for p in prompts]
 
-    trajs, _ = collect_rollouts(corridor, ["corridor-walk-2-0-4", "corridor-key-3-1-1"], 3, GoEast(),
-                                env_name="corridor", max_steps=5, desc="test rollouts")
+    trajs, _ = collect_rollouts(
+        corridor,
+        ["corridor-walk-2-0-4", "corridor-key-3-1-1"],
+        3,
+        GoEast(),
+        env_name="corridor",
+        max_steps=5,
+        desc="test rollouts",
+    )
     assert sorted(len(t) for t in trajs) == [2, 2, 2, 5, 5, 5]
     (state,) = _final_states(capsys.readouterr().err, "test rollouts")
     # 6 episodes x 5 turns; was: one unit per finished episode, drawn last at 0/6 or 3/6 when the rest ended together

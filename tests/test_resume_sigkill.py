@@ -42,8 +42,13 @@ run_training(cfg, stage="rl", out_dir=sys.argv[1], resume=sys.argv[2] == "resume
 
 def _train(run_dir: Path, mode: str, slow: float = 0.0) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), "TQDM_DISABLE": "1"}
-    return subprocess.Popen([sys.executable, "-c", SCRIPT, str(run_dir), mode, str(slow)], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(run_dir), mode, str(slow)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _metrics(run_dir: Path) -> pd.DataFrame:

@@ -27,6 +27,7 @@ class ScriptedEngine:
 
 def _expert_engine():
     """Plays the expert plan of the task implied by the current observation (room index, key visible or not)."""
+
     def answer(prompt: str) -> str:
         obs = prompt.split("Current observation: ")[1].split("\n")[0]
         if "You see a key here" in obs:
@@ -34,13 +35,15 @@ def _expert_engine():
         if "door is to the east" in obs:
             return "<action>open door</action>"
         return "<action>go east</action>"
+
     return ScriptedEngine(answer)
 
 
 def test_expert_policy_wins_every_episode_with_hand_counted_steps():
     tasks = ["corridor-walk-3-0-4", "corridor-key-3-1-1"]
-    trajs, timing = collect_rollouts(corridor, tasks, 2, _expert_engine(), env_name="corridor", seed=5, max_steps=10,
-                                     progress=False)
+    trajs, timing = collect_rollouts(
+        corridor, tasks, 2, _expert_engine(), env_name="corridor", seed=5, max_steps=10, progress=False
+    )
     assert [(t.task_id, t.index) for t in trajs] == [(tasks[0], 0), (tasks[0], 1), (tasks[1], 0), (tasks[1], 1)]
     # walk-3: east, east, open door = 3 steps; key-3 with key in room 1: east, take key, east, open door = 4 steps
     assert [len(t) for t in trajs] == [3, 3, 4, 4]
@@ -55,13 +58,30 @@ def test_expert_policy_wins_every_episode_with_hand_counted_steps():
     assert batch.n_groups == 2 and batch.n_rows == 14 and timing.n_generations == 14
 
 
-@pytest.mark.parametrize("garbage", [
-    "", "go east", "<action>go east", "<action></action>", "<action>fly to the moon</action>", "\x00\ufffd" * 50,
-    "<think>" + "blah " * 20000 + "</think>", "<action>" * 1000, "<action>go east</action>" * 0 + "<ACTION >x</ACTION>",
-])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        "",
+        "go east",
+        "<action>go east",
+        "<action></action>",
+        "<action>fly to the moon</action>",
+        "\x00\ufffd" * 50,
+        "<think>" + "blah " * 20000 + "</think>",
+        "<action>" * 1000,
+        "<action>go east</action>" * 0 + "<ACTION >x</ACTION>",
+    ],
+)
 def test_malformed_output_is_an_invalid_noop_step_never_a_crash(garbage):
-    trajs, _ = collect_rollouts(corridor, ["corridor-walk-2-0-0"], 2, ScriptedEngine(lambda p: garbage),
-                                env_name="corridor", max_steps=4, progress=False)
+    trajs, _ = collect_rollouts(
+        corridor,
+        ["corridor-walk-2-0-0"],
+        2,
+        ScriptedEngine(lambda p: garbage),
+        env_name="corridor",
+        max_steps=4,
+        progress=False,
+    )
     for traj in trajs:
         assert len(traj) == 4 and not traj.won
         assert all(not s.valid for s in traj.steps)
@@ -74,16 +94,31 @@ def test_malformed_output_on_real_alfworld_game(alfworld_games_root):
 
     task = alfworld.list_tasks("valid_seen", data_root=alfworld_games_root.parent)[0]
     texts = iter(["no tags at all", "<action>teleport home</action>", "\ufffd" * 5000, "<action>look</action>"])
-    trajs, _ = collect_rollouts(alfworld, [task], 1, ScriptedEngine(lambda p: next(texts)), env_name="alfworld",
-                                data_root=str(alfworld_games_root.parent), max_steps=4, progress=False)
+    trajs, _ = collect_rollouts(
+        alfworld,
+        [task],
+        1,
+        ScriptedEngine(lambda p: next(texts)),
+        env_name="alfworld",
+        data_root=str(alfworld_games_root.parent),
+        max_steps=4,
+        progress=False,
+    )
     assert [s.valid for s in trajs[0].steps] == [False, False, False, True]
     assert not trajs[0].won and len(trajs[0]) == 4
 
 
 def test_finished_episodes_leave_the_batch():
     engine = _expert_engine()
-    collect_rollouts(corridor, ["corridor-walk-2-0-0", "corridor-walk-4-0-2"], 1, engine, env_name="corridor",
-                     max_steps=10, progress=False)
+    collect_rollouts(
+        corridor,
+        ["corridor-walk-2-0-0", "corridor-walk-4-0-2"],
+        1,
+        engine,
+        env_name="corridor",
+        max_steps=10,
+        progress=False,
+    )
     # walk-2 needs 2 steps, walk-4 needs 4: two turns with both envs, then two with one
     assert engine.calls == [2, 2, 1, 1]
 
@@ -91,12 +126,18 @@ def test_finished_episodes_leave_the_batch():
 def test_steps_keep_the_token_ids_the_trainer_needs():
     class ChoosingEngine(ScriptedEngine):
         def generate(self, prompts, temperature, top_p=1.0, admissible=None):
-            return [Generation(text="<action>go east</action>", prompt_ids=[1, 2], response_ids=[4],
-                               candidate_ids=[[3], [4]]) for _ in prompts]
+            return [
+                Generation(
+                    text="<action>go east</action>", prompt_ids=[1, 2], response_ids=[4], candidate_ids=[[3], [4]]
+                )
+                for _ in prompts
+            ]
 
-    choice, _ = collect_rollouts(corridor, ["corridor-walk-3-0-4"], 1, ChoosingEngine(None), env_name="corridor",
-                                 max_steps=2, progress=False)
-    free, _ = collect_rollouts(corridor, ["corridor-walk-3-0-4"], 1, _expert_engine(), env_name="corridor",
-                               max_steps=2, progress=False)
+    choice, _ = collect_rollouts(
+        corridor, ["corridor-walk-3-0-4"], 1, ChoosingEngine(None), env_name="corridor", max_steps=2, progress=False
+    )
+    free, _ = collect_rollouts(
+        corridor, ["corridor-walk-3-0-4"], 1, _expert_engine(), env_name="corridor", max_steps=2, progress=False
+    )
     assert choice[0].steps[0].extras == {"prompt_ids": [1, 2], "response_ids": [4], "candidate_ids": [[3], [4]]}
     assert free[0].steps[0].extras == {"prompt_ids": [1, 2], "response_ids": [3]}

@@ -10,11 +10,28 @@ from scpo.rollout_types import RolloutBatch, Step, Trajectory, stable_uid
 
 def _traj(task: str, seed: int, index: int, rewards: list[float], valid: list[bool] | None = None) -> Trajectory:
     valid = valid or [True] * len(rewards)
-    steps = [Step(observation=f"{task} obs {t}", action=f"act {t}", reward=r, next_observation=f"{task} obs {t + 1}",
-                  valid=v, done=t == len(rewards) - 1, response=f"<action>act {t}</action>")
-             for t, (r, v) in enumerate(zip(rewards, valid))]
-    return Trajectory(task_id=task, seed=seed, index=index, steps=steps, won=sum(rewards) > 0,
-                      task_score=1.0 if sum(rewards) > 0 else 0.0, task_type="pick", env_name="alfworld")
+    steps = [
+        Step(
+            observation=f"{task} obs {t}",
+            action=f"act {t}",
+            reward=r,
+            next_observation=f"{task} obs {t + 1}",
+            valid=v,
+            done=t == len(rewards) - 1,
+            response=f"<action>act {t}</action>",
+        )
+        for t, (r, v) in enumerate(zip(rewards, valid))
+    ]
+    return Trajectory(
+        task_id=task,
+        seed=seed,
+        index=index,
+        steps=steps,
+        won=sum(rewards) > 0,
+        task_score=1.0 if sum(rewards) > 0 else 0.0,
+        task_type="pick",
+        env_name="alfworld",
+    )
 
 
 def test_ids_are_deterministic_and_distinguish_groups():

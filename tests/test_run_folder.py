@@ -103,8 +103,13 @@ run_training(load_config("params.yaml", profile="smoke", overrides=ov), stage="r
 
 def _slow_run(out: Path, seed: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), "TQDM_DISABLE": "1"}
-    return subprocess.Popen([sys.executable, "-c", SLOW_RUN, str(out), str(seed)], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", SLOW_RUN, str(out), str(seed)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def test_a_second_writer_fails_at_once_naming_the_first(tmp_path):
@@ -137,8 +142,9 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_with_a_message(tmp_path):
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    (tmp_path / LOCK_FILE).write_text(f'{{"pid": {dead.pid}, "host": "here", "command": "scpo train", '
-                                      f'"since": "2026-01-01T00:00:00+00:00"}}')
+    (tmp_path / LOCK_FILE).write_text(
+        f'{{"pid": {dead.pid}, "host": "here", "command": "scpo train", "since": "2026-01-01T00:00:00+00:00"}}'
+    )
     with RunLock(tmp_path) as lock:
         assert lock.note is not None
         assert f"took over the lock left by pid {dead.pid}" in lock.note and "is no longer running" in lock.note

@@ -11,8 +11,9 @@ from scpo.scorers import ScorerError, make_scorer
 def test_lexical_scores_by_hand():
     s = make_scorer("lexical")
     # Indel ratio: abcd vs abce -> 1 - 2 / 8 ; identical -> 1 ; disjoint -> 0
-    np.testing.assert_allclose(s.score([("abcd", "abce"), ("go to desk 1", "go to desk 1"), ("ab", "cd")]),
-                               [0.75, 1.0, 0.0])
+    np.testing.assert_allclose(
+        s.score([("abcd", "abce"), ("go to desk 1", "go to desk 1"), ("ab", "cd")]), [0.75, 1.0, 0.0]
+    )
     np.testing.assert_allclose(s.score_matrix(["abcd", "ab"], ["abce", "ab"]), [[0.75, 2 / 3], [2 / 3, 1.0]])
 
 
@@ -20,7 +21,7 @@ def test_pair_cache_counts_hits_and_is_symmetric_for_lexical():
     s = make_scorer("lexical")
     s.score([("a b", "a c"), ("x", "y")])
     assert s.stats["pairs_scored"] == 2 and s.stats["cache_hits"] == 0
-    out = s.score([("a c", "a b"), ("x", "y"), ("x", "y")])      # reversed pair hits the symmetric cache
+    out = s.score([("a c", "a b"), ("x", "y"), ("x", "y")])  # reversed pair hits the symmetric cache
     assert s.stats["pairs_scored"] == 2 and s.stats["cache_hits"] == 3
     assert s.stats["cache_hit_rate"] == pytest.approx(3 / 5)
     assert out[1] == out[2]
@@ -47,11 +48,16 @@ def minilm():
 
 
 def test_bi_encoder_default_model_loads_offline_and_ranks_paraphrases_higher(minilm):
-    scores = minilm.score([("go to the desk", "walk over to the desk"), ("go to the desk", "the fridge is closed"),
-                           ("take the mug", "take the mug")])
+    scores = minilm.score(
+        [
+            ("go to the desk", "walk over to the desk"),
+            ("go to the desk", "the fridge is closed"),
+            ("take the mug", "take the mug"),
+        ]
+    )
     assert np.all((scores >= 0) & (scores <= 1))
     assert scores[0] > scores[1] and scores[2] == pytest.approx(1.0, abs=1e-6)
-    assert minilm.stats["texts_encoded"] == 4                # distinct texts, each encoded once
+    assert minilm.stats["texts_encoded"] == 4  # distinct texts, each encoded once
     minilm.score([("take the mug", "take the mug")])
     assert minilm.stats["cache_hits"] == 1 and minilm.stats["texts_encoded"] == 4
     mat = minilm.score_matrix(["go to the desk"], ["walk over to the desk", "the fridge is closed"])
@@ -66,7 +72,7 @@ def test_cross_encoder_from_a_local_tiny_model(tmp_path):
     pairs = [("go to desk 1", "go to desk 1"), ("open the drawer", "go to desk 1"), ("go to desk 1", "open the drawer")]
     scores = s.score(pairs)
     assert scores.shape == (3,) and np.all((scores > 0) & (scores < 1))
-    assert len(np.unique(scores)) == 3                       # order matters: the cross-encoder is not symmetric
+    assert len(np.unique(scores)) == 3  # order matters: the cross-encoder is not symmetric
     assert s.stats["pairs_scored"] == 3 and s.stats["batches"] == 2
     np.testing.assert_array_equal(s.score(pairs[:1]), scores[:1])
     assert s.stats["cache_hits"] == 1
@@ -74,11 +80,16 @@ def test_cross_encoder_from_a_local_tiny_model(tmp_path):
     from scpo.credit import compute_advantages
     from scpo.rollout_types import RolloutBatch
 
-    b = RolloutBatch.from_columns(group_id=[0, 0, 0, 0], traj_id=[0, 0, 1, 1], step=[0, 1, 0, 1], reward=[0, 10, 0, 0],
-                                  action=["go to desk 1", "open the drawer", "go to desk 1", "open the drawer"])
+    b = RolloutBatch.from_columns(
+        group_id=[0, 0, 0, 0],
+        traj_id=[0, 0, 1, 1],
+        step=[0, 1, 0, 1],
+        reward=[0, 10, 0, 0],
+        action=["go to desk 1", "open the drawer", "go to desk 1", "open the drawer"],
+    )
     res = compute_advantages("scpo", b, scorer=s, tau=0.0)
     credit, score = res.diagnostics["scpo_credit"][2:], res.diagnostics["scpo_score"][2:]
     gap = res.diagnostics["scpo_gap"][2:]
-    assert score[0] > 0 and credit[0] > 0                    # tau 0: the first failed step is always credited
+    assert score[0] > 0 and credit[0] > 0  # tau 0: the first failed step is always credited
     np.testing.assert_allclose(credit, score * gap)
     assert res.stats["scpo_cache_hits"] + res.stats["scpo_pairs_scored"] > 0

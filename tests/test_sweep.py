@@ -16,7 +16,10 @@ from scpo.pipeline.sweep import grid_points, parse_grid, point_parameters, point
 
 def test_parse_grid_yaml_values():
     assert parse_grid(["method=grpo,scpo", "credit.scpo.tau=0.6,0.8", "seed=0"]) == {
-        "method": ["grpo", "scpo"], "credit.scpo.tau": [0.6, 0.8], "seed": [0]}
+        "method": ["grpo", "scpo"],
+        "credit.scpo.tau": [0.6, 0.8],
+        "seed": [0],
+    }
     for bad in (["method"], ["=1,2"], ["a=1", "a=2"], []):
         with pytest.raises(ValueError):
             parse_grid(bad)
@@ -30,8 +33,11 @@ def test_grid_points_product_in_order():
 
 
 def test_parameters_route_dotted_keys_into_overrides():
-    params = point_parameters({"method": "scpo", "credit.scpo.tau": 0.8, "report.methods": ["grpo"]},
-                              ["method", "overrides"], base={"overrides": "train.iterations=1"})
+    params = point_parameters(
+        {"method": "scpo", "credit.scpo.tau": 0.8, "report.methods": ["grpo"]},
+        ["method", "overrides"],
+        base={"overrides": "train.iterations=1"},
+    )
     assert params == {"method": "scpo", "overrides": 'train.iterations=1; credit.scpo.tau=0.8; report.methods=["grpo"]'}
     with pytest.raises(ValueError, match="'lr'"):
         point_parameters({"lr": 1}, ["method", "overrides"])
@@ -49,7 +55,8 @@ def _notebook(path):
         "pathlib.Path(out_dir).mkdir(parents=True)  # fails when two points share a folder\n"
         "(pathlib.Path(out_dir) / 'run.txt').write_text(str(x))\n"
         "json.dump({'x2': 2 * x, 'x': 'the run summary names x too', 'nested': {'overrides': overrides}},\n"
-        "          open(summary_json, 'w'))")
+        "          open(summary_json, 'w'))"
+    )
     nb.cells = [params, body]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, path)
@@ -97,15 +104,17 @@ def test_the_sweep_command_exits_1_when_a_point_fails(tmp_path):
 def _config_notebook(path):
     """A notebook taking params / profile / overrides (as the project's notebooks do) that reports what it got."""
     nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('params = "params.yaml"\nprofile = ""\noverrides = ""\nmethod = "gigpo"\n'
-                                       'summary_json = ""')
+    params = nbformat.v4.new_code_cell(
+        'params = "params.yaml"\nprofile = ""\noverrides = ""\nmethod = "gigpo"\nsummary_json = ""'
+    )
     params.metadata["tags"] = ["parameters"]
     body = nbformat.v4.new_code_cell(
         "import json\n"
         "from scpo.pipeline.notebook import notebook_config\n"
         "cfg, root = notebook_config(params, profile, overrides, **{'credit.method': method})\n"
         "json.dump({'profile': cfg.profile, 'iterations': cfg.train.iterations, 'method': cfg.credit.method},\n"
-        "          open(summary_json, 'w'))")
+        "          open(summary_json, 'w'))"
+    )
     nb.cells = [params, body]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, path)
@@ -114,9 +123,23 @@ def _config_notebook(path):
 
 def test_profile_and_set_reach_every_point(tmp_path, repo_root):
     notebook = _config_notebook(tmp_path / "cfg.ipynb")
-    result = CliRunner().invoke(app, ["sweep", str(notebook), "--grid", "method=grpo,scpo", "--out",
-                                      str(tmp_path / "out"), "--params", str(repo_root / "params.yaml"),
-                                      "--profile", "smoke", "--set", "train.iterations=7"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            str(notebook),
+            "--grid",
+            "method=grpo,scpo",
+            "--out",
+            str(tmp_path / "out"),
+            "--params",
+            str(repo_root / "params.yaml"),
+            "--profile",
+            "smoke",
+            "--set",
+            "train.iterations=7",
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = pd.read_csv(tmp_path / "out" / "summary.csv")
     assert summary["method"].tolist() == ["grpo", "scpo"] and summary["result.method"].tolist() == ["grpo", "scpo"]
@@ -125,9 +148,21 @@ def test_profile_and_set_reach_every_point(tmp_path, repo_root):
 
 def test_a_bad_point_config_stops_the_sweep_before_anything_runs(tmp_path, repo_root):
     notebook = _config_notebook(tmp_path / "cfg.ipynb")
-    result = CliRunner().invoke(app, ["sweep", str(notebook), "--grid", "method=grpo,nosuch", "--out",
-                                      str(tmp_path / "out"), "--params", str(repo_root / "params.yaml"),
-                                      "--set", "train.iterations=7"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            str(notebook),
+            "--grid",
+            "method=grpo,nosuch",
+            "--out",
+            str(tmp_path / "out"),
+            "--params",
+            str(repo_root / "params.yaml"),
+            "--set",
+            "train.iterations=7",
+        ],
+    )
     assert result.exit_code == 2
     assert "point method-nosuch:" in result.stderr and "nosuch" in result.stderr
     assert not (tmp_path / "out").exists()
@@ -140,7 +175,8 @@ def _gpu_notebook(path):
     params.metadata["tags"] = ["parameters"]
     body = nbformat.v4.new_code_cell(
         "import json, os\n"
-        "json.dump({'x2': 2 * x, 'gpu': os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}, open(summary_json, 'w'))")
+        "json.dump({'x2': 2 * x, 'gpu': os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}, open(summary_json, 'w'))"
+    )
     nb.cells = [params, body]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, path)
@@ -155,8 +191,7 @@ def test_local_backend_gives_each_point_one_gpu(tmp_path):
     assert summary["x"].tolist() == [1, 2, 3, 4] and (summary["status"] == "ok").all()
     assert summary["result.x2"].tolist() == [2, 4, 6, 8]
     assert set(summary["result.gpu"].astype(str)) <= {"0", "1"} and len(set(summary["result.gpu"].astype(str))) >= 1
-    failing = run_sweep(_notebook(tmp_path / "fail.ipynb"), ["x=2,3"], tmp_path / "local_fail", backend="local",
-                        jobs=2)
+    failing = run_sweep(_notebook(tmp_path / "fail.ipynb"), ["x=2,3"], tmp_path / "local_fail", backend="local", jobs=2)
     assert failing["status"].iloc[0] == "ok" and failing["status"].iloc[1].startswith("failed:")
     # the notebook's own error, read from the Papermill process's output, as the serial backend reports it
     assert failing["status"].iloc[1] == "failed: AssertionError: x = 3 fails on purpose (In [3]: import json, pathlib)"
@@ -168,6 +203,7 @@ def test_ray_backend_runs_points_as_ray_tasks_and_writes_the_serial_summary(tmp_
     """A local Ray instance (CPU: 0 GPUs per point) runs 4 points, one of them failing; summary.csv and summary.md
     are the serial sweep's, byte for byte once the two parent folders' names (of equal length) are set aside."""
     import ray  # the dev extra installs it
+
     notebook = _notebook(tmp_path / "nb.ipynb")
     grid = ["x=1,2,3,4", "a.b=7"]
     (tmp_path / "serial").mkdir()

@@ -16,12 +16,25 @@ from scpo.credit.registry import METHODS
 from scpo.envs import corridor
 from scpo.rollout_types import RolloutBatch
 
-SMOKE = {"policy.tiny_hidden_size": 32, "policy.tiny_layers": 1, "policy.tiny_heads": 2, "policy.tiny_vocab_size": 300,
-         "policy.max_new_tokens": 10, "env.name": "corridor", "env.corridor.max_steps": 5, "rollout.n_tasks": 2,
-         "rollout.group_size": 3,
-         "train.iterations": 2, "train.checkpoint_every": 1, "train.sft.n_demos": 12, "train.sft.epochs": 8,
-         "train.sft.lr": 3e-3, "train.lr": 1e-3, "eval.n_episodes": 3,
-         "train.skip_zero_advantage": False}  # every iteration takes optimizer steps, whatever the groups' rewards
+SMOKE = {
+    "policy.tiny_hidden_size": 32,
+    "policy.tiny_layers": 1,
+    "policy.tiny_heads": 2,
+    "policy.tiny_vocab_size": 300,
+    "policy.max_new_tokens": 10,
+    "env.name": "corridor",
+    "env.corridor.max_steps": 5,
+    "rollout.n_tasks": 2,
+    "rollout.group_size": 3,
+    "train.iterations": 2,
+    "train.checkpoint_every": 1,
+    "train.sft.n_demos": 12,
+    "train.sft.epochs": 8,
+    "train.sft.lr": 3e-3,
+    "train.lr": 1e-3,
+    "eval.n_episodes": 3,
+    "train.skip_zero_advantage": False,
+}  # every iteration takes optimizer steps, whatever the groups' rewards
 
 
 @pytest.fixture(scope="module")
@@ -55,16 +68,34 @@ def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path, alfworld
 
     env = "alfworld" if method in PLANNER_METHODS else "corridor"
     _, sft = sft_run
-    cfg = load_config("params.yaml", profile="smoke", overrides={
-        **SMOKE, "env.name": env, "env.alfworld.max_steps": 5, "credit.method": method,
-        "data.root": str(alfworld_data_root.parent), "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path)})
+    cfg = load_config(
+        "params.yaml",
+        profile="smoke",
+        overrides={
+            **SMOKE,
+            "env.name": env,
+            "env.alfworld.max_steps": 5,
+            "credit.method": method,
+            "data.root": str(alfworld_data_root.parent),
+            "train.init_from": sft["run_dir"],
+            "train.out_dir": str(tmp_path),
+        },
+    )
     summary = run_training(cfg, stage="rl")
     run = tmp_path / env / method / "seed0"
     assert summary["iterations"] == 2 and summary["method"] == method
     hist = pd.read_csv(run / "history.csv")
     assert hist["iteration"].tolist() == [0, 1]
-    for col in ("charts/success_rate", "credit/frac_all_failed_groups", "losses/clipfrac", "losses/kl", "perf/env_s",
-                "perf/gen_s", "perf/credit_s", "perf/update_s"):
+    for col in (
+        "charts/success_rate",
+        "credit/frac_all_failed_groups",
+        "losses/clipfrac",
+        "losses/kl",
+        "perf/env_s",
+        "perf/gen_s",
+        "perf/credit_s",
+        "perf/update_s",
+    ):
         assert col in hist and hist[col].notna().all(), col
     assert np.isfinite(hist["losses/pg"]).all() and (hist["losses/n_updates"] >= 1).all()
     batch = RolloutBatch.read(run / "rollouts" / "iter_0001.parquet")
@@ -88,9 +119,19 @@ def test_steps_without_signal_move_the_policy_only_when_not_skipped(skip, sft_ru
     from scpo.train.runner import run_training
 
     _, sft = sft_run
-    cfg = load_config("params.yaml", profile="smoke", overrides={
-        **SMOKE, "env.corridor.max_steps": 1, "train.iterations": 1, "credit.method": "gigpo",
-        "train.skip_zero_advantage": skip, "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path)})
+    cfg = load_config(
+        "params.yaml",
+        profile="smoke",
+        overrides={
+            **SMOKE,
+            "env.corridor.max_steps": 1,
+            "train.iterations": 1,
+            "credit.method": "gigpo",
+            "train.skip_zero_advantage": skip,
+            "train.init_from": sft["run_dir"],
+            "train.out_dir": str(tmp_path),
+        },
+    )
     run_training(cfg, stage="rl")
     run = tmp_path / "corridor" / "gigpo" / "seed0"
     hist = pd.read_csv(run / "history.csv")
@@ -132,8 +173,16 @@ def test_evaluation_repeats_each_game_with_independent_episodes(sft_run, tmp_pat
 
     monkeypatch.setattr(corridor, "make_env", counting_make_env)
     _, sft = sft_run
-    cfg = load_config("params.yaml", profile="smoke", overrides={
-        **SMOKE, "eval.n_episodes": 4, "eval.episodes_per_task": 3, "env.corridor.eval_splits": ["valid_unseen"]})
+    cfg = load_config(
+        "params.yaml",
+        profile="smoke",
+        overrides={
+            **SMOKE,
+            "eval.n_episodes": 4,
+            "eval.episodes_per_task": 3,
+            "env.corridor.eval_splits": ["valid_unseen"],
+        },
+    )
     result = run_evaluation(cfg, checkpoint=sft["run_dir"], out_dir=tmp_path)
     split = result["splits"]["valid_unseen"]
     assert split["n"] == 12 == sum(t["n"] for t in split["per_task_type"].values())
@@ -158,8 +207,11 @@ def test_rl_start_base_ignores_the_warm_start_and_sft_is_skipped(sft_run, tmp_pa
         same = all(torch.equal(saved[k], warm[k]) for k in warm)
         assert same == (start == "warm_start") and summary["rl_start"] == start
         assert summary["init_from"].endswith("init_model") == (start == "base")
-    skipped = run_training(load_config("params.yaml", profile="smoke", overrides={**base, "train.rl_start": "base"}),
-                           stage="sft", out_dir=tmp_path / "sft")
+    skipped = run_training(
+        load_config("params.yaml", profile="smoke", overrides={**base, "train.rl_start": "base"}),
+        stage="sft",
+        out_dir=tmp_path / "sft",
+    )
     assert skipped["skipped"].startswith("train.rl_start=base") and not (tmp_path / "sft" / "model").exists()
     assert json.loads((tmp_path / "sft" / "summary.json").read_text())["stage"] == "sft"
 
@@ -172,9 +224,18 @@ def test_kl_reference_base_measures_kl_to_the_profile_model(sft_run, tmp_path, m
     _, sft = sft_run
     kl = {}
     for ref in ("start", "base"):
-        cfg = load_config("params.yaml", profile="smoke", overrides={
-            **SMOKE, "train.iterations": 1, "credit.method": "gigpo", "train.kl_reference": ref,
-            "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path / ref)})
+        cfg = load_config(
+            "params.yaml",
+            profile="smoke",
+            overrides={
+                **SMOKE,
+                "train.iterations": 1,
+                "credit.method": "gigpo",
+                "train.kl_reference": ref,
+                "train.init_from": sft["run_dir"],
+                "train.out_dir": str(tmp_path / ref),
+            },
+        )
         run_training(cfg, stage="rl")
         kl[ref] = pd.read_csv(tmp_path / ref / "corridor" / "gigpo" / "seed0" / "history.csv")["losses/kl"].iloc[0]
     assert kl["start"] < 0.05 < kl["base"]

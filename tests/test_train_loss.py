@@ -12,7 +12,8 @@ from scpo.train.loss import clipped_surrogate, low_var_kl, masked_mean, policy_l
 
 
 def test_clipped_surrogate_matches_hand_computed_values():
-    # ratios 1.5 (A=+1: clipped to 1.2), 0.5 (A=+1: unclipped 0.5 is the min), 1.5 (A=-1: -1.5 is the min), 0.5 (A=-1: clip 0.8)
+    # ratios 1.5 (A=+1: clipped to 1.2), 0.5 (A=+1: unclipped 0.5 is the min),
+    #        1.5 (A=-1: -1.5 is the min), 0.5 (A=-1: clip 0.8)
     old = torch.zeros(1, 4)
     logp = torch.log(torch.tensor([[1.5, 0.5, 1.5, 0.5]]))
     adv = torch.tensor([[1.0, 1.0, -1.0, -1.0]])
@@ -65,15 +66,24 @@ def test_response_logprobs_equal_unpadded_forward():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=20, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                         num_attention_heads=2, num_key_value_heads=2, pad_token_id=0)).eval()
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=20,
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            pad_token_id=0,
+        )
+    ).eval()
     prompts, responses = [[3, 4, 5, 6], [7, 8]], [[9, 10], [11, 12, 13]]
     with torch.no_grad():
         logp, mask, ent = response_logprobs(model, prompts, responses, pad_id=0, temperature=2.0, with_entropy=True)
         for i, (p, r) in enumerate(zip(prompts, responses)):
             full = torch.log_softmax(model(torch.tensor([p + r])).logits[0] / 2.0, -1)
             expect = [full[len(p) - 1 + k, tok].item() for k, tok in enumerate(r)]
-            assert logp[i, :len(r)].tolist() == pytest.approx(expect, abs=1e-5)
+            assert logp[i, : len(r)].tolist() == pytest.approx(expect, abs=1e-5)
             assert mask[i].sum().item() == len(r)
     assert (ent[mask > 0] > 0).all() and (ent[mask == 0] == 0).all()
 
@@ -91,8 +101,18 @@ def test_dual_clip_bounds_negative_advantage_tokens_by_hand():
     dual, clipped, lower = clipped_surrogate(logp, old, adv, mask, clip_ratio=0.2, dual_clip_c=3.0, with_lower=True)
     assert torch.allclose(dual, torch.tensor([[3.0, 2.0, -1.2, 1.6]]), atol=1e-6)
     assert lower.tolist() == [[1.0, 0.0, 0.0, 0.0]] and clipped.tolist() == [[0.0, 0.0, 1.0, 1.0]]
-    loss, stats = policy_loss(logp[:, :1], old[:, :1], None, adv[0, :1], mask[:, :1], None, clip_ratio=0.2, kl_coef=0.0,
-                              entropy_coef=0.0, dual_clip_c=3.0)
+    loss, stats = policy_loss(
+        logp[:, :1],
+        old[:, :1],
+        None,
+        adv[0, :1],
+        mask[:, :1],
+        None,
+        clip_ratio=0.2,
+        kl_coef=0.0,
+        entropy_coef=0.0,
+        dual_clip_c=3.0,
+    )
     assert loss.item() == pytest.approx(3.0) and stats["clipfrac_lower"] == 1.0
     with pytest.raises(ValueError, match="dual_clip_c=1.0 must be > 1"):
         clipped_surrogate(logp, old, adv, mask, clip_ratio=0.2, dual_clip_c=1.0)

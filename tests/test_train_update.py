@@ -33,8 +33,10 @@ def _choice_setup():
     model = build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=0)
     reference = build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=0).requires_grad_(False)
     prompt = tok("room 1 of 3", add_special_tokens=False)["input_ids"]
-    cands = [tok(f"<action>{c}</action>", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-             for c in ("go east", "go west", "look")]
+    cands = [
+        tok(f"<action>{c}</action>", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        for c in ("go east", "go west", "look")
+    ]
     return tok, model, reference, prompt, cands
 
 
@@ -70,8 +72,14 @@ def test_ratio_over_tokens_ignores_the_candidates():
     # the token path is exactly the update of the same answer given without candidates
     m = build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=0)
     train_cfg = load_config(None, overrides=cfg).train
-    ppo_update(m, None, torch.optim.AdamW(m.parameters(), lr=1e-2), [StepSample(prompt, cands[0], 1.0)],
-               pad_id=tok.pad_token_id, train_cfg=train_cfg)
+    ppo_update(
+        m,
+        None,
+        torch.optim.AdamW(m.parameters(), lr=1e-2),
+        [StepSample(prompt, cands[0], 1.0)],
+        pad_id=tok.pad_token_id,
+        train_cfg=train_cfg,
+    )
     plain = torch.cat([p.detach().flatten() for p in m.parameters()])
     assert torch.equal(runs["tokens"], plain) and not torch.equal(runs["admissible"], plain)
 
@@ -93,18 +101,32 @@ def test_micro_batches_accumulate_the_minibatch_gradient():
     with choice steps (one unit) and generated answers (a unit per token) weighted as in the whole minibatch."""
     tok, _, _, prompt, cands = _choice_setup()
     long_prompt = tok("room 1 of 3 go west open door", add_special_tokens=False)["input_ids"]
-    samples = [StepSample(prompt, cands[2], 1.0, candidates=cands), StepSample(prompt, cands[0], -0.5),
-               StepSample(long_prompt, cands[1], 2.0), StepSample(long_prompt, cands[0], -1.0, candidates=cands),
-               StepSample(prompt, cands[1] + cands[2], 0.7)]
+    samples = [
+        StepSample(prompt, cands[2], 1.0, candidates=cands),
+        StepSample(prompt, cands[0], -0.5),
+        StepSample(long_prompt, cands[1], 2.0),
+        StepSample(long_prompt, cands[0], -1.0, candidates=cands),
+        StepSample(prompt, cands[1] + cands[2], 0.7),
+    ]
     params, stats = [], []
     for micro in (None, 2, 1):
         model = build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=0)
         reference = build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=3).requires_grad_(False)
-        train_cfg = load_config(None, overrides={"train.lr": 1e-2, "train.minibatch_size": 5,
-                                                 "train.micro_batch_size": micro}).train
+        train_cfg = load_config(
+            None, overrides={"train.lr": 1e-2, "train.minibatch_size": 5, "train.micro_batch_size": micro}
+        ).train
         opt = torch.optim.SGD(model.parameters(), lr=train_cfg.lr)
-        stats.append(ppo_update(model, reference, opt, samples, pad_id=tok.pad_token_id, train_cfg=train_cfg,
-                                generator=torch.Generator().manual_seed(0)))
+        stats.append(
+            ppo_update(
+                model,
+                reference,
+                opt,
+                samples,
+                pad_id=tok.pad_token_id,
+                train_cfg=train_cfg,
+                generator=torch.Generator().manual_seed(0),
+            )
+        )
         params.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
     base = build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=0)
     moved = (params[0] - torch.cat([p.detach().flatten() for p in base.parameters()])).abs().max()
@@ -140,7 +162,9 @@ def test_zero_advantage_steps_count_in_the_token_mean_when_kept():
     for skip, pg, n in ((False, -0.6, 2), (True, -1.0, 1)):
         samples, n_steps = update_samples(trajectories, np.array([1.0, 0.0]), skip)
         assert (len(samples), n_steps) == (n, 2)
-        train_cfg = load_config(None, overrides={"train.lr": 1e-12, "train.kl_coef": 0.0, "train.entropy_coef": 0.0}).train
+        train_cfg = load_config(
+            None, overrides={"train.lr": 1e-12, "train.kl_coef": 0.0, "train.entropy_coef": 0.0}
+        ).train
         opt = torch.optim.AdamW(model.parameters(), lr=train_cfg.lr)
         stats = ppo_update(model, reference, opt, samples, pad_id=tok.pad_token_id, train_cfg=train_cfg)
         assert stats["pg"] == pytest.approx(pg, abs=1e-5)

@@ -1,6 +1,6 @@
-"""The vLLM engine against the stand-in `vllm` package of checks/gpu/standin (no GPU here): prompts truncated like the CPU
-engine's, sampling outside the trainer's autocast, the V1 model runner unless asked otherwise, and a weight sync that
-runs under no_grad in vLLM's config context with detached tensors in the engine's dtype, skips tied weights, checks
+"""The vLLM engine against the stand-in `vllm` package of checks/gpu/standin (no GPU here): prompts truncated like the
+CPU engine's, sampling outside the trainer's autocast, the V1 model runner unless asked otherwise, and a weight sync
+that runs under no_grad in vLLM's config context with detached tensors in the engine's dtype, skips tied weights, checks
 `reset_prefix_cache()`, and is verified by an exact parameter comparison and probe prompts, failing loudly."""
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from scpo.policy import Policy
+from scpo.policy import Policy, PromptTooLongError
 from scpo.policy.tiny import build_tiny_model, train_tokenizer
-from scpo.policy import PromptTooLongError
 
 STANDIN = Path(__file__).resolve().parents[1] / "checks" / "gpu" / "standin"
 
-CORPUS = ["You are in room 1 of 3. Admissible actions: look, go east, go west",
-          "You see a key here. Your task is to: open the door at the end with the key"] * 5
+CORPUS = [
+    "You are in room 1 of 3. Admissible actions: look, go east, go west",
+    "You see a key here. Your task is to: open the door at the end with the key",
+] * 5
 
 
 def _drop_vllm_modules() -> None:
@@ -110,8 +111,8 @@ def test_v1_model_runner_unless_asked_otherwise(standin, tmp_path, runner, env, 
 @pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied"])
 def test_sync_loads_detached_weights_in_the_engine_dtype_under_no_grad(standin, tmp_path, tie):
     """Every trainer parameter under its checkpoint name, once: a tied lm_head is not sent (vLLM ties it itself), an
-    untied one is; tensors detached, already in vLLM's dtype (bfloat16 from float32 trainer weights); the load runs under
-    no_grad, outside autocast and inside vLLM's config context; the prefix cache is reset."""
+    untied one is; tensors detached, already in vLLM's dtype (bfloat16 from float32 trainer weights); the load runs
+    under no_grad, outside autocast and inside vLLM's config context; the prefix cache is reset."""
     policy = _policy(tie=tie)
     engine = _engine(policy, tmp_path, dtype="bfloat16")
     _update(policy)
@@ -148,18 +149,21 @@ def test_parameter_comparison_is_exact_and_sees_the_fused_layout(standin, tmp_pa
     assert qkv and "model.layers.0.self_attn.q_proj.weight" not in dict(engine.vllm_model().named_parameters())
 
 
-@pytest.mark.parametrize("fault, message", [
-    ("drop_weights", r"max \|diff\| [0-9.]+ \(must be 0\)"),
-    ("nan", r"1 NaN"),
-    ("reset_returns", r"did not reset its prefix cache"),
-])
+@pytest.mark.parametrize(
+    "fault, message",
+    [
+        ("drop_weights", r"max \|diff\| [0-9.]+ \(must be 0\)"),
+        ("nan", r"1 NaN"),
+        ("reset_returns", r"did not reset its prefix cache"),
+    ],
+)
 def test_a_failed_sync_stops_with_an_error(standin, tmp_path, fault, message):
     from scpo.rollout.vllm_engine import WeightSyncError
 
     policy = _policy()
     engine = _engine(policy, tmp_path)
     _update(policy)
-    standin.FAULTS[fault] = False if fault == "reset_returns" else True
+    standin.FAULTS[fault] = fault != "reset_returns"
     with pytest.raises(WeightSyncError, match=message):
         engine.sync_weights(policy)
 
@@ -213,8 +217,9 @@ def test_sync_merges_lora_under_the_base_names(standin, tmp_path):
     base_names = [n for n, _ in policy.model.named_parameters()]
     base_q = policy.model.model.layers[0].self_attn.q_proj.weight.detach().clone()
     engine = _engine(policy, tmp_path)
-    policy.model = get_peft_model(policy.model, LoraConfig(r=2, lora_alpha=4, target_modules="all-linear",
-                                                           task_type="CAUSAL_LM"))
+    policy.model = get_peft_model(
+        policy.model, LoraConfig(r=2, lora_alpha=4, target_modules="all-linear", task_type="CAUSAL_LM")
+    )
     with torch.no_grad():
         for name, p in policy.model.named_parameters():
             if "lora_B" in name:

@@ -9,12 +9,25 @@ import random
 import pytest
 
 from scpo.data.webshop_data import prepare_webshop_raw
-from scpo.envs.webshop.catalogue import (GENERATED_PRODUCT_FILE, build_catalogue, load_catalogue, parse_category,
-                                         split_ranges)
-from scpo.envs.webshop.generate import (BEAUTY_COLORS, BEAUTY_SIZES, CLOTHING_SIZES, DEVICE_COLORS, FLAVORS,
-                                        FURNITURE_COLORS, SHOE_SIZES, option_schema)
-from scpo.envs.webshop.goals import order_goals, price_clause, random_idx
+from scpo.envs.webshop.catalogue import (
+    GENERATED_PRODUCT_FILE,
+    build_catalogue,
+    load_catalogue,
+    parse_category,
+    split_ranges,
+)
 from scpo.envs.webshop.fuzzy import full_process
+from scpo.envs.webshop.generate import (
+    BEAUTY_COLORS,
+    BEAUTY_SIZES,
+    CLOTHING_SIZES,
+    DEVICE_COLORS,
+    FLAVORS,
+    FURNITURE_COLORS,
+    SHOE_SIZES,
+    option_schema,
+)
+from scpo.envs.webshop.goals import order_goals, price_clause, random_idx
 from scpo.envs.webshop.reward import normalize_color, webshop_reward
 from scpo.envs.webshop.source import find_original_files, load_products, parse_pricing
 
@@ -26,30 +39,48 @@ def small_catalogue(webshop_sample_dir, tmp_path_factory):
     return summary, out, load_catalogue(out.parent)
 
 
-@pytest.mark.parametrize("instruction, attributes, expected", [
-    ("Find me hair treatment oils for hair treatment, damaged hair", ["hair treatment", "damaged hair"],
-     "hair treatment oils"),
-    ("Find me fragrance free, anti aging eyes care with green tea, hyaluronic acid for dark circles",
-     ["fragrance free", "anti aging", "green tea", "hyaluronic acid", "dark circles"], "eyes care"),
-    ("Find me cruelty free, high quality makeup brushes & tools", ["cruelty free", "high quality"],
-     "makeup brushes & tools"),
-    ("Find me machine wash men's underwear with comfortable fit for everyday wear",
-     ["machine wash", "comfortable fit", "everyday wear"], "men's underwear"),
-    ("I want some shoes", ["rubber sole"], None),
-])
+@pytest.mark.parametrize(
+    "instruction, attributes, expected",
+    [
+        (
+            "Find me hair treatment oils for hair treatment, damaged hair",
+            ["hair treatment", "damaged hair"],
+            "hair treatment oils",
+        ),
+        (
+            "Find me fragrance free, anti aging eyes care with green tea, hyaluronic acid for dark circles",
+            ["fragrance free", "anti aging", "green tea", "hyaluronic acid", "dark circles"],
+            "eyes care",
+        ),
+        (
+            "Find me cruelty free, high quality makeup brushes & tools",
+            ["cruelty free", "high quality"],
+            "makeup brushes & tools",
+        ),
+        (
+            "Find me machine wash men's underwear with comfortable fit for everyday wear",
+            ["machine wash", "comfortable fit", "everyday wear"],
+            "men's underwear",
+        ),
+        ("I want some shoes", ["rubber sole"], None),
+    ],
+)
 def test_parse_category(instruction, attributes, expected):
     assert parse_category(instruction, attributes) == expected
 
 
-@pytest.mark.parametrize("category, groups, first_values", [
-    ("women's boots", ["size", "color"], SHOE_SIZES),
-    ("men's t-shirts & tanks", ["size", "color"], CLOTHING_SIZES),
-    ("bar stools", ["color", "size"], FURNITURE_COLORS),
-    ("hdmi cables", ["color", "size", "style"], DEVICE_COLORS),
-    ("snack nuts & seeds", ["flavor", "size"], FLAVORS),
-    ("hair treatment oils", ["size", "scent"], BEAUTY_SIZES),
-    ("lips makeup", ["color", "size"], BEAUTY_COLORS),
-])
+@pytest.mark.parametrize(
+    "category, groups, first_values",
+    [
+        ("women's boots", ["size", "color"], SHOE_SIZES),
+        ("men's t-shirts & tanks", ["size", "color"], CLOTHING_SIZES),
+        ("bar stools", ["color", "size"], FURNITURE_COLORS),
+        ("hdmi cables", ["color", "size", "style"], DEVICE_COLORS),
+        ("snack nuts & seeds", ["flavor", "size"], FLAVORS),
+        ("hair treatment oils", ["size", "scent"], BEAUTY_SIZES),
+        ("lips makeup", ["color", "size"], BEAUTY_COLORS),
+    ],
+)
 def test_option_schema_by_category_words(category, groups, first_values):
     schema = option_schema(category)
     assert list(schema) == groups and schema[groups[0]] is first_values
@@ -82,10 +113,16 @@ def own(webshop_handmade_dir, tmp_path_factory):
 def test_finds_webshops_files(webshop_handmade_dir, tmp_path):
     found = find_original_files(webshop_handmade_dir)
     assert (found.products.name, found.attributes.name, found.human.name) == (
-        "items_shuffle_1000.json", "items_ins_v2_1000.json", "items_human_ins.json")
+        "items_shuffle_1000.json",
+        "items_ins_v2_1000.json",
+        "items_human_ins.json",
+    )
     raw = prepare_webshop_raw(tmp_path / "webshop", source=webshop_handmade_dir)  # data.webshop_source accepts them
-    assert sorted(p.name for p in raw.iterdir()) == ["items_human_ins.json", "items_ins_v2_1000.json",
-                                                     "items_shuffle_1000.json"]
+    assert sorted(p.name for p in raw.iterdir()) == [
+        "items_human_ins.json",
+        "items_ins_v2_1000.json",
+        "items_shuffle_1000.json",
+    ]
 
 
 def test_products_load_like_webshops_load_products(own):
@@ -93,11 +130,16 @@ def test_products_load_like_webshops_load_products(own):
     assert summary["source"] == "webshop files: items_shuffle_1000.json" and summary["products"] == 4
     assert [p.asin for p in cat.products] == ["B000000001", "B000000002", "B000000003", "B000000004"]  # nan, repeat
     p1, p2, p3, p4 = cat.products
-    assert (p1.title, p1.query, p1.category, p1.price, p1.price_tag) == ("Lumora Tea Tree Shampoo", "shampoo", "beauty",
-                                                                         12.99, "$12.99")
+    assert (p1.title, p1.query, p1.category, p1.price, p1.price_tag) == (
+        "Lumora Tea Tree Shampoo",
+        "shampoo",
+        "beauty",
+        12.99,
+        "$12.99",
+    )
     assert p1.options == {"size": ["8 fl oz (pack of 1)", "16 fl oz"], "scent": ["lavender | mint"]}
     assert p2.price_tag == "$10.0 to $20.5" and p2.price == random.Random(0).uniform(10.0, 20.5)
-    assert p2.features == ("Machine wash",)                       # a string becomes a 1-list
+    assert p2.features == ("Machine wash",)  # a string becomes a 1-list
     assert (p3.price, p3.price_tag, p3.options, p3.attributes) == (100.0, "$100.0", {}, ())
     assert p4.attributes == ("DUMMY_ATTR",) and p4.instruction is None
     assert all(p.rating == "N.A." and p.reviews == () and p.generated == () for p in cat.products)
@@ -113,11 +155,14 @@ def test_synthetic_goals_order_and_weights_equal_webshops(own):
         ("B000000002", {"color": "navy blue", "size": "x-small"}),
         ("B000000002", {"color": "black", "size": "small"}),
         ("B000000001", {"scent": "lavender | mint", "size": "16 fl oz"}),
-        ("B000000002", {"color": "black", "size": "x-small"})]
+        ("B000000002", {"color": "black", "size": "x-small"}),
+    ]
     assert [g.weight for g in cat.goals] == [0.25, 0.5, 0.25, 0.25, 0.5, 0.25]  # mean of 1 / count per attribute
     g = cat.goals[0]
-    assert g.instruction == f"Find me machine wash men's shorts with color: navy blue, and size: small, and price lower " \
-                            f"than {g.price_upper:.2f} dollars"
+    assert (
+        g.instruction == f"Find me machine wash men's shorts with color: navy blue, and size: small, and price lower "
+        f"than {g.price_upper:.2f} dollars"
+    )
     assert (g.name, g.query, g.product_category) == ("Kova Men's Shorts", "men's shorts", "Clothing › Men › Shorts")
     assert summary["goal pool"] == summary["goals"] == 6
 
@@ -131,13 +176,17 @@ def test_human_goals(webshop_handmade_dir, tmp_path):
     assert (g.goal_options, g.weight, g.source) == (("navy blue", "small"), 1.0, "human")
     assert g.instruction.startswith("i want navy blue men's shorts, small size, and price lower than ")
     assert {g.instruction.split(", and price")[0] for g in cat.goals if g.asin == "B000000001"} == {
-        "I need a lavender shampoo", "a big shampoo"}   # '.' stripped at both ends
+        "I need a lavender shampoo",
+        "a big shampoo",
+    }  # '.' stripped at both ends
 
 
 def test_limit_draws_distinct_goals_by_weight():
-    goals = [dict(name=i, weight=w) for i, w in enumerate([1.0, 1.0, 1.0, 100.0, 1.0, 1.0])]
+    goals = [{"name": i, "weight": w} for i, w in enumerate([1.0, 1.0, 1.0, 100.0, 1.0, 1.0])]
     shuffled = order_goals(goals)
-    assert shuffled == random.Random(233).sample(goals, len(goals)) or sorted(g["name"] for g in shuffled) == list(range(6))
+    assert shuffled == random.Random(233).sample(goals, len(goals)) or sorted(g["name"] for g in shuffled) == list(
+        range(6)
+    )
     picked = order_goals(goals, limit=3)
     assert len({g["name"] for g in picked}) == 3 and picked == order_goals(goals, limit=3)
     # random_idx: index i >= 1 takes weight w[i-1], so the goal after the heavy one comes first almost always
@@ -184,8 +233,8 @@ def test_generated_products_are_webshop_records_labelled_generated(small_catalog
     assert again == cat.products
     for p in cat.products:
         assert "name" in p.generated and "pricing" in p.generated and "query" not in p.generated
-        assert p.attributes == tuple(attributes[p.asin]["attributes"])          # real
-        assert p.instruction == attributes[p.asin]["instruction"]                # real
+        assert p.attributes == tuple(attributes[p.asin]["attributes"])  # real
+        assert p.instruction == attributes[p.asin]["instruction"]  # real
         assert p.query in p.title.lower() and p.product_category.endswith(p.query.title()[1:]) is not None
 
 
@@ -205,8 +254,11 @@ def test_goals_are_satisfiable_by_their_product(small_catalogue, webshop_sample_
             assert f"{name}: {value}" in g.instruction
         score = webshop_reward(p, g, dict(g.goal_options)).score
         if score < 1.0:  # only WebShop's colour quirk: the chosen "black1901" becomes "black", not a token of the pair
-            bad = [v for v in g.goal_options.values() if normalize_color(v) != v and
-                   normalize_color(v) not in full_process(v).split()]
+            bad = [
+                v
+                for v in g.goal_options.values()
+                if normalize_color(v) != v and normalize_color(v) not in full_process(v).split()
+            ]
             assert bad, g
             unsatisfiable.append(g.index)
     assert len(unsatisfiable) <= len(cat.goals) // 20
@@ -227,7 +279,8 @@ def test_missing_or_old_catalogue_says_how_to_build_it(small_catalogue, tmp_path
     old.mkdir(parents=True)
     for name in ("products.json", "goals.json"):
         (old / name).write_text((out / "catalogue" / name).read_text())
-    (old / "meta.json").write_text(json.dumps({**json.loads((out / "catalogue" / "meta.json").read_text()),
-                                               "version": 1}))
+    (old / "meta.json").write_text(
+        json.dumps({**json.loads((out / "catalogue" / "meta.json").read_text()), "version": 1})
+    )
     with pytest.raises(ValueError, match="format version 1.*prepare-data"):
         load_catalogue(tmp_path / "old")

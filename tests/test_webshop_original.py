@@ -12,7 +12,8 @@ from scpo.envs.webshop.original import ORIGINAL_MISSING_MESSAGE, make_original_w
 
 
 class FakeOriginal:
-    """The parts of web_agent_site's WebAgentTextEnv the adapter uses: one product, scored 1.0 only with option 'red'."""
+    """The parts of web_agent_site's WebAgentTextEnv the adapter uses: one product, scored 1.0 only with option
+    'red'."""
 
     def __init__(self, n_goals=2000):
         self.server = SimpleNamespace(goals=[{"instruction_text": f"goal {i}"} for i in range(n_goals)])
@@ -26,10 +27,11 @@ class FakeOriginal:
         return f"goal {self.session}"
 
     def get_available_actions(self):
-        return {"search": {"has_search_bar": True, "clickables": ["search"]},
-                "results": {"has_search_bar": False, "clickables": ["back to search", "b0001"]},
-                "item": {"has_search_bar": False, "clickables": ["back to search", "< prev", "red", "blue", "buy now"]},
-                }[self.page]
+        return {
+            "search": {"has_search_bar": True, "clickables": ["search"]},
+            "results": {"has_search_bar": False, "clickables": ["back to search", "b0001"]},
+            "item": {"has_search_bar": False, "clickables": ["back to search", "< prev", "red", "blue", "buy now"]},
+        }[self.page]
 
     def step(self, action):
         self.calls.append(action)
@@ -54,7 +56,12 @@ def test_adapter_plays_an_episode_with_our_interface():
     obs, info = env.reset()
     assert fake.session == 7 and obs.endswith("Search")
     assert info["admissible_commands"] == ["search[<your query>]"]  # the bare "search" button is dropped
-    assert (info["goal"], info["task_id"], info["won"], info["task_score"]) == ("goal 7", "webshop:test:00007", False, 0.0)
+    assert (info["goal"], info["task_id"], info["won"], info["task_score"]) == (
+        "goal 7",
+        "webshop:test:00007",
+        False,
+        0.0,
+    )
     _, reward, done, info = env.step("search[red mug]")
     assert (reward, done, info["action_valid"]) == (0.0, False, True)
     assert info["admissible_commands"] == ["click[back to search]", "click[b0001]"]

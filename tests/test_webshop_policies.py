@@ -36,8 +36,8 @@ def test_search_candidates_come_from_the_instruction_alone(first_500):
         cands = search_candidates(g)
         assert cands[0] == expert_query(g.instruction) and len(set(cands)) == len(cands) == 5
         words = set(expert_query(g.instruction).split())
-        assert all(set(c.split()) <= words for c in cands)           # nothing the agent cannot read
-        assert search_candidates(g) == cands                         # fixed per goal: every method sees the same menu
+        assert all(set(c.split()) <= words for c in cands)  # nothing the agent cannot read
+        assert search_candidates(g) == cands  # fixed per goal: every method sees the same menu
         option_text = ", and ".join(f"{k}: {v}" for k, v in g.goal_options.items())
         if option_text:
             assert cands[1] == cands[0][: -len(" with " + option_text)]
@@ -64,18 +64,22 @@ def test_expert_demo_shape(data_root, first_500):
     actions = webshop.expert_actions(tasks[0], data_root, catalogue=cat)
     assert actions[0] == f"search[{expert_query(goal.instruction)}]"
     assert f"click[{goal.asin.lower()}]" in actions
-    assert actions[-len(goal.goal_options) - 1:] == [f"click[{o}]" for o in goal.option_values] + ["click[buy now]"]
+    assert actions[-len(goal.goal_options) - 1 :] == [f"click[{o}]" for o in goal.option_values] + ["click[buy now]"]
 
 
 def test_random_policy_stays_near_zero_and_is_seeded(first_500):
     cat, tasks = first_500
-    results = [webshop.run_episode(webshop.make_env(t, catalogue=cat), webshop.RandomPolicy(seed=k))
-               for k, t in enumerate(tasks)]
+    results = [
+        webshop.run_episode(webshop.make_env(t, catalogue=cat), webshop.RandomPolicy(seed=k))
+        for k, t in enumerate(tasks)
+    ]
     success = sum(r["won"] for r in results) / len(results)
     assert success < 0.05
     assert all(r["steps"] <= 15 for r in results)
-    again = [webshop.run_episode(webshop.make_env(t, catalogue=cat), webshop.RandomPolicy(seed=k))
-             for k, t in enumerate(tasks[:20])]
+    again = [
+        webshop.run_episode(webshop.make_env(t, catalogue=cat), webshop.RandomPolicy(seed=k))
+        for k, t in enumerate(tasks[:20])
+    ]
     assert again == results[:20]
 
 
@@ -89,8 +93,9 @@ def test_expert_demos_are_valid_model_answers(data_root, first_500):
         for step, action in enumerate(webshop.expert_actions(task_id, data_root, catalogue=cat)):
             prompt = webshop.build_prompt(info["goal"], obs, info["admissible_commands"], history, step)
             assert "Your admissible actions" in prompt
-            projected, valid = webshop.project_action(f"<think>plan</think><action>{action}</action>",
-                                                      info["admissible_commands"])
+            projected, valid = webshop.project_action(
+                f"<think>plan</think><action>{action}</action>", info["admissible_commands"]
+            )
             assert (projected, valid) == (action, True), (task_id, action)
             history.append((obs, action))
             obs, _, _, info = env.step(projected)
@@ -117,16 +122,20 @@ def test_the_sampler_chooses_among_candidate_searches_while_the_prompt_keeps_the
             pass
 
     engine = RecordingEngine()
-    trajs, _ = collect_rollouts(webshop, tasks[:2], 2, engine, env_name="webshop", data_root=str(data_root),
-                                max_steps=3, progress=False)
+    trajs, _ = collect_rollouts(
+        webshop, tasks[:2], 2, engine, env_name="webshop", data_root=str(data_root), max_steps=3, progress=False
+    )
     prompts, choices = engine.seen[0]
     for task_id, prompt, choice in zip([t for t in tasks[:2] for _ in range(2)], prompts, choices):
         goal = cat.goals[int(task_id.split(":")[2])]
         assert choice == [f"search[{q}]" for q in search_candidates(goal)]
         assert "'search[<your query>]'" in prompt and "search[" + search_candidates(goal)[1] not in prompt
     # the first choice (the expert's search) was taken and is a valid step
-    assert all(t.steps[0].action == f"search[{search_candidates(cat.goals[int(t.task_id.split(':')[2])])[0]}]"
-               and t.steps[0].valid for t in trajs)
+    assert all(
+        t.steps[0].action == f"search[{search_candidates(cat.goals[int(t.task_id.split(':')[2])])[0]}]"
+        and t.steps[0].valid
+        for t in trajs
+    )
 
 
 def test_tiny_tokenizer_folds_case_for_webshop_so_a_shown_asin_is_the_clicked_one():
@@ -138,6 +147,6 @@ def test_tiny_tokenizer_folds_case_for_webshop_so_a_shown_asin_is_the_clicked_on
     assert folded.tokenize("B09RPRRNVP") == folded.tokenize("b09rprrnvp")
     assert folded.tokenize("<action>x</action>") == ["<action>", "x", "</action>"] and "</action>" in TAG_TOKENS
     phrase = next(p for p in webshop.PROMPT_PHRASES if any(c.isupper() for c in p))
-    assert len(folded.tokenize(phrase)) == 1                  # the template's fixed phrases stay single tokens
-    cased = train_tokenizer(corpus, vocab_size=300)           # the default (ALFWorld) keeps case
+    assert len(folded.tokenize(phrase)) == 1  # the template's fixed phrases stay single tokens
+    cased = train_tokenizer(corpus, vocab_size=300)  # the default (ALFWorld) keeps case
     assert cased.tokenize("B09RPRRNVP") != cased.tokenize("b09rprrnvp")

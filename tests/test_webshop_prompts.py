@@ -8,8 +8,10 @@ from hypothesis import strategies as st
 from scpo.envs.webshop.prompts import build_prompt, project_action, strip_header
 
 SEARCH_PAGE = "WebShop [SEP] Instruction: [SEP] find a red mug [SEP] Search"
-RESULTS_PAGE = "Instruction: [SEP] find a red mug [SEP] Back to Search [SEP] Page 1 (Total results: 1) " \
-               "[SEP] Next > [SEP] B000000001 [SEP] Red Mug [SEP] $5.99"
+RESULTS_PAGE = (
+    "Instruction: [SEP] find a red mug [SEP] Back to Search [SEP] Page 1 (Total results: 1) "
+    "[SEP] Next > [SEP] B000000001 [SEP] Red Mug [SEP] $5.99"
+)
 ITEM_ADMISSIBLE = ["click[back to search]", "click[< prev]", "click[red]", "click[buy now]"]
 
 
@@ -32,8 +34,11 @@ def test_prompt_shows_the_last_history_length_steps():
     history = [(SEARCH_PAGE, "search[mug]"), (RESULTS_PAGE, "click[b000000001]"), ("item page", "click[red]")]
     p = build_prompt("find a red mug", "item page 2", ITEM_ADMISSIBLE, history, step=3, history_length=2)
     assert "already taken 3 step(s). Below are the most recent 2 observations" in p
-    assert "[Observation 2: 'Back to Search [SEP] Page 1 (Total results: 1) [SEP] Next > [SEP] B000000001 [SEP] Red Mug [SEP] $5.99'," \
-           " Action 2: 'click[b000000001]']" in p
+    assert (
+        "[Observation 2: 'Back to Search [SEP] Page 1 (Total results: 1) [SEP] Next > [SEP] B000000001 [SEP] "
+        "Red Mug [SEP] $5.99',"
+        " Action 2: 'click[b000000001]']" in p
+    )
     assert "[Observation 3: 'item page', Action 3: 'click[red]']" in p
     assert "search[mug]" not in p
     assert "You are now at step 4 and your current observation is: item page 2." in p
@@ -42,11 +47,19 @@ def test_prompt_shows_the_last_history_length_steps():
 
 
 def test_projection_of_well_formed_answers():
-    assert project_action("<think>ok</think><action>click[Buy Now]</action>", ITEM_ADMISSIBLE) == ("click[buy now]", True)
-    assert project_action("<action> search[ Red  Mug ] </action>", ["search[<your query>]"]) == ("search[ red mug ]", True)
+    assert project_action("<think>ok</think><action>click[Buy Now]</action>", ITEM_ADMISSIBLE) == (
+        "click[buy now]",
+        True,
+    )
+    assert project_action("<action> search[ Red  Mug ] </action>", ["search[<your query>]"]) == (
+        "search[ red mug ]",
+        True,
+    )
     # the last tag wins
-    assert project_action("<action>click[red]</action> no, <action>click[< prev]</action>", ITEM_ADMISSIBLE) == \
-        ("click[< prev]", True)
+    assert project_action("<action>click[red]</action> no, <action>click[< prev]</action>", ITEM_ADMISSIBLE) == (
+        "click[< prev]",
+        True,
+    )
 
 
 def test_projection_of_inadmissible_or_malformed_answers():

@@ -3,7 +3,8 @@
     python checks/gpu/build_carry.py [--out checks/gpu/carry] [--piece-mib 60] [--have image_freeze.txt]
 
 Into `--out` (gitignored): `part00`, `part01`, ... (each under `--piece-mib` MiB: the machine takes 64 MiB per call)
-cut from one tar, and `manifest.json` (the tar's sha256, the parts, the wheels, what was left out and why). The tar holds
+cut from one tar, and `manifest.json` (the tar's sha256, the parts, the wheels, what was left out and why).
+The tar holds
 - the pinned vLLM wheel (pyproject's gpu extra), pruned: FlashAttention-2, the MoE kernels and the Rust front end are
   taken out (the H200 runs FlashAttention-3; the check serves dense models offline), RECORD rewritten to match;
 - the wheels of vLLM's dependencies for CPython 3.11 on x86-64 Linux (pip's resolver, as `resolve_env.py`), without
@@ -34,14 +35,25 @@ from resolve_env import ROOT, pinned, platform_args, requirements
 
 CUDA_STACK = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*|flashinfer-.*)$")
 OPTIONAL = {  # vLLM requirements the check does not exercise (name -> why)
-    "torchvision": "image models", "torchaudio": "audio models", "torchcodec": "video decoding",
-    "pynvvideocodec": "video decoding", "opencv-python-headless": "image/video processing",
-    "tokenspeed-mla": "MLA attention kernels (DeepSeek)", "tokenspeed-triton": "MLA attention kernels",
-    "tilelang": "TileLang kernels", "z3-solver": "TileLang", "apache-tvm-ffi": "TileLang/xgrammar FFI",
-    "xgrammar": "structured outputs", "llguidance": "structured outputs", "outlines-core": "structured outputs",
-    "grpcio": "OpenTelemetry export", "opentelemetry-exporter-otlp": "tracing",
-    "opentelemetry-exporter-otlp-proto-grpc": "tracing", "opentelemetry-exporter-otlp-proto-http": "tracing",
-    "numba": "n-gram speculative decoding", "llvmlite": "numba",
+    "torchvision": "image models",
+    "torchaudio": "audio models",
+    "torchcodec": "video decoding",
+    "pynvvideocodec": "video decoding",
+    "opencv-python-headless": "image/video processing",
+    "tokenspeed-mla": "MLA attention kernels (DeepSeek)",
+    "tokenspeed-triton": "MLA attention kernels",
+    "tilelang": "TileLang kernels",
+    "z3-solver": "TileLang",
+    "apache-tvm-ffi": "TileLang/xgrammar FFI",
+    "xgrammar": "structured outputs",
+    "llguidance": "structured outputs",
+    "outlines-core": "structured outputs",
+    "grpcio": "OpenTelemetry export",
+    "opentelemetry-exporter-otlp": "tracing",
+    "opentelemetry-exporter-otlp-proto-grpc": "tracing",
+    "opentelemetry-exporter-otlp-proto-http": "tracing",
+    "numba": "n-gram speculative decoding",
+    "llvmlite": "numba",
 }
 SMOLLM2 = "0.1.2"
 PROJECT_ROOTS = ("gguf>=0.10", "pandas>=2.1", "pyarrow>=14", "accelerate>=0.34")  # what the check's scpo code imports
@@ -56,24 +68,61 @@ def resolve_vllm(version: str, glibc_minor: int = 35) -> list[dict]:
 
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "r.json"
-        cmd = [sys.executable, "-m", "pip", "--isolated", "install", "--dry-run", "--ignore-installed", "--quiet",
-               "--report", str(report), "--index-url", "https://pypi.org/simple", *platform_args(glibc_minor),
-               "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311", "--abi", "abi3", "--abi",
-               "none", "--only-binary=:all:", f"vllm=={version}", *PROJECT_ROOTS]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "--isolated",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--report",
+            str(report),
+            "--index-url",
+            "https://pypi.org/simple",
+            *platform_args(glibc_minor),
+            "--python-version",
+            "3.11",
+            "--implementation",
+            "cp",
+            "--abi",
+            "cp311",
+            "--abi",
+            "abi3",
+            "--abi",
+            "none",
+            "--only-binary=:all:",
+            f"vllm=={version}",
+            *PROJECT_ROOTS,
+        ]
         subprocess.run(cmd, check=True)
         items = json.loads(report.read_text())["install"]
-    return [{"name": _norm(i["metadata"]["name"]), "version": i["metadata"]["version"],
-             "url": i["download_info"]["url"], "requires": i["metadata"].get("requires_dist", []) or []}
-            for i in items]
+    return [
+        {
+            "name": _norm(i["metadata"]["name"]),
+            "version": i["metadata"]["version"],
+            "url": i["download_info"]["url"],
+            "requires": i["metadata"].get("requires_dist", []) or [],
+        }
+        for i in items
+    ]
 
 
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-TARGET = {"python_version": "3.11", "python_full_version": "3.11.0", "platform_machine": "x86_64",
-          "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "implementation_name": "cpython",
-          "platform_python_implementation": "CPython"}
+TARGET = {
+    "python_version": "3.11",
+    "python_full_version": "3.11.0",
+    "platform_machine": "x86_64",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "os_name": "posix",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+}
 
 
 def needed(items: list[dict], skip) -> set[str]:
@@ -156,15 +205,45 @@ def download(url: str, dest: Path) -> Path:
     """A wheel by URL, or by `name==version` (then the newest file pip downloads into `dest`)."""
     if "://" not in url:
         before = set(dest.glob("*.whl"))
-        subprocess.run([sys.executable, "-m", "pip", "--isolated", "download", "--quiet", "--no-deps",
-                        "--index-url", "https://pypi.org/simple", "--dest", str(dest), url], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--isolated",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--index-url",
+                "https://pypi.org/simple",
+                "--dest",
+                str(dest),
+                url,
+            ],
+            check=True,
+        )
         name = url.split("==")[0].replace("-", "_").lower()
         found = [p for p in dest.glob("*.whl") if p.name.lower().startswith(name + "-")]
         return (sorted(set(found) - before) or found)[-1]
     path = dest / url.rsplit("/", 1)[-1].split("#")[0]
     if not path.exists():
-        subprocess.run([sys.executable, "-m", "pip", "--isolated", "download", "--quiet", "--no-deps",
-                        "--index-url", "https://pypi.org/simple", "--dest", str(dest), url], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--isolated",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--index-url",
+                "https://pypi.org/simple",
+                "--dest",
+                str(dest),
+                url,
+            ],
+            check=True,
+        )
     return path
 
 
@@ -198,12 +277,21 @@ def main() -> None:
         src = download(it["url"], cache)
         if it["name"] == "vllm":
             removed = prune_wheel(src, wheels / src.name)
-            print(f"vllm {version}: {src.stat().st_size / 2**20:.0f} MiB -> {(wheels / src.name).stat().st_size / 2**20:.0f}"
-                  f" MiB without {', '.join(removed)}")
+            print(
+                f"vllm {version}: {src.stat().st_size / 2**20:.0f} MiB -> "
+                f"{(wheels / src.name).stat().st_size / 2**20:.0f}"
+                f" MiB without {', '.join(removed)}"
+            )
         else:
             shutil.copy2(src, wheels / src.name)
-        carried.append({"name": it["name"], "version": it["version"], "file": src.name,
-                        "mib": round((wheels / src.name).stat().st_size / 2**20, 2)})
+        carried.append(
+            {
+                "name": it["name"],
+                "version": it["version"],
+                "file": src.name,
+                "mib": round((wheels / src.name).stat().st_size / 2**20, 2),
+            }
+        )
 
     tasks_root = args.data_root / "alfworld" / "json_2.1.1"
     games = sorted(p.parent for p in (tasks_root / "train").glob("*/*/game.tw-pddl"))[: args.games]
@@ -223,13 +311,23 @@ def main() -> None:
             name = f"part{len(parts):02d}"
             (out / name).write_bytes(chunk)
             parts.append({"file": name, "bytes": len(chunk)})
-    manifest = {"vllm": version, "tar_sha256": digest, "tar_bytes": size, "piece_mib": args.piece_mib, "parts": parts,
-                "games": len(games), "wheels": carried, "left_out": left,
-                "requires_in_image": "torch==2.11.0 (CUDA build) with its nvidia-* libraries and triton"}
+    manifest = {
+        "vllm": version,
+        "tar_sha256": digest,
+        "tar_bytes": size,
+        "piece_mib": args.piece_mib,
+        "parts": parts,
+        "games": len(games),
+        "wheels": carried,
+        "left_out": left,
+        "requires_in_image": "torch==2.11.0 (CUDA build) with its nvidia-* libraries and triton",
+    }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     shutil.rmtree(out / "stage")
-    print(f"{len(carried)} wheels, {len(games)} games: {size / 2**20:.0f} MiB in {len(parts)} parts of <= "
-          f"{args.piece_mib} MiB under {out} (sha256 {digest[:12]}); left out: {len(left)} packages")
+    print(
+        f"{len(carried)} wheels, {len(games)} games: {size / 2**20:.0f} MiB in {len(parts)} parts of <= "
+        f"{args.piece_mib} MiB under {out} (sha256 {digest[:12]}); left out: {len(left)} packages"
+    )
     for name, why in sorted(left.items()):
         print(f"  - {name}: {why}")
 

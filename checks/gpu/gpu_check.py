@@ -62,8 +62,9 @@ def model_dir(name: str, models_dir: Path) -> Path:
         return smollm2
     if name not in MODELS:
         raise SystemExit(f"--model {name!r} is not one of {', '.join(MODELS)}")
-    return build_random_qwen2(models_dir / f"random-{name}", smollm2, shape=name, dtype="bfloat16",
-                              device=str(_device()))
+    return build_random_qwen2(
+        models_dir / f"random-{name}", smollm2, shape=name, dtype="bfloat16", device=str(_device())
+    )
 
 
 def agreement(a: list, b: list) -> dict:
@@ -76,23 +77,42 @@ def agreement(a: list, b: list) -> dict:
         while k < min(len(x.response_ids), len(y.response_ids)) and x.response_ids[k] == y.response_ids[k]:
             k += 1
         prefix.append(k / max(len(x.response_ids), len(y.response_ids), 1))
-    return {"exact": float(np.mean(exact)), "first_token": float(np.mean(first)),
-            "common_prefix": float(np.mean(prefix)), "n": len(exact)}
+    return {
+        "exact": float(np.mean(exact)),
+        "first_token": float(np.mean(first)),
+        "common_prefix": float(np.mean(prefix)),
+        "n": len(exact),
+    }
 
 
 def _config(args, engine: str, policy_dir: Path):
     """The gpu profile with the check's sizes (ALFWorld, gigpo)."""
     from scpo.config import load_config
 
-    return load_config(ROOT / "params.yaml", profile="gpu", overrides={
-        "env.name": "alfworld", "data.root": args.data_root, "policy.profile": str(policy_dir),
-        "policy.max_new_tokens": args.max_new_tokens, "rollout.engine": engine,
-        "rollout.vllm_gpu_memory_utilization": args.gpu_memory_utilization,
-        "rollout.vllm_enforce_eager": args.enforce_eager, "rollout.vllm_model_runner": args.runner,
-        "rollout.n_tasks": args.tasks, "rollout.group_size": args.group, "env.alfworld.max_steps": args.max_steps,
-        "train.iterations": args.iterations, "train.out_dir": str(Path(args.out).with_suffix("")) + "_runs",
-        "train.checkpoint_every": 1000, "train.save_rollouts_every": 0, "credit.method": "gigpo",
-        "train.micro_batch_size": args.micro_batch_size, "train.device": "auto"})
+    return load_config(
+        ROOT / "params.yaml",
+        profile="gpu",
+        overrides={
+            "env.name": "alfworld",
+            "data.root": args.data_root,
+            "policy.profile": str(policy_dir),
+            "policy.max_new_tokens": args.max_new_tokens,
+            "rollout.engine": engine,
+            "rollout.vllm_gpu_memory_utilization": args.gpu_memory_utilization,
+            "rollout.vllm_enforce_eager": args.enforce_eager,
+            "rollout.vllm_model_runner": args.runner,
+            "rollout.n_tasks": args.tasks,
+            "rollout.group_size": args.group,
+            "env.alfworld.max_steps": args.max_steps,
+            "train.iterations": args.iterations,
+            "train.out_dir": str(Path(args.out).with_suffix("")) + "_runs",
+            "train.checkpoint_every": 1000,
+            "train.save_rollouts_every": 0,
+            "credit.method": "gigpo",
+            "train.micro_batch_size": args.micro_batch_size,
+            "train.device": "auto",
+        },
+    )
 
 
 def _prompts(cfg, n: int):
@@ -102,8 +122,14 @@ def _prompts(cfg, n: int):
 
     env = env_settings(cfg)
     tasks = env.package.list_tasks(env.train_split, data_root=env.data_root, limit=max(8, n // 4))
-    demos, _ = expert_demonstrations(env.package, tasks, data_root=env.data_root, max_steps=env.max_steps,
-                                     history_length=cfg.env.history_length, progress=False)
+    demos, _ = expert_demonstrations(
+        env.package,
+        tasks,
+        data_root=env.data_root,
+        max_steps=env.max_steps,
+        history_length=cfg.env.history_length,
+        progress=False,
+    )
     return [d.prompt for d in demos][:n], demos
 
 
@@ -111,8 +137,12 @@ def _versions() -> dict:
     import transformers
 
     vllm = sys.modules.get("vllm") or __import__("vllm")
-    return {"vllm": vllm.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
-            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"}
+    return {
+        "vllm": vllm.__version__,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+    }
 
 
 def engine_stage(args) -> dict:
@@ -134,45 +164,87 @@ def engine_stage(args) -> dict:
     policy = load_policy(mdir, dtype="float32", device=device)  # trained weights float32, compute in args.dtype
     precision = compute_precision(device, args.dtype)
     hf = TransformersEngine(policy, max_prompt, args.max_new_tokens, batch_size=args.batch_size)
-    engine, startup_s = _timed(lambda: VLLMEngine(
-        policy, mdir, max_prompt, args.max_new_tokens, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
-        seed=0, enforce_eager=args.enforce_eager, model_runner=args.runner))
+    engine, startup_s = _timed(
+        lambda: VLLMEngine(
+            policy,
+            mdir,
+            max_prompt,
+            args.max_new_tokens,
+            dtype=args.dtype,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            seed=0,
+            enforce_eager=args.enforce_eager,
+            model_runner=args.runner,
+        )
+    )
     vdtype = getattr(torch, args.dtype)
-    report: dict = {**_versions(), "stage": "engine", "model": args.model, "runner_asked": args.runner,
-                    "runner_used": engine.model_runner_kind, "dtype": args.dtype, "prompts": len(prompts),
-                    "max_new_tokens": args.max_new_tokens, "enforce_eager": args.enforce_eager,
-                    "vllm_startup_s": startup_s}
+    report: dict = {
+        **_versions(),
+        "stage": "engine",
+        "model": args.model,
+        "runner_asked": args.runner,
+        "runner_used": engine.model_runner_kind,
+        "dtype": args.dtype,
+        "prompts": len(prompts),
+        "max_new_tokens": args.max_new_tokens,
+        "enforce_eager": args.enforce_eager,
+        "vllm_startup_s": startup_s,
+    }
 
     # 1. same weights: greedy answers, log-probs of vLLM's samples, parameters
     with precision:
         hf_greedy = hf.generate(prompts, temperature=0.0)
     v_greedy = engine.generate(prompts, temperature=0.0)
-    report["same_weights"] = {"greedy": agreement(v_greedy, hf_greedy),
-                              "parameters": compare_with_trainer(engine.vllm_model(), policy.model, vdtype)}
+    report["same_weights"] = {
+        "greedy": agreement(v_greedy, hf_greedy),
+        "parameters": compare_with_trainer(engine.vllm_model(), policy.model, vdtype),
+    }
     ids = policy.encode_prompts(prompts, max_prompt)
-    outs = engine.llm.generate([{"prompt_token_ids": x} for x in ids], use_tqdm=False, sampling_params=SamplingParams(
-        temperature=1.0, max_tokens=args.max_new_tokens, logprobs=0, seed=1, detokenize=False))
+    outs = engine.llm.generate(
+        [{"prompt_token_ids": x} for x in ids],
+        use_tqdm=False,
+        sampling_params=SamplingParams(
+            temperature=1.0, max_tokens=args.max_new_tokens, logprobs=0, seed=1, detokenize=False
+        ),
+    )
     resp = [list(o.outputs[0].token_ids) for o in outs]
     v_lp = [[d[t].logprob for t, d in zip(r, o.outputs[0].logprobs)] for r, o in zip(resp, outs)]
     diffs = []
     with torch.no_grad(), precision:
         for s in range(0, len(ids), 32):
-            lp, mask, _ = response_logprobs(policy.model, ids[s:s + 32], resp[s:s + 32], policy.tokenizer.pad_token_id)
-            for row, vl in enumerate(v_lp[s:s + 32]):
+            lp, mask, _ = response_logprobs(
+                policy.model, ids[s : s + 32], resp[s : s + 32], policy.tokenizer.pad_token_id
+            )
+            for row, vl in enumerate(v_lp[s : s + 32]):
                 n = int(mask[row].sum())
                 diffs.append(np.abs(lp[row, :n].float().cpu().numpy() - np.asarray(vl[:n])))
     flat = np.concatenate(diffs) if diffs else np.zeros(1)
     report["same_weights"]["logprob_abs_diff"] = {
-        "mean": float(flat.mean()), "p99": float(np.quantile(flat, 0.99)), "max": float(flat.max()),
-        "tokens": int(flat.size), "mean_ratio_error": float(np.mean(np.abs(np.exp(flat) - 1)))}
+        "mean": float(flat.mean()),
+        "p99": float(np.quantile(flat, 0.99)),
+        "max": float(flat.max()),
+        "tokens": int(flat.size),
+        "mean_ratio_error": float(np.mean(np.abs(np.exp(flat) - 1))),
+    }
 
     # 2. an update, then the sync: agreement before / after, parameters, probes
     with precision:
-        bc = behaviour_cloning(policy, demos[: args.sync_demos], epochs=1, lr=args.sync_lr, batch_size=8,
-                               max_prompt_tokens=max_prompt, progress=False)
+        bc = behaviour_cloning(
+            policy,
+            demos[: args.sync_demos],
+            epochs=1,
+            lr=args.sync_lr,
+            batch_size=8,
+            max_prompt_tokens=max_prompt,
+            progress=False,
+        )
         hf_after = hf.generate(prompts, temperature=0.0)
-    report["update"] = {"bc_loss": bc["loss_first_epoch"], "demos": min(args.sync_demos, len(demos)),
-                        "lr": args.sync_lr, "trainer_before_vs_after": agreement(hf_greedy, hf_after)}
+    report["update"] = {
+        "bc_loss": bc["loss_first_epoch"],
+        "demos": min(args.sync_demos, len(demos)),
+        "lr": args.sync_lr,
+        "trainer_before_vs_after": agreement(hf_greedy, hf_after),
+    }
     report["before_sync"] = agreement(engine.generate(prompts, temperature=0.0), hf_after)
     report["before_sync_parameters"] = compare_with_trainer(engine.vllm_model(), policy.model, vdtype)
     try:
@@ -181,12 +253,13 @@ def engine_stage(args) -> dict:
         report["sync_error"] = None
     except WeightSyncError as err:
         report["sync_error"] = str(err)
-    report["sync"] = {k: v for k, v in engine.last_sync.items()}
+    report["sync"] = dict(engine.last_sync)
     report["after_sync_parameters"] = compare_with_trainer(engine.vllm_model(), policy.model, vdtype)
     report["after_sync"] = agreement(engine.generate(prompts, temperature=0.0), hf_after)
 
     # 3. throughput at temperature 1
     if args.throughput:
+
         def tokens(gens):
             return sum(len(g.response_ids) for g in gens)
 
@@ -194,10 +267,14 @@ def engine_stage(args) -> dict:
         with precision:
             hf_samples, hf_s = _timed(lambda: hf.generate(prompts, temperature=1.0))
         report["throughput"] = {
-            "vllm_s": v_s, "vllm_tokens": tokens(v_samples), "vllm_tok_per_s": tokens(v_samples) / v_s,
-            "transformers_s": hf_s, "transformers_tokens": tokens(hf_samples),
+            "vllm_s": v_s,
+            "vllm_tokens": tokens(v_samples),
+            "vllm_tok_per_s": tokens(v_samples) / v_s,
+            "transformers_s": hf_s,
+            "transformers_tokens": tokens(hf_samples),
             "transformers_tok_per_s": tokens(hf_samples) / hf_s,
-            "speedup_tok_per_s": (tokens(v_samples) / v_s) / max(tokens(hf_samples) / hf_s, 1e-9)}
+            "speedup_tok_per_s": (tokens(v_samples) / v_s) / max(tokens(hf_samples) / hf_s, 1e-9),
+        }
     return report
 
 
@@ -205,14 +282,16 @@ def dvclive_standin() -> types.ModuleType:
     """A `dvclive` that drops metrics, for an image without dvc (history.csv is still written)."""
     stub = types.ModuleType("dvclive")
     stub.__spec__ = importlib.machinery.ModuleSpec("dvclive", None)  # accelerate probes find_spec("dvclive")
-    stub.Live = lambda **kw: types.SimpleNamespace(log_metric=lambda *a, **k: None, next_step=lambda: None,
-                                                   end=lambda: None)
+    stub.Live = lambda **kw: types.SimpleNamespace(
+        log_metric=lambda *a, **k: None, next_step=lambda: None, end=lambda: None
+    )
     return stub
 
 
 def rl_stage(args) -> dict:
     try:
         import dvclive  # noqa: F401
+
         standin = False
     except ImportError:
         sys.modules["dvclive"] = dvclive_standin()
@@ -228,30 +307,55 @@ def rl_stage(args) -> dict:
     per = summary["seconds_per_iteration"]
     samples = float(hist["perf/steps"].mean())
     tokens = float(hist["perf/response_tokens"].mean())
-    report = {**_versions(), "stage": "rl", "engine": args.engine, "model": args.model, "runner_asked": args.runner,
-              "iterations": summary["iterations"], "wall_s": wall_s, "seconds_per_iteration": per,
-              "step_samples_per_iteration": samples, "response_tokens_per_iteration": tokens,
-              "gen_tok_per_s": tokens / max(per["gen_s"], 1e-9), "dvclive_standin": standin,
-              "sizes": {"tasks": args.tasks, "group": args.group, "max_steps": args.max_steps,
-                        "max_new_tokens": args.max_new_tokens, "max_prompt_tokens": cfg.policy.max_prompt_tokens,
-                        "minibatch_size": cfg.train.minibatch_size, "micro_batch_size": cfg.train.micro_batch_size},
-              "recipe": {"dual_clip_c": cfg.train.dual_clip_c, "weight_decay": cfg.train.weight_decay,
-                         "skip_zero_advantage": cfg.train.skip_zero_advantage, "rl_start": cfg.train.rl_start},
-              "last_iteration": {k: v for k, v in hist.iloc[-1].items() if k.startswith(("losses/", "charts/"))}}
+    report = {
+        **_versions(),
+        "stage": "rl",
+        "engine": args.engine,
+        "model": args.model,
+        "runner_asked": args.runner,
+        "iterations": summary["iterations"],
+        "wall_s": wall_s,
+        "seconds_per_iteration": per,
+        "step_samples_per_iteration": samples,
+        "response_tokens_per_iteration": tokens,
+        "gen_tok_per_s": tokens / max(per["gen_s"], 1e-9),
+        "dvclive_standin": standin,
+        "sizes": {
+            "tasks": args.tasks,
+            "group": args.group,
+            "max_steps": args.max_steps,
+            "max_new_tokens": args.max_new_tokens,
+            "max_prompt_tokens": cfg.policy.max_prompt_tokens,
+            "minibatch_size": cfg.train.minibatch_size,
+            "micro_batch_size": cfg.train.micro_batch_size,
+        },
+        "recipe": {
+            "dual_clip_c": cfg.train.dual_clip_c,
+            "weight_decay": cfg.train.weight_decay,
+            "skip_zero_advantage": cfg.train.skip_zero_advantage,
+            "rl_start": cfg.train.rl_start,
+        },
+        "last_iteration": {k: v for k, v in hist.iloc[-1].items() if k.startswith(("losses/", "charts/"))},
+    }
     if samples:
         full = 16 * 8 * cfg.env.alfworld.max_steps  # gpu profile: 16 tasks x 8 rollouts, episodes up to max_steps
         report["per_step_sample_s"] = {"gen": per["gen_s"] / samples, "update": per["update_s"] / samples}
         report["extrapolated_full_iteration_s_upper"] = (per["gen_s"] + per["update_s"]) / samples * full
-        report["extrapolation_note"] = (f"{full} step-samples: every episode of a 16 x 8 gpu-profile iteration runs "
-                                        f"to max_steps={cfg.env.alfworld.max_steps} (an upper bound), at this run's "
-                                        f"per-sample cost")
+        report["extrapolation_note"] = (
+            f"{full} step-samples: every episode of a 16 x 8 gpu-profile iteration runs "
+            f"to max_steps={cfg.env.alfworld.max_steps} (an upper bound), at this run's "
+            f"per-sample cost"
+        )
     return report
 
 
 def report_stage(out: Path) -> dict:
     """summary.json and a README table from the stages' JSON files and run.sh's stages.jsonl."""
-    stages = [json.loads(x) for x in (out / "stages.jsonl").read_text().splitlines()] if (
-        out / "stages.jsonl").exists() else []
+    stages = (
+        [json.loads(x) for x in (out / "stages.jsonl").read_text().splitlines()]
+        if (out / "stages.jsonl").exists()
+        else []
+    )
     results = {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json")) if p.name != "summary.json"}
     rows = []
 
@@ -262,28 +366,43 @@ def report_stage(out: Path) -> dict:
         if r.get("stage") == "engine":
             sw, after = r["same_weights"], r["after_sync"]
             add(f"{name}: runner asked / used", f"{r['runner_asked']} / {r['runner_used']} ({r['dtype']})")
-            add(f"{name}: same weights, greedy exact / first token", f"{sw['greedy']['exact']:.0%} / "
-                f"{sw['greedy']['first_token']:.0%} of {sw['greedy']['n']}")
-            add(f"{name}: same weights, log-prob mean / p99 abs diff (nats)",
-                f"{sw['logprob_abs_diff']['mean']:.3f} / {sw['logprob_abs_diff']['p99']:.3f}")
-            add(f"{name}: greedy exact before sync -> after sync",
+            add(
+                f"{name}: same weights, greedy exact / first token",
+                f"{sw['greedy']['exact']:.0%} / {sw['greedy']['first_token']:.0%} of {sw['greedy']['n']}",
+            )
+            add(
+                f"{name}: same weights, log-prob mean / p99 abs diff (nats)",
+                f"{sw['logprob_abs_diff']['mean']:.3f} / {sw['logprob_abs_diff']['p99']:.3f}",
+            )
+            add(
+                f"{name}: greedy exact before sync -> after sync",
                 f"{r['before_sync']['exact']:.0%} -> {after['exact']:.0%} (first token "
-                f"{r['before_sync']['first_token']:.0%} -> {after['first_token']:.0%})")
+                f"{r['before_sync']['first_token']:.0%} -> {after['first_token']:.0%})",
+            )
             p = r["after_sync_parameters"]
-            add(f"{name}: parameters after sync, max abs diff / NaN / tensors",
-                f"{p['max_abs_diff']:.3g} / {p['nan']} / {p['tensors']} (path {r['sync'].get('path')})")
+            add(
+                f"{name}: parameters after sync, max abs diff / NaN / tensors",
+                f"{p['max_abs_diff']:.3g} / {p['nan']} / {p['tensors']} (path {r['sync'].get('path')})",
+            )
             add(f"{name}: sync error", r["sync_error"] or "none")
             if "throughput" in r:
                 t = r["throughput"]
-                add(f"{name}: tokens/s vLLM vs transformers",
-                    f"{t['vllm_tok_per_s']:.0f} vs {t['transformers_tok_per_s']:.0f} ({t['speedup_tok_per_s']:.1f}x)")
+                add(
+                    f"{name}: tokens/s vLLM vs transformers",
+                    f"{t['vllm_tok_per_s']:.0f} vs {t['transformers_tok_per_s']:.0f} ({t['speedup_tok_per_s']:.1f}x)",
+                )
         elif r.get("stage") == "rl":
             per = r["seconds_per_iteration"]
-            add(f"{name}: s/iteration (gen / update), {r['model']}",
+            add(
+                f"{name}: s/iteration (gen / update), {r['model']}",
                 f"{per['iter_s']:.1f} ({per['gen_s']:.1f} / {per['update_s']:.1f}), "
-                f"{r['step_samples_per_iteration']:.0f} step-samples, {r['gen_tok_per_s']:.0f} generated tok/s")
+                f"{r['step_samples_per_iteration']:.0f} step-samples, {r['gen_tok_per_s']:.0f} generated tok/s",
+            )
             if "extrapolated_full_iteration_s_upper" in r:
-                add(f"{name}: full gpu-profile iteration, upper bound", f"{r['extrapolated_full_iteration_s_upper']:.0f} s")
+                add(
+                    f"{name}: full gpu-profile iteration, upper bound",
+                    f"{r['extrapolated_full_iteration_s_upper']:.0f} s",
+                )
     for s in stages:
         add(f"stage {s['stage']}", f"exit {s['rc']} after {s['seconds']} s (limit {s['limit']} s)")
     summary = {"stages": stages, "results": results, "table": rows}

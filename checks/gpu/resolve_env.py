@@ -5,7 +5,8 @@
 What is resolved: this package's dependencies and its `dev`, `notebook` and `gpu` extras (what `environment.yml`
 installs: `-e .[dev,notebook,gpu]`), for CPython 3.11 on x86-64 Linux with glibc up to `--glibc` (2.35: Ubuntu 22.04),
 binary wheels only, from PyPI alone (`pip --isolated`: no local indexes, find-links or constraints of this machine).
-The run is `pip install --dry-run --ignore-installed --report`: nothing is downloaded beyond metadata, nothing installed.
+The run is `pip install --dry-run --ignore-installed --report`: nothing is downloaded beyond metadata, nothing
+installed.
 
 It checks that the set holds together the way a fresh server needs: the pinned vLLM is chosen, torch is the version
 vLLM pins (the CUDA build PyPI serves), transformers satisfies vLLM's range, and environment.yml installs this extra.
@@ -32,8 +33,24 @@ import tomllib
 ROOT = Path(__file__).resolve().parents[2]
 EXTRAS = ("dev", "notebook", "gpu")
 SDIST_ONLY = ("antlr4-python3-runtime==4.9.3", "jericho==3.3.1", "fast-downward-textworld==20.6.4")
-SHOWN = ("vllm", "torch", "transformers", "tokenizers", "trl", "accelerate", "peft", "triton", "flashinfer-python",
-         "xgrammar", "nvidia-cuda-runtime", "nvidia-cudnn-cu13", "numpy", "pydantic", "alfworld", "dvc")
+SHOWN = (
+    "vllm",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "trl",
+    "accelerate",
+    "peft",
+    "triton",
+    "flashinfer-python",
+    "xgrammar",
+    "nvidia-cuda-runtime",
+    "nvidia-cudnn-cu13",
+    "numpy",
+    "pydantic",
+    "alfworld",
+    "dvc",
+)
 
 
 def requirements(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
@@ -66,13 +83,52 @@ def resolve(reqs: list[str], python: str, glibc_minor: int, index_url: str) -> d
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         built = Path(tmp) / "built"
-        subprocess.run([sys.executable, "-m", "pip", "--isolated", "wheel", "--quiet", "--no-deps", "--index-url",
-                        index_url, "--wheel-dir", str(built), *SDIST_ONLY], check=True)
-        cmd = [sys.executable, "-m", "pip", "--isolated", "install", "--dry-run", "--ignore-installed", "--quiet",
-               "--report", str(report), "--index-url", index_url, "--find-links", str(built),
-               *platform_args(glibc_minor),
-               "--python-version", python, "--implementation", "cp", "--abi", f"cp{python.replace('.', '')}",
-               "--abi", "abi3", "--abi", "none", "--only-binary=:all:", *reqs]
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--isolated",
+                "wheel",
+                "--quiet",
+                "--no-deps",
+                "--index-url",
+                index_url,
+                "--wheel-dir",
+                str(built),
+                *SDIST_ONLY,
+            ],
+            check=True,
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "--isolated",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--report",
+            str(report),
+            "--index-url",
+            index_url,
+            "--find-links",
+            str(built),
+            *platform_args(glibc_minor),
+            "--python-version",
+            python,
+            "--implementation",
+            "cp",
+            "--abi",
+            f"cp{python.replace('.', '')}",
+            "--abi",
+            "abi3",
+            "--abi",
+            "none",
+            "--only-binary=:all:",
+            *reqs,
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"pip could not resolve the GPU set (exit {done.returncode}):\n{done.stderr.strip()}")
@@ -110,22 +166,40 @@ def main() -> None:
         "environment.yml installs -e .[dev,notebook,gpu]": "-e .[dev,notebook,gpu]" in env_yml,
         f"vllm is the pinned {want_vllm}": want_vllm is not None and versions.get("vllm") == want_vllm,
         f"torch {versions.get('torch')} satisfies vLLM's {torch_req}": bool(
-            torch_req and Requirement(torch_req.split(";")[0]).specifier.contains(versions.get("torch", ""))),
+            torch_req and Requirement(torch_req.split(";")[0]).specifier.contains(versions.get("torch", ""))
+        ),
         f"transformers {versions.get('transformers')} satisfies vLLM's {tf_req}": bool(
-            tf_req and Requirement(tf_req.split(";")[0]).specifier.contains(versions.get("transformers", ""))),
-        "a CUDA build of torch (nvidia-cuda-runtime in the set)": any(k.startswith("nvidia-cuda-runtime") for k in versions),
+            tf_req and Requirement(tf_req.split(";")[0]).specifier.contains(versions.get("transformers", ""))
+        ),
+        "a CUDA build of torch (nvidia-cuda-runtime in the set)": any(
+            k.startswith("nvidia-cuda-runtime") for k in versions
+        ),
     }
-    print(f"pip resolved {len(versions)} packages for CPython {args.python}, x86-64 Linux, glibc <= {args.glibc}, "
-          f"wheels only, from {args.index_url} ({time.perf_counter() - t0:.0f} s):")
+    print(
+        f"pip resolved {len(versions)} packages for CPython {args.python}, x86-64 Linux, glibc <= {args.glibc}, "
+        f"wheels only, from {args.index_url} ({time.perf_counter() - t0:.0f} s):"
+    )
     for name in SHOWN:
         print(f"  {name:22s} {versions.get(name, '-')}")
     for what, ok in checks.items():
         print(f"  [{'ok' if ok else 'FAIL'}] {what}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"python": args.python, "glibc": args.glibc, "index_url": args.index_url,
-                                        "pip": report.get("pip_version"), "requirements": reqs, "checks": checks,
-                                        "resolved": dict(sorted(versions.items()))}, indent=2) + "\n")
+        args.out.write_text(
+            json.dumps(
+                {
+                    "python": args.python,
+                    "glibc": args.glibc,
+                    "index_url": args.index_url,
+                    "pip": report.get("pip_version"),
+                    "requirements": reqs,
+                    "checks": checks,
+                    "resolved": dict(sorted(versions.items())),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     if not all(checks.values()):
         raise SystemExit("the resolved set fails a check above")
 

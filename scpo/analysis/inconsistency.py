@@ -20,16 +20,29 @@ same state with different actions, where opposite credit is correct.
 from __future__ import annotations
 
 import re
-from typing import Literal, Mapping
+from collections.abc import Mapping
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from scpo.rollout_types import RolloutBatch
 
-__all__ = ["PAIR_KINDS", "PAIR_SETS", "COUNT_COLUMNS", "normalise_action", "step_texts", "same_step_pairs",
-           "semantic_pairs", "control_pairs", "pair_kinds", "pair_counts", "control_counts", "inconsistency_counts",
-           "rates"]
+__all__ = [
+    "PAIR_KINDS",
+    "PAIR_SETS",
+    "COUNT_COLUMNS",
+    "normalise_action",
+    "step_texts",
+    "same_step_pairs",
+    "semantic_pairs",
+    "control_pairs",
+    "pair_kinds",
+    "pair_counts",
+    "control_counts",
+    "inconsistency_counts",
+    "rates",
+]
 
 PAIR_KINDS = ("won_won", "failed_failed", "won_failed")
 PAIR_SETS = ("same_step", "semantic")
@@ -82,8 +95,12 @@ def _pairs_within(key: np.ndarray) -> pd.DataFrame:
 def _codes(*columns) -> np.ndarray:
     from scpo.credit.grouping import combine_codes, factorize
 
-    return combine_codes(*(factorize(np.asarray(c, dtype=object)) if np.asarray(c).dtype == object else
-                           np.asarray(c, dtype=np.int64) for c in columns))
+    return combine_codes(
+        *(
+            factorize(np.asarray(c, dtype=object)) if np.asarray(c).dtype == object else np.asarray(c, dtype=np.int64)
+            for c in columns
+        )
+    )
 
 
 def same_step_pairs(batch: RolloutBatch) -> pd.DataFrame:
@@ -105,8 +122,9 @@ def semantic_pairs(batch: RolloutBatch, scorer, threshold: float = 0.9) -> pd.Da
     `score_matrix` call per group over its distinct texts; equal texts score 1 without a call)."""
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold = {threshold!r} must be in (0, 1]")
-    texts = np.array([f"{normalise_action(a)} -> {o}" for a, o in zip(batch.action, batch.next_observation)],
-                     dtype=object)
+    texts = np.array(
+        [f"{normalise_action(a)} -> {o}" for a, o in zip(batch.action, batch.next_observation)], dtype=object
+    )
     found_a, found_b = [], []
     for g in np.unique(batch.group_id):
         rows = np.flatnonzero(batch.group_id == g)
@@ -114,7 +132,7 @@ def semantic_pairs(batch: RolloutBatch, scorer, threshold: float = 0.9) -> pd.Da
             continue
         uniq, inverse = np.unique(texts[rows].astype(str), return_inverse=True)
         sim = np.ones((1, 1)) if len(uniq) == 1 else np.asarray(scorer.score_matrix(list(uniq), list(uniq)), float)
-        sim = np.maximum(sim, sim.T)                 # a pair is similar if either direction scores high
+        sim = np.maximum(sim, sim.T)  # a pair is similar if either direction scores high
         np.fill_diagonal(sim, 1.0)
         inverse = inverse.reshape(-1)
         a, b = np.nonzero(np.triu(sim[inverse][:, inverse] >= threshold, k=1))
@@ -122,9 +140,9 @@ def semantic_pairs(batch: RolloutBatch, scorer, threshold: float = 0.9) -> pd.Da
         found_b.append(rows[b])
     if not found_a:
         return pd.DataFrame({"row_a": np.empty(0, np.int64), "row_b": np.empty(0, np.int64)})
-    return pd.DataFrame({"row_a": np.concatenate(found_a).astype(np.int64),
-                         "row_b": np.concatenate(found_b).astype(np.int64)}).sort_values(["row_a", "row_b"],
-                                                                                          ignore_index=True)
+    return pd.DataFrame(
+        {"row_a": np.concatenate(found_a).astype(np.int64), "row_b": np.concatenate(found_b).astype(np.int64)}
+    ).sort_values(["row_a", "row_b"], ignore_index=True)
 
 
 def pair_kinds(won: np.ndarray, pairs: pd.DataFrame) -> np.ndarray:
@@ -141,8 +159,13 @@ def pair_counts(advantages: np.ndarray, pairs: pd.DataFrame) -> dict[str, float]
     a, b = adv[pairs["row_a"].to_numpy()], adv[pairs["row_b"].to_numpy()]
     nonzero = (a != 0) & (b != 0)
     std = adv.std()
-    return {"n_pairs": int(len(a)), "n_nonzero": int(nonzero.sum()), "n_disagree": int(np.count_nonzero(a * b < 0)),
-            "n_zero": int((~nonzero).sum()), "sum_abs_diff": float(np.abs(a - b).sum() / std) if std > 0 else 0.0}
+    return {
+        "n_pairs": int(len(a)),
+        "n_nonzero": int(nonzero.sum()),
+        "n_disagree": int(np.count_nonzero(a * b < 0)),
+        "n_zero": int((~nonzero).sum()),
+        "sum_abs_diff": float(np.abs(a - b).sum() / std) if std > 0 else 0.0,
+    }
 
 
 def control_counts(advantages: np.ndarray, pairs: pd.DataFrame, target: np.ndarray) -> dict[str, int]:
@@ -155,8 +178,13 @@ def control_counts(advantages: np.ndarray, pairs: pd.DataFrame, target: np.ndarr
     return {"n_control": int(informative.sum()), "n_ordered": int(np.count_nonzero(informative & (da == dy)))}
 
 
-def inconsistency_counts(advantages: Mapping[str, np.ndarray], batch: RolloutBatch, *, target: np.ndarray,
-                         semantic: pd.DataFrame | None = None) -> pd.DataFrame:
+def inconsistency_counts(
+    advantages: Mapping[str, np.ndarray],
+    batch: RolloutBatch,
+    *,
+    target: np.ndarray,
+    semantic: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Long table of counts for one batch: one row per (estimator, pair_set, kind) with `COUNT_COLUMNS`, kind 'all'
     and each of `PAIR_KINDS`, plus, on pair_set 'same_step' kind 'all', n_control / n_ordered of the control pairs
     against `target`. `semantic`: precomputed semantic pairs (None: that pair set is left out)."""

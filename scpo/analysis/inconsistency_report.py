@@ -11,16 +11,30 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from scpo.analysis.estimators import batch_env, compute_all
-from scpo.analysis.inconsistency import (COUNT_COLUMNS, PAIR_KINDS, inconsistency_counts, normalise_action, rates,
-                                         semantic_pairs)
+from scpo.analysis.inconsistency import (
+    COUNT_COLUMNS,
+    PAIR_KINDS,
+    inconsistency_counts,
+    normalise_action,
+    rates,
+    semantic_pairs,
+)
 from scpo.analysis.rollout_files import iteration_files, iteration_of
 from scpo.config import Config
 from scpo.credit.grouping import discounted_returns
 from scpo.pipeline.layout import run_dir
 from scpo.rollout_types import RolloutBatch
 
-__all__ = ["control_target", "inconsistency_of_batch", "inconsistency_over_runs", "summarise_inconsistency",
-           "inconsistency_table", "scpo_match_actions", "plot_inconsistency", "scpo_label"]
+__all__ = [
+    "control_target",
+    "inconsistency_of_batch",
+    "inconsistency_over_runs",
+    "summarise_inconsistency",
+    "inconsistency_table",
+    "scpo_match_actions",
+    "plot_inconsistency",
+    "scpo_label",
+]
 
 KIND_LABELS = {"all": "all", "won_won": "both won", "failed_failed": "both failed", "won_failed": "one won, one failed"}
 
@@ -43,8 +57,9 @@ def control_target(batch: RolloutBatch, gamma: float) -> tuple[np.ndarray, str]:
 def inconsistency_of_batch(batch: RolloutBatch, cfg: Config, semantic_scorer=None) -> pd.DataFrame:
     """Counts (see `inconsistency_counts`) of every rollout-only estimator of report.methods on `batch`."""
     results = compute_all(batch, cfg, cfg.report.methods)
-    semantic = (semantic_pairs(batch, semantic_scorer, cfg.report.similarity_thresh)
-                if semantic_scorer is not None else None)
+    semantic = (
+        semantic_pairs(batch, semantic_scorer, cfg.report.similarity_thresh) if semantic_scorer is not None else None
+    )
     target, _ = control_target(batch, cfg.credit.gigpo.gamma)
     return inconsistency_counts({m: r.advantages for m, r in results.items()}, batch, target=target, semantic=semantic)
 
@@ -62,10 +77,24 @@ def inconsistency_over_runs(cfg: Config, every_k: int = 1) -> pd.DataFrame:
     frames = []
     for env, method, seed, file in tqdm(files, desc="inconsistency over saved iterations", unit="file"):
         rows = inconsistency_of_batch(RolloutBatch.read(file), cfg, scorer)
-        frames.append(rows.assign(env=env, run_method=method, seed=seed, iteration=iteration_of(file),
-                                  own=rows["estimator"] == method))
-    cols = ["env", "run_method", "seed", "iteration", "estimator", "own", "pair_set", "kind", *COUNT_COLUMNS,
-            "n_control", "n_ordered"]
+        frames.append(
+            rows.assign(
+                env=env, run_method=method, seed=seed, iteration=iteration_of(file), own=rows["estimator"] == method
+            )
+        )
+    cols = [
+        "env",
+        "run_method",
+        "seed",
+        "iteration",
+        "estimator",
+        "own",
+        "pair_set",
+        "kind",
+        *COUNT_COLUMNS,
+        "n_control",
+        "n_ordered",
+    ]
     return pd.concat(frames, ignore_index=True)[cols]
 
 
@@ -73,7 +102,8 @@ def summarise_inconsistency(per_file: pd.DataFrame) -> pd.DataFrame:
     """Counts pooled over every file per (env, estimator, pair_set, kind), then `rates`."""
     counts = [c for c in (*COUNT_COLUMNS, "n_control", "n_ordered") if c in per_file]
     pooled = per_file.groupby(["env", "estimator", "pair_set", "kind"], sort=False, as_index=False)[counts].sum(
-        min_count=1)
+        min_count=1
+    )
     return rates(pooled)
 
 
@@ -109,8 +139,9 @@ def scpo_match_actions(batch: RolloutBatch, cfg: Config, scorer_names: tuple[str
     rows = []
     for name in scorer_names:
         model = cfg.credit.scpo.scorer_model if name == cfg.credit.scpo.scorer else None
-        with_scorer = credit.model_copy(update={"scpo": credit.scpo.model_copy(update={"scorer": name,
-                                                                                        "scorer_model": model})})
+        with_scorer = credit.model_copy(
+            update={"scpo": credit.scpo.model_copy(update={"scorer": name, "scorer_model": model})}
+        )
         res = compute_advantages("scpo", batch, with_scorer, scorer=default_scorer(name, model))
         ref = res.diagnostics["scpo_ref_row"]
         hit = np.flatnonzero(ref >= 0)
@@ -134,13 +165,15 @@ def plot_inconsistency(per_file: pd.DataFrame, out: Path, title: str = "") -> Pa
     envs = list(dict.fromkeys(per_file["env"]))
     estimators = list(dict.fromkeys(per_file["estimator"]))
     palette = dict(zip(estimators, sns.color_palette("tab10", len(estimators))))
-    fig, axes = plt.subplots(len(envs), 3, figsize=(19, 3.9 * len(envs)), squeeze=False,
-                             gridspec_kw={"width_ratios": [2.2, 1.2, 1.6]})
+    fig, axes = plt.subplots(
+        len(envs), 3, figsize=(19, 3.9 * len(envs)), squeeze=False, gridspec_kw={"width_ratios": [2.2, 1.2, 1.6]}
+    )
     for (ax_kind, ax_ctrl, ax_line), env in zip(axes, envs):
         same = pooled[(pooled["env"] == env) & (pooled["pair_set"] == "same_step")]
         n_of = same[same["estimator"] == estimators[0]].set_index("kind")["n_pairs"]
         long = same[same["kind"] != "all"].assign(
-            kind=lambda d: d["kind"].map(lambda k: f"{KIND_LABELS[k]} ({int(n_of.get(k, 0))} pairs)"))
+            kind=lambda d, n_of=n_of: d["kind"].map(lambda k: f"{KIND_LABELS[k]} ({int(n_of.get(k, 0))} pairs)")
+        )
         sns.barplot(data=long, x="estimator", y="disagreement", hue="kind", order=estimators, ax=ax_kind)
         ax_kind.set_title(f"{env}: same step (identical observation and action), by the pair's outcomes", fontsize=10)
         ax_kind.set_ylabel("sign disagreement\namong non-zero pairs")
@@ -149,32 +182,67 @@ def plot_inconsistency(per_file: pd.DataFrame, out: Path, title: str = "") -> Pa
         ax_kind.tick_params(axis="x", rotation=30)
         ax_kind.legend(title=None, fontsize=8, loc="upper center", ncol=3, frameon=False)
         ctrl = same[same["kind"] == "all"]
-        sns.barplot(data=ctrl, x="estimator", y="control_ordered", hue="estimator", order=estimators,
-                    hue_order=estimators, palette=palette, legend=False, ax=ax_ctrl)
+        sns.barplot(
+            data=ctrl,
+            x="estimator",
+            y="control_ordered",
+            hue="estimator",
+            order=estimators,
+            hue_order=estimators,
+            palette=palette,
+            legend=False,
+            ax=ax_ctrl,
+        )
         n_ctrl = int(ctrl["n_control"].max()) if len(ctrl) else 0
         ax_ctrl.set_title(f"control: same observation, other action ({n_ctrl} pairs)", fontsize=10)
         ax_ctrl.set_ylabel("share ordered like the returns")
         ax_ctrl.set_ylim(0, 1)
         ax_ctrl.tick_params(axis="x", rotation=30)
-        own = per_file[(per_file["env"] == env) & per_file["own"] & (per_file["pair_set"] == "same_step")
-                       & (per_file["kind"] == "won_failed")]
+        own = per_file[
+            (per_file["env"] == env)
+            & per_file["own"]
+            & (per_file["pair_set"] == "same_step")
+            & (per_file["kind"] == "won_failed")
+        ]
         own = rates(own)
         own = own[np.isfinite(own["disagreement"])]
         if own.empty:
-            ax_line.text(0.5, 0.5, "no won-vs-failed same-step pairs\nin the methods' own rollouts", ha="center",
-                         va="center", transform=ax_line.transAxes)
+            ax_line.text(
+                0.5,
+                0.5,
+                "no won-vs-failed same-step pairs\nin the methods' own rollouts",
+                ha="center",
+                va="center",
+                transform=ax_line.transAxes,
+            )
         else:
             shown = [e for e in estimators if e in set(own["estimator"])]
-            sns.lineplot(data=own, x="iteration", y="disagreement", hue="estimator", style="estimator", markers=True,
-                         dashes=False, errorbar="sd", err_kws={"alpha": 0.08}, hue_order=shown, style_order=shown,
-                         palette=palette, ax=ax_line)
+            sns.lineplot(
+                data=own,
+                x="iteration",
+                y="disagreement",
+                hue="estimator",
+                style="estimator",
+                markers=True,
+                dashes=False,
+                errorbar="sd",
+                err_kws={"alpha": 0.08},
+                hue_order=shown,
+                style_order=shown,
+                palette=palette,
+                ax=ax_line,
+            )
             ax_line.legend(title="method", bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=8)
         ax_line.set_title(f"{env}: one won, one failed, on each method's own rollouts", fontsize=10)
         ax_line.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax_line.set_xlabel("training iteration")
         ax_line.set_ylabel("sign disagreement")
-    fig.suptitle("Semantic credit inconsistency, revision 2" + (f" — {title}" if title else "") +
-                 " (HCAPO needs the policy and is not recomputed)", fontsize=11)
+    fig.suptitle(
+        "Semantic credit inconsistency, revision 2"
+        + (f" — {title}" if title else "")
+        + " (HCAPO needs the policy and is not recomputed)",
+        fontsize=11,
+    )
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=130, bbox_inches="tight")

@@ -18,9 +18,9 @@ steps after it q = 0. Full knowledge is a proxy: a step that explores (opens a c
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -64,8 +64,16 @@ def _rng(seed: int, task_id: str, index: int) -> np.random.Generator:
     return np.random.default_rng([int(seed), int(stable_uid("noisy-optimal", task_id, length=8), 16), int(index)])
 
 
-def noisy_optimal_episode(task_id: str, seed: int, index: int, eps: float, planner: Planner, *, max_steps: int = 50,
-                          data_root: str | Path = "data") -> Trajectory:
+def noisy_optimal_episode(
+    task_id: str,
+    seed: int,
+    index: int,
+    eps: float,
+    planner: Planner,
+    *,
+    max_steps: int = 50,
+    data_root: str | Path = "data",
+) -> Trajectory:
     """One episode of the eps-noisy optimal policy; every step has `oracle_progress` (and `extras["v_star"]` = V*(s_t))."""
     if not 0.0 <= eps <= 1.0:
         raise ValueError(f"eps must be in [0, 1], got {eps}")
@@ -84,17 +92,43 @@ def noisy_optimal_episode(task_id: str, seed: int, index: int, eps: float, plann
             action = admissible[int(pick * len(admissible))]
         next_obs, reward, done, next_info = env.step(action)
         v_next = planner.value(engine)
-        steps.append(Step(observation=obs, action=action, reward=float(reward), next_observation=next_obs, valid=True,
-                          done=done, oracle_progress=oracle_progress(v, v_next), extras={"v_star": v}))
+        steps.append(
+            Step(
+                observation=obs,
+                action=action,
+                reward=float(reward),
+                next_observation=next_obs,
+                valid=True,
+                done=done,
+                oracle_progress=oracle_progress(v, v_next),
+                extras={"v_star": v},
+            )
+        )
         obs, info, v = next_obs, next_info, v_next
-    return Trajectory(task_id=task_id, seed=int(seed), index=int(index), steps=steps, won=bool(info["won"]),
-                      task_score=float(info["task_score"]), task_type=task_type(task_id), env_name=ENV_NAME,
-                      meta={"source": "noisy_optimal", "eps": float(eps)})
+    return Trajectory(
+        task_id=task_id,
+        seed=int(seed),
+        index=int(index),
+        steps=steps,
+        won=bool(info["won"]),
+        task_score=float(info["task_score"]),
+        task_type=task_type(task_id),
+        env_name=ENV_NAME,
+        meta={"source": "noisy_optimal", "eps": float(eps)},
+    )
 
 
-def noisy_optimal_rollouts(task_ids: Sequence[str], seeds: Sequence[int], eps: float, *, group_size: int = 8,
-                           max_steps: int = 50, data_root: str | Path = "data", pool: PlannerPool | None = None,
-                           progress: bool = True) -> RolloutBatch:
+def noisy_optimal_rollouts(
+    task_ids: Sequence[str],
+    seeds: Sequence[int],
+    eps: float,
+    *,
+    group_size: int = 8,
+    max_steps: int = 50,
+    data_root: str | Path = "data",
+    pool: PlannerPool | None = None,
+    progress: bool = True,
+) -> RolloutBatch:
     """Groups of `group_size` noisy-optimal episodes for every (task, seed), as one RolloutBatch with oracle_progress."""
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
@@ -105,14 +139,17 @@ def noisy_optimal_rollouts(task_ids: Sequence[str], seeds: Sequence[int], eps: f
         for seed in seeds:
             for task in task_ids:
                 planner = pool.get(task)
-                trajs += [noisy_optimal_episode(task, seed, i, eps, planner, max_steps=max_steps, data_root=data_root)
-                          for i in range(group_size)]
+                trajs += [
+                    noisy_optimal_episode(task, seed, i, eps, planner, max_steps=max_steps, data_root=data_root)
+                    for i in range(group_size)
+                ]
                 bar.update(1)
     return RolloutBatch.from_trajectories(trajs)
 
 
-def label_progress(batch: RolloutBatch, *, data_root: str | Path = "data", pool: PlannerPool | None = None,
-                   progress: bool = True) -> RolloutBatch:
+def label_progress(
+    batch: RolloutBatch, *, data_root: str | Path = "data", pool: PlannerPool | None = None, progress: bool = True
+) -> RolloutBatch:
     """`batch` (ALFWorld rollouts, e.g. a trained policy's saved iteration) with its oracle_progress column filled by
     replaying each trajectory's commands from reset in the fast engine. ValueError if a replayed observation differs
     from the saved one (the rollouts were not played on these game files)."""
@@ -126,14 +163,18 @@ def label_progress(batch: RolloutBatch, *, data_root: str | Path = "data", pool:
         env = make_env(task, data_root, max_steps=10_000, engine="fast")
         obs, _ = env.reset()
         if obs != batch.observation[rows[0]]:
-            raise ValueError(f"replay of {task} (trajectory {batch.traj_uid[rows[0]]}) starts with another observation "
-                             "than the saved one")
+            raise ValueError(
+                f"replay of {task} (trajectory {batch.traj_uid[rows[0]]}) starts with another observation "
+                "than the saved one"
+            )
         v = planner.value(env._engine)
         for r in rows:
             obs, _, _, _ = env.step(str(batch.action[r]))
             if obs != batch.next_observation[r]:
-                raise ValueError(f"replay of {task} (trajectory {batch.traj_uid[r]}, step {batch.step[r]}) gave "
-                                 f"{obs[:60]!r}, the saved rollout has {str(batch.next_observation[r])[:60]!r}")
+                raise ValueError(
+                    f"replay of {task} (trajectory {batch.traj_uid[r]}, step {batch.step[r]}) gave "
+                    f"{obs[:60]!r}, the saved rollout has {str(batch.next_observation[r])[:60]!r}"
+                )
             v_next = planner.value(env._engine)
             q[r] = oracle_progress(v, v_next)
             v = v_next

@@ -53,8 +53,8 @@ def mixed_groups(batch: RolloutBatch) -> np.ndarray:
 
 
 def pick_group(batch: RolloutBatch) -> int:
-    """The most informative group to draw: a mixed group (won and lost siblings) if any, preferring the one with the most
-    steps; otherwise the group with the most steps. Deterministic (ties -> smallest id)."""
+    """The most informative group to draw: a mixed group (won and lost siblings) if any, preferring the one with the
+    most steps; otherwise the group with the most steps. Deterministic (ties -> smallest id)."""
     sizes = np.bincount(batch.group_id)
     mixed = mixed_groups(batch)
     candidates = mixed if len(mixed) else np.flatnonzero(sizes)

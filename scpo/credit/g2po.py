@@ -26,8 +26,9 @@ from scpo.rollout_types import RolloutBatch
 __all__ = ["node_values", "compute_g2po"]
 
 
-def node_values(node: np.ndarray, episode_return: np.ndarray, step: np.ndarray, traj_len: np.ndarray,
-                gamma: float) -> np.ndarray:
+def node_values(
+    node: np.ndarray, episode_return: np.ndarray, step: np.ndarray, traj_len: np.ndarray, gamma: float
+) -> np.ndarray:
     """V(node) per node code: mean over the node's member steps of gamma^(T_i - t) R_i (public code's exponent)."""
     target = gamma ** (np.asarray(traj_len) - np.asarray(step)) * np.asarray(episode_return, dtype=np.float64)
     counts = np.bincount(node)
@@ -38,8 +39,15 @@ def compute_g2po(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditR
     """G2PO on `batch`; diagnostics add "node_value" (V of the step's node) and "next_value" (V of the next node)."""
     opts, norm = cfg.g2po, cfg.norm
     pen = invalid_penalty(batch.valid, norm.lambda_invalid)
-    ep_adv = episode_advantage(batch.episode_return, pen, batch.group_id, batch.traj_id, stats_over=cfg.grpo.stats_over,
-                               scale=norm.scale, epsilon=norm.epsilon)
+    ep_adv = episode_advantage(
+        batch.episode_return,
+        pen,
+        batch.group_id,
+        batch.traj_id,
+        stats_over=cfg.grpo.stats_over,
+        scale=norm.scale,
+        epsilon=norm.epsilon,
+    )
     node = anchor_groups(batch.group_id, batch.observation)
     value = node_values(node, batch.episode_return, batch.step, batch.traj_len, cfg.gigpo.gamma)
     v_curr = value[node]
@@ -49,6 +57,13 @@ def compute_g2po(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditR
     a_nc = segment_norm(v_next - pen, node, scale=norm.scale, epsilon=norm.epsilon)
     a_ec = segment_norm(v_next - v_curr, batch.group_id, scale=norm.scale, epsilon=norm.epsilon)
     step_adv = a_nc + a_ec
-    diag = {"episode_adv": ep_adv, "step_adv": step_adv, "anchor_group_size": segment_sizes(node),
-            "node_value": v_curr, "next_value": v_next, "node_centric": a_nc, "edge_centric": a_ec}
+    diag = {
+        "episode_adv": ep_adv,
+        "step_adv": step_adv,
+        "anchor_group_size": segment_sizes(node),
+        "node_value": v_curr,
+        "next_value": v_next,
+        "node_centric": a_nc,
+        "edge_centric": a_ec,
+    }
     return CreditResult("g2po", ep_adv + opts.w * step_adv, v_next, diag, group_stats(batch))

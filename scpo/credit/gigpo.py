@@ -1,18 +1,24 @@
 """GiGPO (Feng et al. 2025, "Group-in-Group Policy Optimization", arXiv 2505.10978; verl-agent `gigpo/core_gigpo.py`).
 
-    A^E_{i,t} = norm(R_i - pen_t, steps of group g)                    (Eq. 3, see `grpo.episode_advantage`)
-    G_{i,t}   = sum_k gamma^k r_{i,t+k} - pen_t                        (Eq. 5; the penalty is applied after discounting)
-    anchor(t) = rows of group g whose raw observation o_t is identical (Eq. 6; optionally: similarity >= thresh)
-    A^S_{i,t} = norm(G_{i,t}, anchor(t)), singleton anchor -> 0       (Eq. 7)
-    A_{i,t}   = A^E_{i,t} + omega * A^S_{i,t}                          (Eq. 8)
+A^E_{i,t} = norm(R_i - pen_t, steps of group g)                    (Eq. 3, see `grpo.episode_advantage`)
+G_{i,t}   = sum_k gamma^k r_{i,t+k} - pen_t                        (Eq. 5; the penalty is applied after discounting)
+anchor(t) = rows of group g whose raw observation o_t is identical (Eq. 6; optionally: similarity >= thresh)
+A^S_{i,t} = norm(G_{i,t}, anchor(t)), singleton anchor -> 0       (Eq. 7)
+A_{i,t}   = A^E_{i,t} + omega * A^S_{i,t}                          (Eq. 8)
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from scpo.credit.grouping import (combine_codes, discounted_returns, factorize, invalid_penalty, segment_norm,
-                                  segment_sizes)
+from scpo.credit.grouping import (
+    combine_codes,
+    discounted_returns,
+    factorize,
+    invalid_penalty,
+    segment_norm,
+    segment_sizes,
+)
 from scpo.credit.grpo import episode_advantage, group_stats
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
@@ -27,9 +33,10 @@ def anchor_groups(group_id: np.ndarray, observation: np.ndarray) -> np.ndarray:
 
 
 def similarity_anchor_groups(group_id: np.ndarray, observation: np.ndarray, scorer, thresh: float) -> np.ndarray:
-    """Anchor groups that merge similar observations, greedily as verl-agent's `build_step_group(enable_similarity=True)`:
-    distinct observations in order of first appearance join the first cluster whose representative scores >= thresh,
-    else found a new cluster. Scores come from `scorer` in one batched call per group (distinct observations only)."""
+    """Anchor groups that merge similar observations, greedily as verl-agent's
+    `build_step_group(enable_similarity=True)`: distinct observations in order of first appearance join the first
+    cluster whose representative scores >= thresh, else found a new cluster. Scores come from `scorer` in one batched
+    call per group (distinct observations only)."""
     if not 0 < thresh <= 1:
         raise ValueError(f"similarity_thresh={thresh} must be in (0, 1]")
     obs_code = factorize(observation)
@@ -43,7 +50,7 @@ def similarity_anchor_groups(group_id: np.ndarray, observation: np.ndarray, scor
         codes = codes[order]
         texts = [str(t) for t in observation[rows[first[order]]]]
         sim = scorer.score_matrix(texts, texts)
-        reps: list[int] = []          # positions (in `codes`) of cluster representatives
+        reps: list[int] = []  # positions (in `codes`) of cluster representatives
         local = np.empty(len(codes), dtype=np.int64)
         for u in range(len(codes)):
             hit = next((k for k, rep in enumerate(reps) if sim[u, rep] >= thresh), None)
@@ -57,22 +64,38 @@ def similarity_anchor_groups(group_id: np.ndarray, observation: np.ndarray, scor
     return out
 
 
-def gigpo_from_returns(episode_adv: np.ndarray, step_return: np.ndarray, anchor: np.ndarray, *, omega: float,
-                       scale: str, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+def gigpo_from_returns(
+    episode_adv: np.ndarray, step_return: np.ndarray, anchor: np.ndarray, *, omega: float, scale: str, epsilon: float
+) -> tuple[np.ndarray, np.ndarray]:
     """(A, A^S) with A^S = norm(step_return, anchor group) and A = A^E + omega A^S (Eq. 7-8). `step_return` already
     includes the invalid penalty."""
     step_adv = segment_norm(step_return, anchor, scale=scale, epsilon=epsilon)
     return episode_adv + omega * step_adv, step_adv
 
 
-def compute_gigpo(batch: RolloutBatch, cfg: CreditConfig, *, scorer=None, rewards: np.ndarray | None = None,
-                  episode_return: np.ndarray | None = None, method: str = "gigpo", **_: object) -> CreditResult:
+def compute_gigpo(
+    batch: RolloutBatch,
+    cfg: CreditConfig,
+    *,
+    scorer=None,
+    rewards: np.ndarray | None = None,
+    episode_return: np.ndarray | None = None,
+    method: str = "gigpo",
+    **_: object,
+) -> CreditResult:
     """GiGPO on `batch`. `rewards` / `episode_return` replace the env rewards / R_i (SCPO's shaping uses this)."""
     opts, norm = cfg.gigpo, cfg.norm
     pen = invalid_penalty(batch.valid, norm.lambda_invalid)
     ep_ret = batch.episode_return if episode_return is None else episode_return
-    ep_adv = episode_advantage(ep_ret, pen, batch.group_id, batch.traj_id, stats_over=cfg.grpo.stats_over,
-                               scale=norm.scale, epsilon=norm.epsilon)
+    ep_adv = episode_advantage(
+        ep_ret,
+        pen,
+        batch.group_id,
+        batch.traj_id,
+        stats_over=cfg.grpo.stats_over,
+        scale=norm.scale,
+        epsilon=norm.epsilon,
+    )
     r = batch.reward if rewards is None else rewards
     returns = discounted_returns(r, batch.traj_id, batch.step, opts.gamma)
     if opts.enable_similarity:
@@ -81,10 +104,14 @@ def compute_gigpo(batch: RolloutBatch, cfg: CreditConfig, *, scorer=None, reward
         anchor = similarity_anchor_groups(batch.group_id, batch.observation, scorer, opts.similarity_thresh)
     else:
         anchor = anchor_groups(batch.group_id, batch.observation)
-    adv, step_adv = gigpo_from_returns(ep_adv, returns - pen, anchor, omega=opts.step_advantage_w, scale=norm.scale,
-                                       epsilon=norm.epsilon)
+    adv, step_adv = gigpo_from_returns(
+        ep_adv, returns - pen, anchor, omega=opts.step_advantage_w, scale=norm.scale, epsilon=norm.epsilon
+    )
     sizes = segment_sizes(anchor)
     diag = {"episode_adv": ep_adv, "step_adv": step_adv, "anchor_group_size": sizes}
-    stats = {**group_stats(batch), "anchor_group_size_mean": float(sizes.mean()),
-             "frac_singleton_anchor_steps": float(np.mean(sizes == 1))}
+    stats = {
+        **group_stats(batch),
+        "anchor_group_size_mean": float(sizes.mean()),
+        "frac_singleton_anchor_steps": float(np.mean(sizes == 1)),
+    }
     return CreditResult(method, adv, returns, diag, stats)

@@ -6,16 +6,25 @@ sort/bincount group-bys, never Python loops over rows.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 
 __all__ = [
-    "check_rows", "factorize", "shared_codes", "combine_codes", "segment_sizes", "segment_norm", "discounted_returns",
-    "invalid_penalty", "next_row_in_trajectory", "shifted_codes", "trajectory_first_rows",
+    "check_rows",
+    "factorize",
+    "shared_codes",
+    "combine_codes",
+    "segment_sizes",
+    "segment_norm",
+    "discounted_returns",
+    "invalid_penalty",
+    "next_row_in_trajectory",
+    "shifted_codes",
+    "trajectory_first_rows",
 ]
 
 
@@ -32,8 +41,10 @@ def check_rows(traj_id: np.ndarray, step: np.ndarray) -> None:
     bad = np.flatnonzero(step != expected)
     if len(bad):
         r = int(bad[0])
-        raise ValueError(f"row {r} (traj_id {traj_id[r]}) has step {step[r]}, expected {expected[r]}: rows must be "
-                         "ordered by step 0, 1, 2, ... within each trajectory")
+        raise ValueError(
+            f"row {r} (traj_id {traj_id[r]}) has step {step[r]}, expected {expected[r]}: rows must be "
+            "ordered by step 0, 1, 2, ... within each trajectory"
+        )
 
 
 _CODES: ContextVar[dict | None] = ContextVar("scpo_credit_codes", default=None)
@@ -60,7 +71,7 @@ def factorize(values: Sequence) -> np.ndarray:
     codes = pd.factorize(values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object))[0]
     codes = codes.astype(np.int64)
     if cache is not None and isinstance(values, np.ndarray):
-        cache[id(values)] = (values, codes)              # holds `values`, so its id stays unique in the block
+        cache[id(values)] = (values, codes)  # holds `values`, so its id stays unique in the block
     return codes
 
 
@@ -94,7 +105,9 @@ def segment_sizes(seg: np.ndarray) -> np.ndarray:
     return np.bincount(seg)[seg]
 
 
-def segment_norm(x: np.ndarray, seg: np.ndarray, *, scale: str = "std", epsilon: float = 1e-6, ddof: int = 1) -> np.ndarray:
+def segment_norm(
+    x: np.ndarray, seg: np.ndarray, *, scale: str = "std", epsilon: float = 1e-6, ddof: int = 1
+) -> np.ndarray:
     """norm(x, S) per segment S: (x - mean_S) / (std_S + eps) for scale="std", x - mean_S for "none"; |S| = 1 -> 0.
 
     `ddof=1` is the unbiased std (torch.std, as in verl-agent); HGPO uses the population std (ddof=0).

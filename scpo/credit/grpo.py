@@ -18,8 +18,14 @@ from scpo.rollout_types import RolloutBatch
 __all__ = ["episode_advantage", "episode_statistics", "compute_grpo", "group_stats"]
 
 
-def episode_statistics(episode_return: np.ndarray, penalty: np.ndarray, group_id: np.ndarray, traj_id: np.ndarray, *,
-                       stats_over: str = "steps") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def episode_statistics(
+    episode_return: np.ndarray,
+    penalty: np.ndarray,
+    group_id: np.ndarray,
+    traj_id: np.ndarray,
+    *,
+    stats_over: str = "steps",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(mean, std, count) per group code of the statistics `episode_advantage` normalises with: over every step row's
     R_i - pen_t ("steps", the reference) or over one R_i per trajectory ("trajectories"); std is unbiased (ddof 1)."""
     group_id = np.asarray(group_id)
@@ -36,8 +42,16 @@ def episode_statistics(episode_return: np.ndarray, penalty: np.ndarray, group_id
     return mean, np.sqrt(sq / np.maximum(counts - 1, 1)), counts
 
 
-def episode_advantage(episode_return: np.ndarray, penalty: np.ndarray, group_id: np.ndarray, traj_id: np.ndarray, *,
-                      stats_over: str = "steps", scale: str = "std", epsilon: float = 1e-6) -> np.ndarray:
+def episode_advantage(
+    episode_return: np.ndarray,
+    penalty: np.ndarray,
+    group_id: np.ndarray,
+    traj_id: np.ndarray,
+    *,
+    stats_over: str = "steps",
+    scale: str = "std",
+    epsilon: float = 1e-6,
+) -> np.ndarray:
     """A^E_{i,t} = norm(R_i - pen_t, S_g) where S_g is every step row of group g ("steps") or one R_i per trajectory
     ("trajectories"; the mean/std come from the R_i and are applied to R_i - pen_t). A group with one member gives 0."""
     score = np.asarray(episode_return, dtype=np.float64) - penalty
@@ -54,14 +68,24 @@ def group_stats(batch: RolloutBatch) -> dict[str, float]:
     """Batch-level success structure: fraction of groups with no success / all successes / mixed."""
     won_any = np.bincount(batch.group_id, weights=batch.won.astype(float)) > 0
     won_all = np.bincount(batch.group_id, weights=(~batch.won).astype(float)) == 0
-    return {"frac_all_failed_groups": float(np.mean(~won_any)), "frac_all_success_groups": float(np.mean(won_all)),
-            "frac_mixed_groups": float(np.mean(won_any & ~won_all))}
+    return {
+        "frac_all_failed_groups": float(np.mean(~won_any)),
+        "frac_all_success_groups": float(np.mean(won_all)),
+        "frac_mixed_groups": float(np.mean(won_any & ~won_all)),
+    }
 
 
 def compute_grpo(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditResult:
     """GRPO (trajectory level): A = A^E; the step term is 0. Returns are R_i (undiscounted)."""
     pen = invalid_penalty(batch.valid, cfg.norm.lambda_invalid)
-    adv = episode_advantage(batch.episode_return, pen, batch.group_id, batch.traj_id, stats_over=cfg.grpo.stats_over,
-                            scale=cfg.norm.scale, epsilon=cfg.norm.epsilon)
+    adv = episode_advantage(
+        batch.episode_return,
+        pen,
+        batch.group_id,
+        batch.traj_id,
+        stats_over=cfg.grpo.stats_over,
+        scale=cfg.norm.scale,
+        epsilon=cfg.norm.epsilon,
+    )
     diag = {"episode_adv": adv, "step_adv": np.zeros_like(adv), "anchor_group_size": segment_sizes(batch.group_id)}
     return CreditResult("grpo", adv, batch.episode_return.astype(np.float64).copy(), diag, group_stats(batch))

@@ -5,16 +5,23 @@ HGPO code computes them (its `HGPO` routine behind `compute_hgpo_outcome_advanta
     a_l    = norm(G, steps of group g with the same C_l), population std; clusters of one step give no a_l
     A      = sum_{l in S} w_l a_l,  w_l = (l+1)^alpha / sum_{l' in S} (l'+1)^alpha,   S = {l : a_l != 0}
 
-G is GiGPO's step return (discounted, minus the invalid penalty). A step whose observation is unique in its group gets 0.
-HGPO has no episode term. Revision 1 weighted by (k+1)^alpha with k = l + 1 and padded early steps into clusters.
+G is GiGPO's step return (discounted, minus the invalid penalty). A step whose observation is unique in its group gets
+0. HGPO has no episode term. Revision 1 weighted by (k+1)^alpha with k = l + 1 and padded early steps into clusters.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from scpo.credit.grouping import (combine_codes, discounted_returns, factorize, invalid_penalty, segment_norm,
-                                  segment_sizes, shifted_codes)
+from scpo.credit.grouping import (
+    combine_codes,
+    discounted_returns,
+    factorize,
+    invalid_penalty,
+    segment_norm,
+    segment_sizes,
+    shifted_codes,
+)
 from scpo.credit.grpo import group_stats
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
@@ -32,8 +39,17 @@ def context_clusters(group_id: np.ndarray, observation: np.ndarray, step: np.nda
     return np.where(np.asarray(step) >= depth, codes, -1)
 
 
-def hgpo_step_advantage(g_return: np.ndarray, group_id: np.ndarray, observation: np.ndarray, step: np.ndarray, *,
-                        history_length: int, alpha: float, scale: str, epsilon: float) -> tuple[np.ndarray, dict]:
+def hgpo_step_advantage(
+    g_return: np.ndarray,
+    group_id: np.ndarray,
+    observation: np.ndarray,
+    step: np.ndarray,
+    *,
+    history_length: int,
+    alpha: float,
+    scale: str,
+    epsilon: float,
+) -> tuple[np.ndarray, dict]:
     """A = sum_{l: a_l != 0} w_l a_l with renormalised w_l (see the module docstring); returns (A, per-depth diagnostics
     "hgpo_a<l>" and "hgpo_size<l>", the cluster size, 0 for rows in no depth-l cluster)."""
     g_return = np.asarray(g_return, dtype=np.float64)
@@ -63,8 +79,15 @@ def compute_hgpo(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditR
     opts, norm = cfg.hgpo, cfg.norm
     pen = invalid_penalty(batch.valid, norm.lambda_invalid)
     returns = discounted_returns(batch.reward, batch.traj_id, batch.step, cfg.gigpo.gamma)
-    adv, per_l = hgpo_step_advantage(returns - pen, batch.group_id, batch.observation, batch.step,
-                                     history_length=opts.history_length, alpha=opts.alpha, scale=norm.scale,
-                                     epsilon=norm.epsilon)
+    adv, per_l = hgpo_step_advantage(
+        returns - pen,
+        batch.group_id,
+        batch.observation,
+        batch.step,
+        history_length=opts.history_length,
+        alpha=opts.alpha,
+        scale=norm.scale,
+        epsilon=norm.epsilon,
+    )
     diag = {"episode_adv": np.zeros_like(adv), "step_adv": adv, "anchor_group_size": per_l["hgpo_size0"], **per_l}
     return CreditResult("hgpo", adv, returns, diag, group_stats(batch))

@@ -1,4 +1,5 @@
-"""Oracle credit [ours]: the planner's oracle progress as the step credit (ALFWorld; the upper bound of fidelity tables).
+"""Oracle credit [ours]: the planner's oracle progress as the step credit (ALFWorld; the upper bound of fidelity
+tables).
 
 q_t = V*(s_t) - V*(s_{t+1}) is potential-based shaping (Ng, Harada & Russell 1999) with the potential Phi(s) = -V*(s)
 and no discount inside the potential: F_t = Phi(s_{t+1}) - Phi(s_t) = q_t, 1 on a step of an optimal path, 0 or less
@@ -9,8 +10,9 @@ otherwise. The estimator uses it as the step term, uncentred so that its sign is
 where A^E is GRPO's episode advantage (norm(R_i - pen_t) over the group's steps) and pen_t the invalid-action penalty.
 With w_E = 0 (default) the credit is positive exactly on the steps that bring the goal closer; w_E > 0 adds outcome
 credit for training runs. A step into a dead end (q = -inf: e.g. picking up an object no receptacle accepts, after which
-the goal cannot be reached) gets -dead_end. The batch must carry `oracle_progress` (scpo.analysis.oracle_rollouts: noisy-optimal
-rollouts, or `label_progress` on any ALFWorld rollouts). Full knowledge is a proxy: exploring steps get q <= 0.
+the goal cannot be reached) gets -dead_end. The batch must carry `oracle_progress` (scpo.analysis.oracle_rollouts:
+noisy-optimal rollouts, or `label_progress` on any ALFWorld rollouts). Full knowledge is a proxy: exploring steps get
+q <= 0.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ def compute_oracle(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> Credi
     """Oracle credit on `batch` (needs its oracle_progress column)."""
     q = batch.oracle_progress
     if q is None:
-        raise ValueError("the oracle estimator needs the batch's oracle_progress column (q_t = V*(s_t) - V*(s_t+1)); "
-                         "label ALFWorld rollouts with scpo.analysis.oracle_rollouts.label_progress")
+        raise ValueError(
+            "the oracle estimator needs the batch's oracle_progress column (q_t = V*(s_t) - V*(s_t+1)); "
+            "label ALFWorld rollouts with scpo.analysis.oracle_rollouts.label_progress"
+        )
     if np.any(np.isnan(q) | (q == np.inf)):
         bad = np.flatnonzero(np.isnan(q) | (q == np.inf))[:5]
         raise ValueError(f"oracle_progress is NaN or +inf at rows {bad.tolist()}; q_t is at most 1")
@@ -40,8 +44,14 @@ def compute_oracle(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> Credi
     step_adv = opts.omega * (np.maximum(q, -opts.dead_end) - pen)
     ep_adv = np.zeros_like(step_adv)
     if opts.episode_weight:
-        ep_adv = opts.episode_weight * episode_advantage(batch.episode_return, pen, batch.group_id, batch.traj_id,
-                                                         stats_over=cfg.grpo.stats_over, scale=norm.scale,
-                                                         epsilon=norm.epsilon)
+        ep_adv = opts.episode_weight * episode_advantage(
+            batch.episode_return,
+            pen,
+            batch.group_id,
+            batch.traj_id,
+            stats_over=cfg.grpo.stats_over,
+            scale=norm.scale,
+            epsilon=norm.epsilon,
+        )
     diag = {"episode_adv": ep_adv, "step_adv": step_adv, "anchor_group_size": segment_sizes(batch.group_id)}
     return CreditResult("oracle", ep_adv + step_adv, q.astype(np.float64).copy(), diag, group_stats(batch))

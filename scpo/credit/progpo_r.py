@@ -10,19 +10,28 @@
 
 In A^P, G is GiGPO's step return (discounted, minus the invalid penalty). The potentials average the discounted return
 without the penalty (Phi(s) is the mean return from s onward, r at s included), so that delta_t of an exact potential is
-0; the penalty is then subtracted from delta_t itself and never leaks to earlier steps. Revision 1 used terminal
-Phi = 10 without r_t, which gave a winning final step a negative delta. Two keys are similar when their current observations score
->= `similarity_thresh` and the mean over the d aligned positions of the observation scores is >= `similarity_thresh`
-(padding before the start matches only padding) [ours]: it needs scores between the distinct observations of a group
-only, and a sparse neighbour list, never a history-by-history matrix. Spec: docs/algorithms.md, "ProGPO-R".
+0; the penalty is then subtracted from delta_t itself and never leaks to earlier steps. Revision 1 used terminal Phi =
+10 without r_t, which gave a winning final step a negative delta. Two keys are similar when their current observations
+score >= `similarity_thresh` and the mean over the d aligned positions of the observation scores is >=
+`similarity_thresh` (padding before the start matches only padding) [ours]: it needs scores between the distinct
+observations of a group only, and a sparse neighbour list, never a history-by-history matrix. Spec: docs/algorithms.md,
+"ProGPO-R".
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from scpo.credit.grouping import (combine_codes, discounted_returns, factorize, invalid_penalty, next_row_in_trajectory,
-                                  segment_norm, segment_sizes, shifted_codes)
+from scpo.credit.grouping import (
+    combine_codes,
+    discounted_returns,
+    factorize,
+    invalid_penalty,
+    next_row_in_trajectory,
+    segment_norm,
+    segment_sizes,
+    shifted_codes,
+)
 from scpo.credit.grpo import episode_advantage, group_stats
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
@@ -31,8 +40,9 @@ from scpo.rollout_types import RolloutBatch
 __all__ = ["prefix_groups", "ObservationSimilarity", "depth_potential", "fuse_potentials", "compute_progpo_r"]
 
 
-def prefix_groups(group_id: np.ndarray, obs: np.ndarray, act: np.ndarray, traj_id: np.ndarray,
-                  step: np.ndarray) -> np.ndarray:
+def prefix_groups(
+    group_id: np.ndarray, obs: np.ndarray, act: np.ndarray, traj_id: np.ndarray, step: np.ndarray
+) -> np.ndarray:
     """Code of the full history (group, o_0, a_0, ..., o_t) per row, from observation / action codes.
 
     Vectorised by sorting: each trajectory is one padded row (group, o_0, a_0, o_1, ...); after a lexicographic sort,
@@ -49,10 +59,10 @@ def prefix_groups(group_id: np.ndarray, obs: np.ndarray, act: np.ndarray, traj_i
     order = np.lexsort(seq.T[::-1])
     sorted_seq = seq[order]
     same = sorted_seq[1:] == sorted_seq[:-1]
-    lcp = np.where(same.all(axis=1), seq.shape[1], same.argmin(axis=1))          # (n_traj - 1,)
-    needed = 2 * np.arange(t_max) + 2                                             # entries of the step-t history
+    lcp = np.where(same.all(axis=1), seq.shape[1], same.argmin(axis=1))  # (n_traj - 1,)
+    needed = 2 * np.arange(t_max) + 2  # entries of the step-t history
     new_run = np.vstack([np.ones((1, t_max), dtype=bool), lcp[:, None] < needed[None, :]])
-    run_id = np.cumsum(new_run, axis=0) - 1                                       # (n_traj, t_max) in sorted order
+    run_id = np.cumsum(new_run, axis=0) - 1  # (n_traj, t_max) in sorted order
     position = np.empty(n_traj, dtype=np.int64)
     position[order] = np.arange(n_traj)
     return run_id[position[traj], step] + step * n_traj
@@ -71,9 +81,9 @@ class ObservationSimilarity:
         self.base = np.zeros(n_codes, dtype=np.int64)
         self.size = np.zeros(n_codes, dtype=np.int64)
         flats, us, vs, ss, offset = [], [], [], [], 0
-        first = np.unique(codes, return_index=True)[1]          # first row of each code (codes are dense)
+        first = np.unique(codes, return_index=True)[1]  # first row of each code (codes are dense)
         for g in np.unique(group_id):
-            members = np.flatnonzero(group_id[first] == g)      # codes of group g
+            members = np.flatnonzero(group_id[first] == g)  # codes of group g
             sim = scorer.score_matrix([str(t) for t in texts[first[members]]], [str(t) for t in texts[first[members]]])
             self.loc[members], self.base[members], self.size[members] = np.arange(len(members)), offset, len(members)
             flats.append(sim.ravel())
@@ -83,7 +93,7 @@ class ObservationSimilarity:
             vs.append(members[v])
             ss.append(sim[u, v])
         self.flat = np.concatenate(flats)
-        self.row_start = self.base + self.loc * self.size      # flat offset of row u
+        self.row_start = self.base + self.loc * self.size  # flat offset of row u
         order = np.argsort(np.concatenate(us), kind="stable")
         self.nb_u, self.nb_v, self.nb_s = (np.concatenate(x)[order] for x in (us, vs, ss))
 
@@ -103,9 +113,19 @@ def _expand(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndar
     return owner, pos
 
 
-def depth_potential(g_return: np.ndarray, group_id: np.ndarray, obs: np.ndarray, step: np.ndarray, depth: int, *,
-                    min_members: int, prior_variance: float, variance_floor: float,
-                    similarity: ObservationSimilarity | None = None, thresh: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def depth_potential(
+    g_return: np.ndarray,
+    group_id: np.ndarray,
+    obs: np.ndarray,
+    step: np.ndarray,
+    depth: int,
+    *,
+    min_members: int,
+    prior_variance: float,
+    variance_floor: float,
+    similarity: ObservationSimilarity | None = None,
+    thresh: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
     """(Phi_d, var_d) per row for history depth d; `obs` are group-specific observation codes.
 
     Semantic expansion (when `similarity` is given): a key with fewer than `min_members` members pools every key of its
@@ -113,15 +133,15 @@ def depth_potential(g_return: np.ndarray, group_id: np.ndarray, obs: np.ndarray,
     Candidates come from the sparse neighbour list of the current observation, so no key-by-key matrix is built.
     """
     cols = [shifted_codes(obs, step, lag) for lag in range(depth)]
-    key = combine_codes(*cols)                              # obs codes are group-specific: the key implies the group
+    key = combine_codes(*cols)  # obs codes are group-specific: the key implies the group
     n_keys = int(key.max()) + 1
     cnt = np.bincount(key, minlength=n_keys).astype(np.float64)
     s1 = np.bincount(key, weights=g_return, minlength=n_keys)
     s2 = np.bincount(key, weights=g_return * g_return, minlength=n_keys)
     small = np.flatnonzero(cnt < min_members)
     if similarity is not None and len(small):
-        rep = np.unique(key, return_index=True)[1]            # first row of each key (codes are dense)
-        key_obs = np.stack([c[rep] for c in cols], axis=1)    # (n_keys, d); column 0 is the current observation
+        rep = np.unique(key, return_index=True)[1]  # first row of each key (codes are dense)
+        key_obs = np.stack([c[rep] for c in cols], axis=1)  # (n_keys, d); column 0 is the current observation
         # small key i -> neighbour observations v of its current observation -> keys j whose current observation is v
         lo = np.searchsorted(similarity.nb_u, key_obs[small, 0], side="left")
         hi = np.searchsorted(similarity.nb_u, key_obs[small, 0], side="right")
@@ -132,7 +152,7 @@ def depth_potential(g_return: np.ndarray, group_id: np.ndarray, obs: np.ndarray,
         lo2 = np.searchsorted(last_sorted, v, side="left")
         hi2 = np.searchsorted(last_sorted, v, side="right")
         which, pos = _expand(lo2, hi2 - lo2)
-        i_key, j_key, key_sim = small[i_nb[which]], by_last[pos], similarity.nb_s[nb[which]]   # position 0 score
+        i_key, j_key, key_sim = small[i_nb[which]], by_last[pos], similarity.nb_s[nb[which]]  # position 0 score
         keep = i_key != j_key
         i_key, j_key, key_sim = i_key[keep], j_key[keep], key_sim[keep]
         for p in range(1, depth):
@@ -157,11 +177,18 @@ def compute_progpo_r(batch: RolloutBatch, cfg: CreditConfig, *, scorer=None, **_
     """ProGPO-R on `batch`; diagnostics add "potential" (Phi(s_t)), "prefix_adv", "delta"."""
     opts, norm = cfg.progpo_r, cfg.norm
     pen = invalid_penalty(batch.valid, norm.lambda_invalid)
-    ep_adv = episode_advantage(batch.episode_return, pen, batch.group_id, batch.traj_id, stats_over=cfg.grpo.stats_over,
-                               scale=norm.scale, epsilon=norm.epsilon)
+    ep_adv = episode_advantage(
+        batch.episode_return,
+        pen,
+        batch.group_id,
+        batch.traj_id,
+        stats_over=cfg.grpo.stats_over,
+        scale=norm.scale,
+        epsilon=norm.epsilon,
+    )
     disc = discounted_returns(batch.reward, batch.traj_id, batch.step, cfg.gigpo.gamma)
     g_ret = disc - pen
-    obs = combine_codes(batch.group_id, factorize(batch.observation))     # group-specific observation codes
+    obs = combine_codes(batch.group_id, factorize(batch.observation))  # group-specific observation codes
     prefix = prefix_groups(batch.group_id, obs, factorize(batch.action), batch.traj_id, batch.step)
     a_p = segment_norm(g_ret, prefix, scale=norm.scale, epsilon=norm.epsilon)
     similarity = None
@@ -171,9 +198,18 @@ def compute_progpo_r(batch: RolloutBatch, cfg: CreditConfig, *, scorer=None, **_
         similarity = ObservationSimilarity(batch.group_id, obs, batch.observation, scorer, opts.similarity_thresh)
     phis, variances = [], []
     for d in opts.depths:
-        phi_d, var_d = depth_potential(disc, batch.group_id, obs, batch.step, d, min_members=opts.min_members,
-                                       prior_variance=opts.prior_variance, variance_floor=opts.variance_floor,
-                                       similarity=similarity, thresh=opts.similarity_thresh)
+        phi_d, var_d = depth_potential(
+            disc,
+            batch.group_id,
+            obs,
+            batch.step,
+            d,
+            min_members=opts.min_members,
+            prior_variance=opts.prior_variance,
+            variance_floor=opts.variance_floor,
+            similarity=similarity,
+            thresh=opts.similarity_thresh,
+        )
         phis.append(phi_d)
         variances.append(var_d)
     phi = fuse_potentials(phis, variances)
@@ -182,6 +218,12 @@ def compute_progpo_r(batch: RolloutBatch, cfg: CreditConfig, *, scorer=None, **_
     delta = batch.reward + cfg.gigpo.gamma * phi_next - phi
     a_d = segment_norm(delta - pen, batch.group_id, scale=norm.scale, epsilon=norm.epsilon)
     step_adv = opts.omega_p * a_p + opts.omega_d * a_d
-    diag = {"episode_adv": ep_adv, "step_adv": step_adv, "anchor_group_size": segment_sizes(prefix),
-            "potential": phi, "prefix_adv": a_p, "delta": delta}
+    diag = {
+        "episode_adv": ep_adv,
+        "step_adv": step_adv,
+        "anchor_group_size": segment_sizes(prefix),
+        "potential": phi,
+        "prefix_adv": a_p,
+        "delta": delta,
+    }
     return CreditResult("progpo_r", ep_adv + step_adv, disc, diag, group_stats(batch))

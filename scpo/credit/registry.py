@@ -5,7 +5,8 @@
 
 Each method reads a fixed list of option sections of `CreditConfig` (its own first, then the ones it builds on, then
 `norm`); a keyword option sets the first field of that name in those sections (or a top-level field such as
-`success_reward`). Unknown option -> ValueError listing the allowed names; unknown method -> KeyError listing the registry.
+`success_reward`). Unknown option -> ValueError listing the allowed names; unknown method -> KeyError listing the
+registry.
 
 Each `MethodSpec` also declares what the method needs beyond the batch, so callers ask the spec, never the name: a
 frozen `scorer` (per config), `policy_scores` (per-row scores computed with the policy, passed as `hindsight_logprob`:
@@ -14,9 +15,10 @@ HCAPO's hindsight log-probs, `scpo.train.hindsight`) or an `oracle` (per-step or
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
@@ -35,17 +37,24 @@ from scpo.credit.result import CreditResult
 from scpo.credit.scpo import compute_scpo
 from scpo.rollout_types import RolloutBatch
 
-__all__ = ["compute_advantages", "available_methods", "resolve_config", "method_spec", "check_method", "MethodSpec",
-           "METHODS"]
+__all__ = [
+    "compute_advantages",
+    "available_methods",
+    "resolve_config",
+    "method_spec",
+    "check_method",
+    "MethodSpec",
+    "METHODS",
+]
 
 
 @dataclass(frozen=True)
 class MethodSpec:
     fn: Callable[..., CreditResult]
-    sections: tuple[str, ...]                       # option sections it reads, most specific first
-    scorer: Callable[[CreditConfig], tuple[str, str | None] | None] = lambda cfg: None   # (name, model) it needs
-    policy_scores: bool = False                     # needs `hindsight_logprob` (n_rows,), computed with the policy
-    oracle: bool = False                            # needs oracle progress per step (not in the pipeline's rollouts)
+    sections: tuple[str, ...]  # option sections it reads, most specific first
+    scorer: Callable[[CreditConfig], tuple[str, str | None] | None] = lambda cfg: None  # (name, model) it needs
+    policy_scores: bool = False  # needs `hindsight_logprob` (n_rows,), computed with the policy
+    oracle: bool = False  # needs oracle progress per step (not in the pipeline's rollouts)
 
     @property
     def rollouts_suffice(self) -> bool:
@@ -62,8 +71,11 @@ METHODS: dict[str, MethodSpec] = {
     "gigpo": MethodSpec(compute_gigpo, ("gigpo", "grpo", "norm"), _gigpo_scorer),
     "scpo": MethodSpec(compute_scpo, ("scpo", "gigpo", "grpo", "norm"), lambda c: (c.scpo.scorer, c.scpo.scorer_model)),
     "progpo_c": MethodSpec(compute_progpo_c, ("progpo_c", "gigpo", "grpo", "norm"), _gigpo_scorer),
-    "progpo_r": MethodSpec(compute_progpo_r, ("progpo_r", "gigpo", "grpo", "norm"),
-                           lambda c: (c.progpo_r.similarity_scorer, None) if c.progpo_r.similarity_scorer != "none" else None),
+    "progpo_r": MethodSpec(
+        compute_progpo_r,
+        ("progpo_r", "gigpo", "grpo", "norm"),
+        lambda c: (c.progpo_r.similarity_scorer, None) if c.progpo_r.similarity_scorer != "none" else None,
+    ),
     "g2po": MethodSpec(compute_g2po, ("g2po", "gigpo", "grpo", "norm")),
     "hgpo": MethodSpec(compute_hgpo, ("hgpo", "gigpo", "norm")),
     "hcapo": MethodSpec(compute_hcapo, ("hcapo", "gigpo", "grpo", "norm"), policy_scores=True),
@@ -123,18 +135,29 @@ def default_scorer(name: str, model: str | None):
     return make_scorer(name, model=model)
 
 
-def compute_advantages(method: str, batch: RolloutBatch, config: CreditConfig | None = None, *, scorer=None,
-                       hindsight_logprob: np.ndarray | None = None, **options: Any) -> CreditResult:
+def compute_advantages(
+    method: str,
+    batch: RolloutBatch,
+    config: CreditConfig | None = None,
+    *,
+    scorer=None,
+    hindsight_logprob: np.ndarray | None = None,
+    **options: Any,
+) -> CreditResult:
     """Per-step advantages of `method` on `batch` (see `CreditResult`). Pure: reads the batch, returns new arrays."""
     spec = method_spec(method)
+    if isinstance(scorer, str):  # a scorer's name is the method's `scorer` option (SCPO's), not a scorer object
+        options["scorer"], scorer = scorer, None
     cfg = resolve_config(method, config, **options)
     if not isinstance(batch, RolloutBatch):
         raise TypeError(f"batch must be a RolloutBatch, got {type(batch).__name__}")
     check_rows(batch.traj_id, batch.step)
     if spec.policy_scores and hindsight_logprob is None:
-        raise ValueError(f"credit method {method!r} needs hindsight_logprob (n_rows,), per-row scores of the policy: "
-                         "the trainer computes it (scpo.train.hindsight.hindsight_logprob) and passes it to "
-                         f"compute_advantages({method!r}, batch, hindsight_logprob=...)")
+        raise ValueError(
+            f"credit method {method!r} needs hindsight_logprob (n_rows,), per-row scores of the policy: "
+            "the trainer computes it (scpo.train.hindsight.hindsight_logprob) and passes it to "
+            f"compute_advantages({method!r}, batch, hindsight_logprob=...)"
+        )
     if scorer is None and (need := spec.scorer(cfg)) is not None:
         scorer = default_scorer(*need)
     with shared_codes():

@@ -1,4 +1,5 @@
-"""`CreditResult`: what every estimator returns (per-row advantages, returns, diagnostics for credit maps, batch stats)."""
+"""`CreditResult`: what every estimator returns (per-row advantages, returns, diagnostics for credit maps, batch
+stats)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
-"""SCPO (Semantic Consistency Policy Optimization), revision 2: credit in advantage space [our definition of the details].
+"""SCPO (Semantic Consistency Policy Optimization), revision 2: credit in advantage space [our definition of the
+details].
 
 Spec: docs/algorithms.md, "SCPO". In a group with at least one success and one failure, each failed trajectory i is
 matched, in order, against a successful sibling (the reference, T_ref steps) by a frozen scorer S[t, j] in [0, 1] over
 step texts (default: action + " -> " + next observation). Monotone matching, frontier f = -1, for t = 0, 1, ...:
 
-    j* = argmax_{j > f} S[t, j]   (match="argmax", ties: smallest j)   or   min {j > f : S[t, j] >= tau}   (match="first")
+    j* = argmax_{j > f} S[t, j]          (match="argmax", ties: smallest j)
+    j* = min {j > f : S[t, j] >= tau}    (match="first")
     S[t, j*] >= tau  ->  step t is credited: s_t = S[t, j*], f = j*;   otherwise s_t = 0
 
 mode="advantage" (default, revision 2), A and A^E being GiGPO's advantage and its episode term, unchanged:
@@ -44,8 +46,15 @@ from scpo.credit.options import CreditConfig, SCPOOptions
 from scpo.credit.result import CreditResult
 from scpo.rollout_types import RolloutBatch, stable_uid
 
-__all__ = ["step_texts", "monotone_match", "returns_bonus", "episode_gap", "match_failures", "scpo_credit",
-           "compute_scpo"]
+__all__ = [
+    "step_texts",
+    "monotone_match",
+    "returns_bonus",
+    "episode_gap",
+    "match_failures",
+    "scpo_credit",
+    "compute_scpo",
+]
 
 
 def step_texts(batch: RolloutBatch, mode: str, rows: np.ndarray | None = None) -> np.ndarray:
@@ -66,8 +75,9 @@ def step_texts(batch: RolloutBatch, mode: str, rows: np.ndarray | None = None) -
     return out
 
 
-def monotone_match(scores: np.ndarray, fail_len: np.ndarray, ref_len: np.ndarray, *, tau: float,
-                   match: str = "argmax") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def monotone_match(
+    scores: np.ndarray, fail_len: np.ndarray, ref_len: np.ndarray, *, tau: float, match: str = "argmax"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Monotone matching of a batch of (failed, reference) instances, vectorised over instances.
 
     scores: (n, T_f, T_r) S[t, j], padding anywhere (ignored through the lengths). Returns (j_star, credited, best,
@@ -112,9 +122,11 @@ def monotone_match(scores: np.ndarray, fail_len: np.ndarray, ref_len: np.ndarray
     return j_star, credited, best, advance
 
 
-def returns_bonus(credited: np.ndarray, advance: np.ndarray, ref_len: np.ndarray, *, kappa_r: float,
-                  r_success: float) -> np.ndarray:
-    """Revision 1's bonus per instance and step: b_t = kappa_r R_success (j* - f) / T_ref s_t (sum <= kappa_r R_success)."""
+def returns_bonus(
+    credited: np.ndarray, advance: np.ndarray, ref_len: np.ndarray, *, kappa_r: float, r_success: float
+) -> np.ndarray:
+    """Revision 1's bonus per instance and step: b_t = kappa_r R_success (j* - f) / T_ref s_t
+    (sum <= kappa_r R_success)."""
     return kappa_r * r_success * advance / np.asarray(ref_len, dtype=np.float64)[:, None] * credited
 
 
@@ -122,8 +134,9 @@ def episode_gap(batch: RolloutBatch, cfg: CreditConfig) -> tuple[np.ndarray, np.
     """(R per row without penalties, 1 / (sigma_g + eps) per row, or 1 for scale "none"): A^E_ref - A^E_i =
     (R_ref - R_i) * that factor, sigma_g being the std GiGPO's episode term used for the row's group."""
     pen = invalid_penalty(batch.valid, cfg.norm.lambda_invalid)
-    _, std, _ = episode_statistics(batch.episode_return, pen, batch.group_id, batch.traj_id,
-                                   stats_over=cfg.grpo.stats_over)
+    _, std, _ = episode_statistics(
+        batch.episode_return, pen, batch.group_id, batch.traj_id, stats_over=cfg.grpo.stats_over
+    )
     factor = 1.0 / (std[batch.group_id] + cfg.norm.epsilon) if cfg.norm.scale == "std" else np.ones(batch.n_rows)
     return batch.episode_return.astype(np.float64), factor
 
@@ -133,18 +146,19 @@ class _Instance:
     """One (failed trajectory, candidate reference) pair of a mixed group."""
 
     group: int
-    fail: int            # first row of the failed trajectory
-    ref: int             # first row of the reference
-    scores: np.ndarray   # S[t, j], (T_f, T_ref)
+    fail: int  # first row of the failed trajectory
+    ref: int  # first row of the reference
+    scores: np.ndarray  # S[t, j], (T_f, T_ref)
 
 
 def _content_key(texts: np.ndarray, first: int, length: int) -> tuple[int, tuple[str, ...]]:
     """(length, step texts) of the trajectory starting at row `first`: its order-free identity for tie-breaks."""
-    return length, tuple(str(t) for t in texts[first:first + length])
+    return length, tuple(str(t) for t in texts[first : first + length])
 
 
-def match_failures(batch: RolloutBatch, texts: np.ndarray, scorer, opts: SCPOOptions, *,
-                   credit_weight) -> dict[str, np.ndarray]:
+def match_failures(
+    batch: RolloutBatch, texts: np.ndarray, scorer, opts: SCPOOptions, *, credit_weight
+) -> dict[str, np.ndarray]:
     """Match every failed trajectory of every mixed group against its reference (see the module docstring).
 
     `credit_weight(instance_fail_rows, instance_ref_rows, credited, advance, ref_len) -> (n_instances,)` gives the total
@@ -157,10 +171,16 @@ def match_failures(batch: RolloutBatch, texts: np.ndarray, scorer, opts: SCPOOpt
     """
     n = batch.n_rows
     first = trajectory_first_rows(batch.traj_id)
-    t_group, t_won, t_len = batch.group_id[first], batch.won[first], batch.traj_len[first]
-    out = {"match": np.full(n, -1, dtype=np.int64), "ref_row": np.full(n, -1, dtype=np.int64), "credited": np.zeros(n),
-           "best": np.zeros(n), "advance": np.zeros(n, dtype=np.int64), "ref_first": np.full(n, -1, dtype=np.int64),
-           "shaped": np.zeros(n, dtype=bool)}
+    t_group, t_won, _ = batch.group_id[first], batch.won[first], batch.traj_len[first]
+    out = {
+        "match": np.full(n, -1, dtype=np.int64),
+        "ref_row": np.full(n, -1, dtype=np.int64),
+        "credited": np.zeros(n),
+        "best": np.zeros(n),
+        "advance": np.zeros(n, dtype=np.int64),
+        "ref_first": np.full(n, -1, dtype=np.int64),
+        "shaped": np.zeros(n, dtype=bool),
+    }
     instances: list[_Instance] = []
     for g in np.unique(t_group):
         wins, fails = first[(t_group == g) & t_won], first[(t_group == g) & ~t_won]
@@ -172,7 +192,9 @@ def match_failures(batch: RolloutBatch, texts: np.ndarray, scorer, opts: SCPOOpt
             candidates = [w for w in wins if key[int(w)][0] == shortest]
         elif opts.reference == "random":
             ordered = sorted(wins.tolist(), key=lambda w: key[w])
-            rng = np.random.default_rng([opts.seed, int(stable_uid("scpo-ref", batch.group_uid[wins[0]], length=8), 16)])
+            rng = np.random.default_rng(
+                [opts.seed, int(stable_uid("scpo-ref", batch.group_uid[wins[0]], length=8), 16)]
+            )
             candidates = [ordered[int(rng.integers(len(ordered)))]]
         else:
             candidates = list(wins)
@@ -186,9 +208,9 @@ def match_failures(batch: RolloutBatch, texts: np.ndarray, scorer, opts: SCPOOpt
         r_off = np.r_[0, np.cumsum(batch.traj_len[np.asarray(candidates)])[:-1]]
         out["shaped"][fail_rows] = True
         for fr, fo in zip(fails, f_off):
-            fc = f_code[fo:fo + batch.traj_len[fr]]
+            fc = f_code[fo : fo + batch.traj_len[fr]]
             for rr, ro in zip(candidates, r_off):
-                rc = r_code[ro:ro + batch.traj_len[rr]]
+                rc = r_code[ro : ro + batch.traj_len[rr]]
                 instances.append(_Instance(int(g), int(fr), int(rr), mat[np.ix_(fc, rc)]))
     if not instances:
         return out
@@ -196,45 +218,49 @@ def match_failures(batch: RolloutBatch, texts: np.ndarray, scorer, opts: SCPOOpt
     t_r = max(i.scores.shape[1] for i in instances)
     s = np.zeros((len(instances), t_f, t_r))
     for k, inst in enumerate(instances):
-        s[k, :inst.scores.shape[0], :inst.scores.shape[1]] = inst.scores
+        s[k, : inst.scores.shape[0], : inst.scores.shape[1]] = inst.scores
     f_len = np.array([i.scores.shape[0] for i in instances])
     r_len = np.array([i.scores.shape[1] for i in instances])
     j_star, credited, best, advance = monotone_match(s, f_len, r_len, tau=opts.tau, match=opts.match)
-    weight = credit_weight(np.array([i.fail for i in instances]), np.array([i.ref for i in instances]), credited,
-                           advance, r_len)
+    weight = credit_weight(
+        np.array([i.fail for i in instances]), np.array([i.ref for i in instances]), credited, advance, r_len
+    )
     for k in _choose(instances, weight, texts, batch.traj_len, opts.reference):
-        inst, m = instances[k], j_star[k, :f_len[k]]
+        inst, m = instances[k], j_star[k, : f_len[k]]
         rows = np.arange(inst.fail, inst.fail + f_len[k])
-        out["match"][rows], out["credited"][rows] = m, credited[k, :f_len[k]]
-        out["best"][rows], out["advance"][rows] = best[k, :f_len[k]], advance[k, :f_len[k]]
+        out["match"][rows], out["credited"][rows] = m, credited[k, : f_len[k]]
+        out["best"][rows], out["advance"][rows] = best[k, : f_len[k]], advance[k, : f_len[k]]
         out["ref_row"][rows] = np.where(m >= 0, inst.ref + m, -1)
         out["ref_first"][rows] = inst.ref
     return out
 
 
-def _choose(instances: list[_Instance], weight: np.ndarray, texts: np.ndarray, traj_len: np.ndarray,
-            reference: str) -> list[int]:
+def _choose(
+    instances: list[_Instance], weight: np.ndarray, texts: np.ndarray, traj_len: np.ndarray, reference: str
+) -> list[int]:
     """Indices of the instances kept: one per failed trajectory (see the module docstring for the rules)."""
     key = {i.ref: _content_key(texts, i.ref, int(traj_len[i.ref])) for i in instances}
     keep: list[int] = []
-    if reference == "all":      # per failure: most credit, then shortest, then smallest texts
+    if reference == "all":  # per failure: most credit, then shortest, then smallest texts
         by_fail: dict[int, list[int]] = {}
         for k, inst in enumerate(instances):
             by_fail.setdefault(inst.fail, []).append(k)
         for ks in by_fail.values():
             keep.append(min(ks, key=lambda k: (-weight[k], key[instances[k].ref])))
         return keep
-    by_group: dict[int, dict[int, list[int]]] = {}    # group -> reference -> its instances
+    by_group: dict[int, dict[int, list[int]]] = {}  # group -> reference -> its instances
     for k, inst in enumerate(instances):
         by_group.setdefault(inst.group, {}).setdefault(inst.ref, []).append(k)
-    for refs in by_group.values():                     # one reference per group: most total credit, then smallest texts
+    for refs in by_group.values():  # one reference per group: most total credit, then smallest texts
         total = {r: math.fsum(weight[k] for k in ks) for r, ks in refs.items()}
         chosen = min(refs, key=lambda r: (-total[r], key[r]))
         keep.extend(refs[chosen])
     return keep
 
 
-def scpo_credit(batch: RolloutBatch, cfg: CreditConfig, scorer, texts: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def scpo_credit(
+    batch: RolloutBatch, cfg: CreditConfig, scorer, texts: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """SCPO's matching and per-row credit on `batch` (`texts`: the step texts, default from `credit.scpo.step_text`).
 
     Adds to `match_failures`'s arrays "gap" (A^E_ref - A^E_i on matched rows, else 0), "credit" (kappa s_t gap: the
@@ -280,21 +306,30 @@ def compute_scpo(batch: RolloutBatch, cfg: CreditConfig, *, scorer=None, **_: ob
         ep_ret = None
         if opts.shape_episode:
             ep_ret = batch.episode_return + np.bincount(batch.traj_id, weights=sc["bonus"])[batch.traj_id]
-        shaped = compute_gigpo(batch, cfg, scorer=scorer, rewards=batch.reward + sc["bonus"], episode_return=ep_ret,
-                               method="scpo")
+        shaped = compute_gigpo(
+            batch, cfg, scorer=scorer, rewards=batch.reward + sc["bonus"], episode_return=ep_ret, method="scpo"
+        )
         pick = lambda a, b: np.where(shaped_row, b, a)  # noqa: E731 - shaped rows take the shaped value
         adv, returns = pick(base.advantages, shaped.advantages), pick(base.returns, shaped.returns)
         diag = {k: pick(base.diagnostics[k], shaped.diagnostics[k]) for k in base.diagnostics}
-    diag.update(scpo_match=sc["match"], scpo_ref_row=sc["ref_row"], scpo_score=sc["credited"],
-                scpo_best_score=sc["best"], scpo_gap=sc["gap"], scpo_credit=adv - base.advantages,
-                scpo_bonus=sc["bonus"] if opts.mode == "returns" else np.zeros(batch.n_rows))
+    diag.update(
+        scpo_match=sc["match"],
+        scpo_ref_row=sc["ref_row"],
+        scpo_score=sc["credited"],
+        scpo_best_score=sc["best"],
+        scpo_gap=sc["gap"],
+        scpo_credit=adv - base.advantages,
+        scpo_bonus=sc["bonus"] if opts.mode == "returns" else np.zeros(batch.n_rows),
+    )
     after = scorer.stats
     n_shaped = int(shaped_row.sum())
     credited = sc["match"] >= 0
-    stats = {**base.stats,
-             "scpo_frac_steps_credited": float(np.mean(credited[shaped_row])) if n_shaped else 0.0,
-             "scpo_credit_mean": float(diag["scpo_credit"][shaped_row].mean()) if n_shaped else 0.0,
-             "scpo_frac_rows_shaped": n_shaped / batch.n_rows,
-             "scpo_pairs_scored": float(after["pairs_scored"] - stats_before["pairs_scored"]),
-             "scpo_cache_hits": float(after["cache_hits"] - stats_before["cache_hits"])}
+    stats = {
+        **base.stats,
+        "scpo_frac_steps_credited": float(np.mean(credited[shaped_row])) if n_shaped else 0.0,
+        "scpo_credit_mean": float(diag["scpo_credit"][shaped_row].mean()) if n_shaped else 0.0,
+        "scpo_frac_rows_shaped": n_shaped / batch.n_rows,
+        "scpo_pairs_scored": float(after["pairs_scored"] - stats_before["pairs_scored"]),
+        "scpo_cache_hits": float(after["cache_hits"] - stats_before["cache_hits"]),
+    }
     return CreditResult("scpo", adv, returns, diag, stats)

@@ -1,19 +1,21 @@
-"""ALFWorld game files: find a source, copy or unpack once into data/alfworld/, verify counts and that every game parses.
+"""ALFWorld game files: find a source, copy or unpack once into data/alfworld/, verify counts and that every game
+parses.
 
 Sources, in order (`data.alfworld_source: auto`):
 1. the ALFWorld data folder: `$ALFWORLD_DATA`, or `~/.cache/alfworld` when it is unset (where the `alfworld` package and
    `alfworld-download` put and look for data), holding `json_2.1.1/<split>/<task>/<trial>/game.tw-pddl`;
 2. `<data.shared_dir>/alfworld/json_2.1.1-*.tar.gz` (development machines and CI);
-3. the official downloader, `alfworld-download --data-dir <the folder of 1.>` (alfworld 0.4.2, installed by `make`; needs
-   internet). It fetches four assets of the alfworld/alfworld GitHub releases (json_2.1.1_json.zip, json_2.1.1_pddl.zip,
-   json_2.1.2_tw-pddl.zip, and a MaskRCNN detector we do not use) and unzips them. It resumes an unfinished asset from
-   `$TMPDIR/alfworld/` with a Range request; we point TMPDIR at `<folder>/.partial` so those bytes stay with the data.
-   It checks no checksum and, after a failed unzip, would reuse the bad zip: we delete zips a failed run leaves and
-   verify what a run leaves (counts per split, every game parses).
+3. the official downloader, `alfworld-download --data-dir <the folder of 1.>` (alfworld 0.4.2, installed by `make`;
+   needs internet). It fetches four assets of the alfworld/alfworld GitHub releases (json_2.1.1_json.zip,
+   json_2.1.1_pddl.zip, json_2.1.2_tw-pddl.zip, and a MaskRCNN detector we do not use) and unzips them. It resumes an
+   unfinished asset from `$TMPDIR/alfworld/` with a Range request; we point TMPDIR at `<folder>/.partial` so those bytes
+   stay with the data. It checks no checksum and, after a failed unzip, would reuse the bad zip: we delete zips a failed
+   run leaves and verify what a run leaves (counts per split, every game parses).
 
-From a folder (1. or 3.) only the games ALFWorld itself plays are taken, by its own rule (AlfredTWEnv.collect_game_files):
-`solvable` true, outside `movable` and `Sliced` task folders (the rule behind ALFWorld's published 3,553 / 140 / 134;
-not run on a real download here, which has no internet: the counts below are checked either way).
+From a folder (1. or 3.) only the games ALFWorld itself plays are taken, by its own rule
+(AlfredTWEnv.collect_game_files): `solvable` true, outside `movable` and `Sliced` task folders (the rule behind
+ALFWorld's published 3,553 / 140 / 134; not run on a real download here, which has no internet: the counts below are
+checked either way).
 """
 
 from __future__ import annotations
@@ -31,14 +33,24 @@ from tqdm.auto import tqdm
 
 from scpo.data.errors import DataError
 
-__all__ = ["EXPECTED_COUNTS", "prepare_alfworld", "game_files", "count_games", "DataError", "read_game",
-           "alfworld_home", "playable"]
+__all__ = [
+    "EXPECTED_COUNTS",
+    "prepare_alfworld",
+    "game_files",
+    "count_games",
+    "DataError",
+    "read_game",
+    "alfworld_home",
+    "playable",
+]
 
 EXPECTED_COUNTS = {"train": 3553, "valid_seen": 140, "valid_unseen": 134, "valid_train": 200}
 TARBALLS = ("json_2.1.1-valid.tar.gz", "json_2.1.1-valid_train.tar.gz", "json_2.1.1-train.tar.gz")
 GAME_KEYS = ("pddl_domain", "grammar", "pddl_problem", "walkthrough")
-HOW_TO_GET = ("run `scpo prepare-data --only alfworld` where the internet is reachable (it runs `alfworld-download`), "
-              "or set $ALFWORLD_DATA to a folder holding json_2.1.1/ (README, Data)")
+HOW_TO_GET = (
+    "run `scpo prepare-data --only alfworld` where the internet is reachable (it runs `alfworld-download`), "
+    "or set $ALFWORLD_DATA to a folder holding json_2.1.1/ (README, Data)"
+)
 
 
 def game_files(root: str | Path, split: str) -> list[Path]:
@@ -130,8 +142,9 @@ def _stream_until_traceback(cmd: list[str], env: dict) -> tuple[int, str]:
 
 def _downloader() -> str | None:
     """`alfworld-download` on PATH, or beside the running Python (a venv's bin/ that is not on PATH)."""
-    return shutil.which("alfworld-download", path=os.pathsep.join([os.environ.get("PATH", ""),
-                                                                   str(Path(sys.executable).parent)]))
+    return shutil.which(
+        "alfworld-download", path=os.pathsep.join([os.environ.get("PATH", ""), str(Path(sys.executable).parent)])
+    )
 
 
 def _download(home: Path, looked: list[str]) -> None:
@@ -146,14 +159,21 @@ def _download(home: Path, looked: list[str]) -> None:
         for leftover in home.glob("*.zip"):  # downloaded but not (fully) unzipped: fetched again next time
             leftover.unlink()
         error = error if len(error) <= 160 else error[:157] + "..."
-        raise DataError(f"ALFWorld games not found; looked at {'; '.join(looked)}; `alfworld-download --data-dir {home}` "
-                        f"failed ({error or f'exit code {rc}'}); an unfinished asset resumes from "
-                        f"{partial / 'alfworld'}. To fix: {HOW_TO_GET}")
+        raise DataError(
+            f"ALFWorld games not found; looked at {'; '.join(looked)}; `alfworld-download --data-dir {home}` "
+            f"failed ({error or f'exit code {rc}'}); an unfinished asset resumes from "
+            f"{partial / 'alfworld'}. To fix: {HOW_TO_GET}"
+        )
 
 
-def prepare_alfworld(dest_root: str | Path = "data/alfworld", source: str = "auto",
-                     shared_dir: str | Path = "../shared/data", verify: bool = True, require_all: bool = True,
-                     allow_download: bool = True) -> dict[str, int]:
+def prepare_alfworld(
+    dest_root: str | Path = "data/alfworld",
+    source: str = "auto",
+    shared_dir: str | Path = "../shared/data",
+    verify: bool = True,
+    require_all: bool = True,
+    allow_download: bool = True,
+) -> dict[str, int]:
     """Make `dest_root/json_2.1.1/<split>/.../game.tw-pddl` complete; return the counts per split.
 
     Complete means the official counts (`EXPECTED_COUNTS`), or with `require_all=False` at least one game per split

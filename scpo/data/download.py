@@ -1,7 +1,7 @@
 """Verified, resumable downloads of public data files.
 
-The transfer is gdown's (`gdown.download`: Google Drive links and plain HTTP(S), `resume=True` keeps unfinished bytes in a
-`<name>XXXXXXXX.part` file and continues them with an HTTP Range request on the next call). Around it, written here:
+The transfer is gdown's (`gdown.download`: Google Drive links and plain HTTP(S), `resume=True` keeps unfinished bytes in
+a `<name>XXXXXXXX.part` file and continues them with an HTTP Range request on the next call). Around it, written here:
 1. each file goes to `<dest>/.partial/<name>` first, never to its final name;
 2. it is checked there: its size and sha256 against the recorded ones (or, for a file committed to a public git
    repository, its git blob id, sha1("blob <size>\\0" + bytes)), and it must parse as JSON;
@@ -31,14 +31,16 @@ class RemoteFile:
 
     name: str
     urls: tuple[str, ...]
-    size: int | None = None        # bytes; None: not recorded (we have no copy to measure)
+    size: int | None = None  # bytes; None: not recorded (we have no copy to measure)
     sha256: str | None = None
-    git_blob: str | None = None    # git blob id of the same bytes in a public repository
+    git_blob: str | None = None  # git blob id of the same bytes in a public repository
     note: str = ""
 
     def describe(self) -> str:
         size = f"{self.size:,} bytes" if self.size is not None else "size not recorded"
-        check = "sha256 checked" if self.sha256 else "git blob id checked" if self.git_blob else "checked: parses as JSON"
+        check = (
+            "sha256 checked" if self.sha256 else "git blob id checked" if self.git_blob else "checked: parses as JSON"
+        )
         return f"{self.name} ({size}, {check})"
 
 

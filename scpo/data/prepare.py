@@ -21,8 +21,12 @@ def prepare_data(cfg, only: str | None = None) -> dict:
     root = Path(cfg.data.root)
     summary: dict = {}
     if only in (None, "alfworld"):
-        counts = prepare_alfworld(root / "alfworld", source=cfg.data.alfworld_source, shared_dir=cfg.data.shared_dir,
-                                  require_all=cfg.data.alfworld_require_all)
+        counts = prepare_alfworld(
+            root / "alfworld",
+            source=cfg.data.alfworld_source,
+            shared_dir=cfg.data.shared_dir,
+            require_all=cfg.data.alfworld_require_all,
+        )
         summary["alfworld"] = {**counts, "total": sum(counts.values())}
     if only in (None, "webshop"):
         summary["webshop"] = prepare_webshop(cfg)

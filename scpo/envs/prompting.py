@@ -30,14 +30,14 @@ def extract_action(text: object, max_chars: int) -> str | None:
     matches = _ACTION_TAG.findall(text)
     if not matches:
         return None
-    return _SPACES.sub(" ", matches[-1][:10 * max_chars]).strip().lower()[:max_chars]
+    return _SPACES.sub(" ", matches[-1][: 10 * max_chars]).strip().lower()[:max_chars]
 
 
-def template_phrases(*templates: str, min_words: int = 3,
-                     keep_apart: tuple[str, ...] = ANSWER_TAGS) -> tuple[str, ...]:
+def template_phrases(*templates: str, min_words: int = 3, keep_apart: tuple[str, ...] = ANSWER_TAGS) -> tuple[str, ...]:
     """The literal text between the `{field}` placeholders of `templates`, cut also at each string of `keep_apart`
-    (tokens with a meaning of their own: by default the answer tags), keeping pieces of at least `min_words` words; sorted,
-    unique. Example: "You are an agent. Your task is to: {goal}\n" -> ("You are an agent. Your task is to: ",)."""
+    (tokens with a meaning of their own: by default the answer tags), keeping pieces of at least `min_words` words;
+    sorted, unique.
+    Example: "You are an agent. Your task is to: {goal}\n" -> ("You are an agent. Your task is to: ",)."""
     pieces = [p for t in templates for p in _FIELD.split(t)]
     for sep in keep_apart:
         pieces = [q for p in pieces for q in p.split(sep)]

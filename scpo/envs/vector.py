@@ -11,7 +11,8 @@ and returns `None`, so the caller keeps one list index per env for the whole epi
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 __all__ = ["VectorEnv"]
 
@@ -28,7 +29,9 @@ class VectorEnv:
         self.dones = [True] * len(self.envs)
 
     @classmethod
-    def from_tasks(cls, make_env: Callable[..., Any], task_ids: Sequence[str], repeats: int = 1, **options: Any) -> "VectorEnv":
+    def from_tasks(
+        cls, make_env: Callable[..., Any], task_ids: Sequence[str], repeats: int = 1, **options: Any
+    ) -> VectorEnv:
         """`repeats` copies of each task's env, task-major: [t0, t0, ..., t1, t1, ...] (a GRPO group is contiguous)."""
         if repeats < 1:
             raise ValueError(f"repeats must be >= 1, got {repeats}")

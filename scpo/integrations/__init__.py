@@ -1,1 +1,2 @@
-"""Adapters that let other training stacks call scpo's credit estimators (verl-agent: `scpo.integrations.verl_agent`)."""
+"""Adapters that let other training stacks call scpo's credit estimators (verl-agent:
+`scpo.integrations.verl_agent`)."""

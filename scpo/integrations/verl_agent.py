@@ -18,8 +18,9 @@ returns with the penalty already subtracted. Returns (advantages, returns), both
 G2PO and HGPO keep their public trainers' signatures, so either file can be swapped in:
 - G2PO (Nala-YN/G2PO): `step_rewards, group_idx, next_group_idx = compute_group_aggregation_values(batch)` (reads
   non_tensor_batch "episode_rewards", "anchor_obs", "traj_uid", "uid"), then
-  `compute_g2po_outcome_advantage(token_level_rewards=..., step_rewards=..., response_mask=..., index=..., traj_index=...,
-  group_idx=..., next_group_idx=..., is_action_valid=non_tensor_batch["is_action_valid"], step_advantage_w=..., mode=...)`.
+  `compute_g2po_outcome_advantage(token_level_rewards=..., step_rewards=..., response_mask=..., index=...,
+  traj_index=..., group_idx=..., next_group_idx=..., is_action_valid=non_tensor_batch["is_action_valid"],
+  step_advantage_w=..., mode=...)`.
 - HGPO: `compute_hgpo_outcome_advantage(step_rewards=..., response_mask=..., anchor_obs=..., index=..., traj_index=...,
   types=..., history_length=..., epsilon=..., weight_type=..., mode=...)`.
 SCPO has no public code; its drop-in takes GiGPO's arguments plus the step texts and a scorer.
@@ -32,17 +33,23 @@ from typing import Any
 
 import numpy as np
 
+from scpo.credit.g2po import node_values
 from scpo.credit.gigpo import similarity_anchor_groups
 from scpo.credit.grouping import combine_codes, discounted_returns, factorize, segment_norm
-from scpo.credit.g2po import node_values
 from scpo.credit.grpo import episode_statistics
 from scpo.credit.hgpo import hgpo_step_advantage
 from scpo.credit.options import CreditConfig, G2POOptions, GiGPOOptions, HGPOOptions, NormOptions, SCPOOptions
 from scpo.credit.scpo import match_failures, returns_bonus
 from scpo.rollout_types import RolloutBatch
 
-__all__ = ["compute_gigpo_outcome_advantage", "compute_scpo_outcome_advantage", "compute_g2po_outcome_advantage",
-           "compute_hgpo_outcome_advantage", "compute_group_aggregation_values", "episode_norm_reward"]
+__all__ = [
+    "compute_gigpo_outcome_advantage",
+    "compute_scpo_outcome_advantage",
+    "compute_g2po_outcome_advantage",
+    "compute_hgpo_outcome_advantage",
+    "compute_group_aggregation_values",
+    "episode_norm_reward",
+]
 
 _MODES = {"mean_norm": "none", "mean_std_norm": "std"}
 _EPS = NormOptions().epsilon
@@ -67,6 +74,7 @@ def _np(x: Any) -> np.ndarray:
 
 def _keys(values: Any) -> np.ndarray:
     """Hashable per-row keys (verl's anchor_obs may hold strings, numbers, arrays, lists or dicts)."""
+
     def key(v: Any):
         if isinstance(v, np.ndarray):
             return (v.shape, v.tobytes())
@@ -75,6 +83,7 @@ def _keys(values: Any) -> np.ndarray:
         if isinstance(v, dict):
             return tuple(sorted((k, key(e)) for k, e in v.items()))
         return v.item() if isinstance(v, np.generic) else v
+
     out = np.empty(len(values), dtype=object)
     out[:] = [key(v) for v in values]
     return out
@@ -104,13 +113,17 @@ class _Rows:
 
     def __init__(self, index, traj_index, *, observation=None, texts=None, won=None, valid=None, reward=None) -> None:
         traj = factorize(_keys(traj_index))
-        self.order = np.argsort(traj, kind="stable")            # contiguous trajectories, verl's step order kept
+        self.order = np.argsort(traj, kind="stable")  # contiguous trajectories, verl's step order kept
         t = traj[self.order]
         starts = np.r_[True, t[1:] != t[:-1]]
         step = np.arange(len(t)) - np.maximum.accumulate(np.where(starts, np.arange(len(t)), 0))
         n = len(t)
-        cols = dict(group_id=factorize(_keys(index))[self.order], traj_id=t, step=step,
-                    reward=np.zeros(n) if reward is None else np.asarray(reward, dtype=np.float64)[self.order])
+        cols = dict(  # noqa: C408 - keyword form: tests/mutation/equivalent.toml records this call's mutants
+            group_id=factorize(_keys(index))[self.order],
+            traj_id=t,
+            step=step,
+            reward=np.zeros(n) if reward is None else np.asarray(reward, dtype=np.float64)[self.order],
+        )
         if observation is not None:
             cols["observation"] = [str(o) for o in np.asarray(observation, dtype=object)[self.order]]
         if texts is not None:
@@ -134,10 +147,21 @@ def _trajectory_won(scores: np.ndarray, traj_index: Any, won: Any) -> np.ndarray
     return (np.bincount(traj, weights=(scores > 0).astype(float)) > 0)[traj]
 
 
-def compute_gigpo_outcome_advantage(token_level_rewards, step_rewards, response_mask, anchor_obs, index, traj_index,
-                                    epsilon: float = _EPS, step_advantage_w: float = _GIGPO.step_advantage_w,
-                                    mode: str = "mean_norm", enable_similarity: bool = _GIGPO.enable_similarity,
-                                    similarity_thresh: float = _GIGPO.similarity_thresh, *, scorer=None):
+def compute_gigpo_outcome_advantage(
+    token_level_rewards,
+    step_rewards,
+    response_mask,
+    anchor_obs,
+    index,
+    traj_index,
+    epsilon: float = _EPS,
+    step_advantage_w: float = _GIGPO.step_advantage_w,
+    mode: str = "mean_norm",
+    enable_similarity: bool = _GIGPO.enable_similarity,
+    similarity_thresh: float = _GIGPO.similarity_thresh,
+    *,
+    scorer=None,
+):
     """GiGPO with verl-agent's signature and numbers: A = A^E + step_advantage_w * A^S (GiGPO Eq. 3, 6-8).
 
     `enable_similarity` merges anchor observations scoring >= similarity_thresh under `scorer` (default: lexical,
@@ -149,8 +173,12 @@ def compute_gigpo_outcome_advantage(token_level_rewards, step_rewards, response_
     if enable_similarity:
         from scpo.scorers import make_scorer
 
-        anchor = similarity_anchor_groups(group, np.asarray([str(o) for o in anchor_obs], dtype=object),
-                                          scorer or make_scorer("lexical"), similarity_thresh)
+        anchor = similarity_anchor_groups(
+            group,
+            np.asarray([str(o) for o in anchor_obs], dtype=object),
+            scorer or make_scorer("lexical"),
+            similarity_thresh,
+        )
     else:
         anchor = combine_codes(group, factorize(_keys(anchor_obs)))
     step = segment_norm(_np(step_rewards).reshape(-1), anchor, scale=scale, epsilon=epsilon)
@@ -158,17 +186,33 @@ def compute_gigpo_outcome_advantage(token_level_rewards, step_rewards, response_
     return adv, adv
 
 
-
-def compute_scpo_outcome_advantage(token_level_rewards, step_rewards, response_mask, anchor_obs, index, traj_index,
-                                   step_texts, scorer, epsilon: float = _EPS,
-                                   step_advantage_w: float = _GIGPO.step_advantage_w, mode: str = "mean_norm",
-                                   enable_similarity: bool = _GIGPO.enable_similarity,
-                                   similarity_thresh: float = _GIGPO.similarity_thresh, *,
-                                   won=None, episode_rewards=None, scpo_mode: str = _SCPO.mode,
-                                   match: str = _SCPO.match, gamma: float = _GIGPO.gamma, tau: float = _SCPO.tau,
-                                   kappa: float = _SCPO.kappa, kappa_r: float = _SCPO.kappa_r,
-                                   success_reward: float = _R_SUCCESS, reference: str = _SCPO.reference,
-                                   seed: int = _SCPO.seed):
+def compute_scpo_outcome_advantage(
+    token_level_rewards,
+    step_rewards,
+    response_mask,
+    anchor_obs,
+    index,
+    traj_index,
+    step_texts,
+    scorer,
+    epsilon: float = _EPS,
+    step_advantage_w: float = _GIGPO.step_advantage_w,
+    mode: str = "mean_norm",
+    enable_similarity: bool = _GIGPO.enable_similarity,
+    similarity_thresh: float = _GIGPO.similarity_thresh,
+    *,
+    won=None,
+    episode_rewards=None,
+    scpo_mode: str = _SCPO.mode,
+    match: str = _SCPO.match,
+    gamma: float = _GIGPO.gamma,
+    tau: float = _SCPO.tau,
+    kappa: float = _SCPO.kappa,
+    kappa_r: float = _SCPO.kappa_r,
+    success_reward: float = _R_SUCCESS,
+    reference: str = _SCPO.reference,
+    seed: int = _SCPO.seed,
+):
     """SCPO inside verl-agent: GiGPO's advantages (this module's drop-in), then SCPO's credit on the credited failed
     steps of mixed groups (docs/algorithms.md, "SCPO"). `mode` names verl's normalisation; `scpo_mode` is SCPO's:
 
@@ -188,9 +232,10 @@ def compute_scpo_outcome_advantage(token_level_rewards, step_rewards, response_m
     r_row = success_reward * won_row if episode_rewards is None else _np(episode_rewards).reshape(-1)
     rows = _Rows(index, traj_index, texts=step_texts, won=won_row, reward=r_row)
     b = rows.batch
-    opts = SCPOOptions(mode=scpo_mode, match=match, tau=tau, kappa=kappa, kappa_r=kappa_r, reference=reference,
-                       seed=seed)
-    r_traj = r_row[rows.order]                             # R_i per row, in batch order
+    opts = SCPOOptions(
+        mode=scpo_mode, match=match, tau=tau, kappa=kappa, kappa_r=kappa_r, reference=reference, seed=seed
+    )
+    r_traj = r_row[rows.order]  # R_i per row, in batch order
     group = b.group_id
     _, std, _ = episode_statistics(scores[rows.order], np.zeros(b.n_rows), group, b.traj_id, stats_over="steps")
     factor = 1.0 / (std[group] + epsilon) if scale == "std" else np.ones(b.n_rows)
@@ -202,9 +247,20 @@ def compute_scpo_outcome_advantage(token_level_rewards, step_rewards, response_m
         return kappa * (r_traj[refs] - r_traj[fails]) * factor[fails] * np.array([math.fsum(r) for r in credited])
 
     m = match_failures(b, b.action, scorer, opts, credit_weight=weight)
-    base, _ = compute_gigpo_outcome_advantage(token_level_rewards, step_rewards, response_mask, anchor_obs, index,
-                                              traj_index, epsilon, step_advantage_w, mode, enable_similarity,
-                                              similarity_thresh, scorer=scorer)
+    base, _ = compute_gigpo_outcome_advantage(
+        token_level_rewards,
+        step_rewards,
+        response_mask,
+        anchor_obs,
+        index,
+        traj_index,
+        epsilon,
+        step_advantage_w,
+        mode,
+        enable_similarity,
+        similarity_thresh,
+        scorer=scorer,
+    )
     import torch
 
     has_ref = m["ref_first"] >= 0
@@ -216,9 +272,20 @@ def compute_scpo_outcome_advantage(token_level_rewards, step_rewards, response_m
     r_len = np.where(has_ref, b.traj_len[np.maximum(m["ref_first"], 0)], 1)
     bonus = kappa_r * success_reward * m["advance"] / r_len * m["credited"]
     extra_returns = rows.back(discounted_returns(bonus, b.traj_id, b.step, gamma))
-    new, _ = compute_gigpo_outcome_advantage(token_level_rewards, _np(step_rewards).reshape(-1) + extra_returns,
-                                             response_mask, anchor_obs, index, traj_index, epsilon, step_advantage_w,
-                                             mode, enable_similarity, similarity_thresh, scorer=scorer)
+    new, _ = compute_gigpo_outcome_advantage(
+        token_level_rewards,
+        _np(step_rewards).reshape(-1) + extra_returns,
+        response_mask,
+        anchor_obs,
+        index,
+        traj_index,
+        epsilon,
+        step_advantage_w,
+        mode,
+        enable_similarity,
+        similarity_thresh,
+        scorer=scorer,
+    )
     shaped = torch.as_tensor(rows.back(m["shaped"]), device=base.device).unsqueeze(-1)
     adv = torch.where(shaped, new, base)
     return adv, adv
@@ -262,11 +329,22 @@ def compute_group_aggregation_values(batch, *, gamma: float = _GIGPO.gamma, succ
     return node_values(node, first_r, step, length, gamma)[node], group_idx, next_group_idx
 
 
-def compute_g2po_outcome_advantage(token_level_rewards, step_rewards, response_mask, index, traj_index, group_idx,
-                                   next_group_idx, is_action_valid, epsilon: float = _EPS,
-                                   step_advantage_w: float = G2POOptions().w, mode: str = "mean_norm", *,
-                                   invalid_action_penalty: float = NormOptions().lambda_invalid,
-                                   success_value: float = G2POOptions().success_value):
+def compute_g2po_outcome_advantage(
+    token_level_rewards,
+    step_rewards,
+    response_mask,
+    index,
+    traj_index,
+    group_idx,
+    next_group_idx,
+    is_action_valid,
+    epsilon: float = _EPS,
+    step_advantage_w: float = G2POOptions().w,
+    mode: str = "mean_norm",
+    *,
+    invalid_action_penalty: float = NormOptions().lambda_invalid,
+    success_value: float = G2POOptions().success_value,
+):
     """G2PO with the public G2PO trainer's signature (Nala-YN/G2PO): A = A^E + w (A^NC + A^EC).
 
     step_rewards: per-row node values V and group_idx / next_group_idx: per-row node and next node (-1 success sentinel,
@@ -281,23 +359,34 @@ def compute_g2po_outcome_advantage(token_level_rewards, step_rewards, response_m
     prompt = factorize(_keys(index))
     group_idx, next_group_idx = np.asarray(group_idx, dtype=np.int64), np.asarray(next_group_idx, dtype=np.int64)
     both = combine_codes(np.r_[prompt, prompt], np.r_[group_idx, np.maximum(next_group_idx, 0)])
-    node, next_node = both[:len(prompt)], both[len(prompt):]
+    node, next_node = both[: len(prompt)], both[len(prompt) :]
     node_value = np.zeros(int(both.max()) + 1)
-    node_value[node] = value                               # one value per node (the public code asserts they agree)
+    node_value[node] = value  # one value per node (the public code asserts they agree)
     v_next = np.where(next_group_idx == -1, success_value, np.where(next_group_idx == -2, 0.0, node_value[next_node]))
     pen = invalid_action_penalty * (1.0 - np.asarray(is_action_valid, dtype=np.float64))
-    step = (segment_norm(v_next - pen, node, scale=scale, epsilon=epsilon)
-            + segment_norm(v_next - value, prompt, scale=scale, epsilon=epsilon))
+    step = segment_norm(v_next - pen, node, scale=scale, epsilon=epsilon) + segment_norm(
+        v_next - value, prompt, scale=scale, epsilon=epsilon
+    )
     ep = episode_norm_reward(scores, index, scale=scale, epsilon=epsilon)
     adv = _broadcast(ep + step_advantage_w * step, response_mask, token_level_rewards)
     return adv, adv
 
 
 # --------------------------------------------------------------------------------------------------------- HGPO
-def compute_hgpo_outcome_advantage(step_rewards, response_mask, anchor_obs, index, traj_index, types: str = "hard",
-                                   history_length: int = HGPOOptions().history_length, epsilon: float = _EPS,
-                                   weight_type: str = "mean", mode: str = "mean_norm", *,
-                                   alpha: float = HGPOOptions().alpha):
+def compute_hgpo_outcome_advantage(
+    step_rewards,
+    response_mask,
+    anchor_obs,
+    index,
+    traj_index,
+    types: str = "hard",
+    history_length: int = HGPOOptions().history_length,
+    epsilon: float = _EPS,
+    weight_type: str = "mean",
+    mode: str = "mean_norm",
+    *,
+    alpha: float = HGPOOptions().alpha,
+):
     """HGPO with the public HGPO trainer's signature: A = sum_l w_l norm(step_rewards, context cluster C_l) over
     l = 0..history_length, population std, w_l proportional to (l+1)^alpha over the depths with a non-zero term
     (docs/algorithms.md, "HGPO"). `types` and `weight_type` are accepted for the signature and, as in the public code,
@@ -306,8 +395,9 @@ def compute_hgpo_outcome_advantage(step_rewards, response_mask, anchor_obs, inde
     rows = _Rows(index, traj_index, observation=[str(o) for o in _keys(anchor_obs)])
     b = rows.batch
     g = _np(step_rewards).reshape(-1)[rows.order]
-    adv, _ = hgpo_step_advantage(g, b.group_id, b.observation, b.step, history_length=history_length, alpha=alpha,
-                                 scale=scale, epsilon=epsilon)
+    adv, _ = hgpo_step_advantage(
+        g, b.group_id, b.observation, b.step, history_length=history_length, alpha=alpha, scale=scale, epsilon=epsilon
+    )
     import torch
 
     mask = torch.as_tensor(response_mask)

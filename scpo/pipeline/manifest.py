@@ -20,8 +20,15 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["MANIFEST_FILE", "folder_digest", "write_manifest", "write_run_manifest", "write_data_manifest",
-           "data_manifest_path"]
+__all__ = [
+    "MANIFEST_FILE",
+    "folder_digest",
+    "write_manifest",
+    "write_run_manifest",
+    "write_seeds_manifest",
+    "write_data_manifest",
+    "data_manifest_path",
+]
 
 MANIFEST_FILE = "manifest.json"
 # what later stages read of a run (evaluation: the model; credit maps: the rollouts); both are deterministic for a
@@ -41,8 +48,9 @@ def _file_sha256(path: Path) -> str:
 def folder_digest(paths: Iterable[Path], root: Path) -> dict[str, object]:
     """{"files", "bytes", "sha256"} of every file in `paths` (files or folders, recursively), named relative to `root`
     (so a moved folder keeps its digest)."""
-    files = sorted({f for p in paths for f in ([p] if p.is_file() else p.rglob("*"))
-                    if f.is_file() and f != root / MANIFEST_FILE})  # a folder's own manifest is not its content
+    files = sorted(
+        {f for p in paths for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file() and f != root / MANIFEST_FILE}
+    )  # a folder's own manifest is not its content
     h = hashlib.sha256()
     size = 0
     for f in files:
@@ -66,6 +74,15 @@ def write_run_manifest(run_dir: Path) -> Path:
     """The manifest of a finished run: its model and saved rollouts (`RUN_PARTS`)."""
     run_dir = Path(run_dir)
     return write_manifest(run_dir, {part: [run_dir / part] for part in RUN_PARTS})
+
+
+def write_seeds_manifest(method_dir: Path, seeds) -> Path:
+    """The manifest of one method's runs, `<train.out_dir>/<env>/<method>/manifest.json`: each seed's model and
+    rollouts (`seed<k>/model`, ...), what the evaluate stage of that method reads."""
+    method_dir = Path(method_dir)
+    return write_manifest(
+        method_dir, {f"seed{s}/{part}": [method_dir / f"seed{s}" / part] for s in sorted(seeds) for part in RUN_PARTS}
+    )
 
 
 def data_manifest_path(folder: Path) -> Path:

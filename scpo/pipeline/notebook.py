@@ -20,8 +20,14 @@ from scpo.config import Config, ConfigError, load_config, parse_overrides
 from scpo.errors import ExpectedError
 from scpo.pipeline.layout import find_repo_root
 
-__all__ = ["split_overrides", "notebook_config", "resolve", "check_injected_parameters", "NotebookParameterError",
-           "injected_and_declared"]
+__all__ = [
+    "split_overrides",
+    "notebook_config",
+    "resolve",
+    "check_injected_parameters",
+    "NotebookParameterError",
+    "injected_and_declared",
+]
 
 PAPERMILL_HEADER = "# Parameters"  # the first line of the cell Papermill injects after the `parameters` cell
 
@@ -37,8 +43,9 @@ def _assigned_names(source: str) -> list[str]:
         return []
     names = []
     for stmt in tree.body:
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) \
-            else []
+        targets = (
+            stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+        )
         names += [t.id for t in targets if isinstance(t, ast.Name)]
     return names
 
@@ -71,7 +78,8 @@ def check_injected_parameters(history: list[str] | None = None) -> None:
     if unknown:
         raise NotebookParameterError(
             f"unknown notebook parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} (passed with "
-            f"-p); this notebook's parameters: {', '.join(declared)}")
+            f"-p); this notebook's parameters: {', '.join(declared)}"
+        )
 
 
 def split_overrides(overrides: str | None) -> dict[str, Any]:

@@ -25,8 +25,8 @@ Where the points run (`backend`), on existing engines rather than a scheduler of
 - `local`: `jobs` points at once on this machine, each a Papermill process; with `gpus` (e.g. "0,1,2,3") each point
   gets one GPU through CUDA_VISIBLE_DEVICES, handed back when it ends (one point per GPU);
 - `ray`: each point a Ray task asking for `gpus_per_point` GPUs (Ray sets CUDA_VISIBLE_DEVICES), on the cluster of
-  `ray_address` (None: a local Ray instance; "auto": the cluster this machine joined). Notebook, outputs and data must be
-  on paths every node sees.
+  `ray_address` (None: a local Ray instance; "auto": the cluster this machine joined). Notebook, outputs and data must
+  be on paths every node sees.
 Every backend writes the same summary: one row per point, in grid order.
 """
 
@@ -52,13 +52,25 @@ from tqdm.auto import tqdm
 from scpo.config import ConfigError, load_config, parse_overrides
 from scpo.errors import ExpectedError
 
-__all__ = ["parse_grid", "grid_points", "point_slug", "point_folder", "point_parameters", "failure_status",
-           "failure_status_from_notebook", "failure_status_from_log", "run_sweep", "SweepError", "RESERVED_COLUMNS",
-           "BACKENDS"]
+__all__ = [
+    "parse_grid",
+    "grid_points",
+    "point_slug",
+    "point_folder",
+    "point_parameters",
+    "failure_status",
+    "failure_status_from_notebook",
+    "failure_status_from_log",
+    "run_sweep",
+    "SweepError",
+    "RESERVED_COLUMNS",
+    "BACKENDS",
+]
 
 RESERVED_COLUMNS = ("point", "point_dir", "status", "notebook")
 BACKENDS = ("serial", "local", "ray")
 _MAX_SLUG = 100
+
 
 class SweepError(ExpectedError, ValueError):
     """A sweep that cannot start: a bad grid, a name the notebook does not take, a point whose config is invalid."""
@@ -154,17 +166,23 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _shared_parameters(notebook_params: Sequence[str], params: str | Path | None, profile: str | None,
-                       overrides: Sequence[str]) -> dict[str, Any]:
+def _shared_parameters(
+    notebook_params: Sequence[str], params: str | Path | None, profile: str | None, overrides: Sequence[str]
+) -> dict[str, Any]:
     """The notebook parameters every point gets from --params / --profile / --set."""
     shared: dict[str, Any] = {}
-    for name, value in (("params", str(params) if params else None), ("profile", profile),
-                        ("overrides", "; ".join(overrides) if overrides else None)):
+    for name, value in (
+        ("params", str(params) if params else None),
+        ("profile", profile),
+        ("overrides", "; ".join(overrides) if overrides else None),
+    ):
         if value is None:
             continue
         if name not in notebook_params:
-            raise SweepError(f"--{'set' if name == 'overrides' else name} needs a {name!r} parameter, which the "
-                             f"notebook does not declare ({', '.join(notebook_params)})")
+            raise SweepError(
+                f"--{'set' if name == 'overrides' else name} needs a {name!r} parameter, which the "
+                f"notebook does not declare ({', '.join(notebook_params)})"
+            )
         shared[name] = value
     return shared
 
@@ -181,11 +199,11 @@ def _check_configs(points: list[dict[str, Any]], all_params: list[dict[str, Any]
     for point, p in zip(points, all_params):
         keys = {key: p[name] for name, key in NOTEBOOK_KEYS.items() if p.get(name) not in (None, "")}
         try:
-            load_config(config_file, profile=p.get("profile") or None,
-                        overrides={**keys, **split_overrides(p.get("overrides"))})
+            load_config(
+                config_file, profile=p.get("profile") or None, overrides={**keys, **split_overrides(p.get("overrides"))}
+            )
         except ConfigError as err:
             raise SweepError(f"point {point_slug(point)}: {_first_line(str(err))}") from None
-
 
 
 def failure_status_from_notebook(path: str | Path) -> str | None:
@@ -208,8 +226,12 @@ def failure_status_from_log(log: str) -> str:
     """`failure_status` for a point run as a Papermill process that left no error in its notebook (the kernel died,
     Papermill itself failed): the last `<Name>Error: message` line of its stderr."""
     lines = [ln.rstrip() for ln in log.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:?", ln)
-              and not ln.startswith(("papermill.exceptions.", "PapermillExecutionError"))]
+    errors = [
+        ln
+        for ln in lines
+        if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:?", ln)
+        and not ln.startswith(("papermill.exceptions.", "PapermillExecutionError"))
+    ]
     cell = next((m.group(1) for ln in lines if (m := re.search(r'Exception encountered at "In \[(\d+)\]"', ln))), None)
     failing = next((ln.split("----> ", 1)[1].strip() for ln in lines if "----> " in ln), "")
     failing = re.sub(r"^\d+\s+", "", failing)
@@ -218,8 +240,15 @@ def failure_status_from_log(log: str) -> str:
     return f"failed: {_first_line(error)}{where}"
 
 
-def _execute_point(notebook: str, output: str, params: dict[str, Any], kernel: str, cwd: str | None,
-                   gpu: str | None = None, ipc: bool = False) -> str:
+def _execute_point(
+    notebook: str,
+    output: str,
+    params: dict[str, Any],
+    kernel: str,
+    cwd: str | None,
+    gpu: str | None = None,
+    ipc: bool = False,
+) -> str:
     """Run one point's notebook -> status ('ok' | `failure_status`). In this process (gpu None; with `ipc` its kernel
     on IPC transport), or as a Papermill process whose CUDA_VISIBLE_DEVICES is `gpu`."""
     if gpu is None:
@@ -228,14 +257,25 @@ def _execute_point(notebook: str, output: str, params: dict[str, Any], kernel: s
 
         transport = TraitletsConfig({"KernelManager": {"transport": "ipc"}}) if ipc else TraitletsConfig()
         try:
-            pm.execute_notebook(notebook, output, parameters=params, kernel_name=kernel, cwd=cwd, progress_bar=False,
-                                config=transport)
+            pm.execute_notebook(
+                notebook, output, parameters=params, kernel_name=kernel, cwd=cwd, progress_bar=False, config=transport
+            )
             return "ok"
-        except Exception as err:  # noqa: BLE001 - one failing point must not stop the sweep; the error is recorded
+        except Exception as err:
             return failure_status(err)
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu} if gpu != "" else dict(os.environ)
-    cmd = [sys.executable, "-m", "papermill", notebook, output, "-k", kernel, "--no-progress-bar",
-           "-y", json.dumps(params)] + (["--cwd", cwd] if cwd else [])
+    cmd = [
+        sys.executable,
+        "-m",
+        "papermill",
+        notebook,
+        output,
+        "-k",
+        kernel,
+        "--no-progress-bar",
+        "-y",
+        json.dumps(params),
+    ] + (["--cwd", cwd] if cwd else [])
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode == 0:
         return "ok"
@@ -246,11 +286,23 @@ def _ray_execute(notebook, output, params, kernel, cwd):  # a Ray task: Ray has 
     return _execute_point(notebook, output, params, kernel, cwd)
 
 
-def run_sweep(notebook: str | Path, grid: Sequence[str], out: str | Path, kernel: str = "python3",
-              base_parameters: dict[str, Any] | None = None, cwd: str | Path | None = None, backend: str = "serial",
-              jobs: int = 1, gpus: str | None = None, gpus_per_point: float = 1.0,
-              ray_address: str | None = None, params: str | Path | None = None, profile: str | None = None,
-              overrides: Sequence[str] = (), overwrite: bool = False) -> pd.DataFrame:
+def run_sweep(
+    notebook: str | Path,
+    grid: Sequence[str],
+    out: str | Path,
+    kernel: str = "python3",
+    base_parameters: dict[str, Any] | None = None,
+    cwd: str | Path | None = None,
+    backend: str = "serial",
+    jobs: int = 1,
+    gpus: str | None = None,
+    gpus_per_point: float = 1.0,
+    ray_address: str | None = None,
+    params: str | Path | None = None,
+    profile: str | None = None,
+    overrides: Sequence[str] = (),
+    overwrite: bool = False,
+) -> pd.DataFrame:
     """Execute `notebook` once per grid point into `out/<point>.ipynb`, the point's files in `out/<point>/`; write
     `out/summary.csv` and `out/summary.md` (one row per point, in grid order: the grid values, point, point_dir,
     status, the executed notebook, and the point's summary_json values as `result.*`). SweepError (nothing run) when
@@ -270,8 +322,10 @@ def run_sweep(notebook: str | Path, grid: Sequence[str], out: str | Path, kernel
         points = grid_points(parse_grid(grid))
         reserved = [name for name in points[0] if name in RESERVED_COLUMNS or name.startswith("result.")]
         if reserved:
-            raise ValueError(f"grid name {reserved[0]!r} is a column of the summary; reserved: "
-                             f"{', '.join(RESERVED_COLUMNS)}, result.*")
+            raise ValueError(
+                f"grid name {reserved[0]!r} is a column of the summary; reserved: "
+                f"{', '.join(RESERVED_COLUMNS)}, result.*"
+            )
         shared = {**(base_parameters or {}), **_shared_parameters(notebook_params, params, profile, overrides)}
         all_params = [point_parameters(point, notebook_params, shared) for point in points]
     except ValueError as err:
@@ -296,8 +350,10 @@ def run_sweep(notebook: str | Path, grid: Sequence[str], out: str | Path, kernel
             (out / f"{name}.json").unlink(missing_ok=True)  # a stale one from an earlier sweep must not pass for this
             point_params["summary_json"] = str((out / f"{name}.json").resolve())
         tasks.append((point, name, point_params))
-    args = [(str(notebook.resolve()), str((out / f"{name}.ipynb").resolve()), p, kernel,
-             str(cwd) if cwd else None) for _, name, p in tasks]
+    args = [
+        (str(notebook.resolve()), str((out / f"{name}.ipynb").resolve()), p, kernel, str(cwd) if cwd else None)
+        for _, name, p in tasks
+    ]
     bar = tqdm(total=len(tasks), desc=f"sweep {notebook.stem} ({backend})", unit="point")
     if backend == "serial":
         statuses = []
@@ -334,8 +390,13 @@ def run_sweep(notebook: str | Path, grid: Sequence[str], out: str | Path, kernel
     bar.close()
     rows = []
     for (point, name, _), status in zip(tasks, statuses):
-        row: dict[str, Any] = {**point, "point": name, "point_dir": str(out / name),
-                               "notebook": str(out / f"{name}.ipynb"), "status": status}
+        row: dict[str, Any] = {
+            **point,
+            "point": name,
+            "point_dir": str(out / name),
+            "notebook": str(out / f"{name}.ipynb"),
+            "status": status,
+        }
         summary_path = out / f"{name}.json"
         if status == "ok" and summary_path.exists():
             row.update({f"result.{k}": v for k, v in _flatten(json.loads(summary_path.read_text())).items()})

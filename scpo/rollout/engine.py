@@ -1,8 +1,8 @@
 """Generation engines behind one interface (`scpo.rollout.generation.GenerationEngine`): `generate(prompts,
 temperature, top_p) -> list[Generation]` and `sync_weights(policy)` after each update.
 
-`TransformersEngine` (CPU, and the twin the tests exercise) calls `model.generate` on the training model itself, so weight
-sync is a no-op. `VLLMEngine` (GPU) lives in `scpo.rollout.vllm_engine` and is imported only when selected.
+`TransformersEngine` (CPU, and the twin the tests exercise) calls `model.generate` on the training model itself, so
+weight sync is a no-op. `VLLMEngine` (GPU) lives in `scpo.rollout.vllm_engine` and is imported only when selected.
 """
 
 from __future__ import annotations
@@ -29,8 +29,15 @@ class TransformersEngine:
     `search[<your query>]`) cannot be enumerated: those prompts are answered by free generation.
     """
 
-    def __init__(self, policy: PolicyLike, max_prompt_tokens: int, max_new_tokens: int, batch_size: int = 64,
-                 action_choice: str = "generate", prompt_overflow: str = "truncate_left"):
+    def __init__(
+        self,
+        policy: PolicyLike,
+        max_prompt_tokens: int,
+        max_new_tokens: int,
+        batch_size: int = 64,
+        action_choice: str = "generate",
+        prompt_overflow: str = "truncate_left",
+    ):
         if action_choice not in ("generate", "admissible"):
             raise ValueError(f"action_choice={action_choice!r} is not one of 'generate', 'admissible'")
         self.policy = policy
@@ -43,16 +50,23 @@ class TransformersEngine:
     def sync_weights(self, policy: PolicyLike) -> None:
         self.policy = policy  # same model object: nothing to copy
 
-    def generate(self, prompts: Sequence[str], temperature: float, top_p: float = 1.0,
-                 admissible: Sequence[Sequence[str]] | None = None) -> list[Generation]:
+    def generate(
+        self,
+        prompts: Sequence[str],
+        temperature: float,
+        top_p: float = 1.0,
+        admissible: Sequence[Sequence[str]] | None = None,
+    ) -> list[Generation]:
         if not prompts:
             return []
         if self.action_choice == "admissible" and admissible is not None:
             free = [i for i, a in enumerate(admissible) if any(_PLACEHOLDER.search(c) for c in a)]
             chosen = sorted(set(range(len(prompts))) - set(free))
             out: list[Generation] = [None] * len(prompts)  # type: ignore[list-item]
-            for i, gen in zip(chosen, self._choose_all([prompts[i] for i in chosen], [list(admissible[i]) for i in chosen],
-                                                       temperature)):
+            for i, gen in zip(
+                chosen,
+                self._choose_all([prompts[i] for i in chosen], [list(admissible[i]) for i in chosen], temperature),
+            ):
                 out[i] = gen
             for i, gen in zip(free, self._sample([prompts[i] for i in free], temperature, top_p)):
                 out[i] = gen
@@ -74,27 +88,36 @@ class TransformersEngine:
         pad, eos = tok.pad_token_id, tok.eos_token_id
         was_training = model.training
         model.eval()
-        sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {
-            "do_sample": False}
+        sampling = (
+            {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {"do_sample": False}
+        )
         try:
             for start in range(0, len(order), self.batch_size):
-                chunk = order[start:start + self.batch_size]
+                chunk = order[start : start + self.batch_size]
                 input_ids, attention = left_pad([ids[i] for i in chunk], pad)
                 width = input_ids.shape[1]
                 with torch.no_grad():
-                    seqs = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention.to(model.device),
-                                          max_new_tokens=self.max_new_tokens, pad_token_id=pad, eos_token_id=eos,
-                                          top_k=0, **sampling)
+                    seqs = model.generate(
+                        input_ids=input_ids.to(model.device),
+                        attention_mask=attention.to(model.device),
+                        max_new_tokens=self.max_new_tokens,
+                        pad_token_id=pad,
+                        eos_token_id=eos,
+                        top_k=0,
+                        **sampling,
+                    )
                 for row, i in enumerate(chunk):
                     resp = _cut_after_eos(seqs[row, width:].tolist(), eos, pad)
-                    out[i] = Generation(text=tok.decode(resp, skip_special_tokens=True), prompt_ids=ids[i],
-                                        response_ids=resp)
+                    out[i] = Generation(
+                        text=tok.decode(resp, skip_special_tokens=True), prompt_ids=ids[i], response_ids=resp
+                    )
         finally:
             model.train(was_training)
         return out  # type: ignore[return-value]
 
-    def _choose_all(self, prompts: Sequence[str], commands: Sequence[Sequence[str]],
-                    temperature: float) -> list[Generation]:
+    def _choose_all(
+        self, prompts: Sequence[str], commands: Sequence[Sequence[str]], temperature: float
+    ) -> list[Generation]:
         """One answer per prompt drawn among its commands by sequence likelihood (see the class docstring); prompts are
         scored `CHOICE_CHUNK` at a time by `scpo.policy.scoring.candidate_scores`."""
         import torch
@@ -107,8 +130,10 @@ class TransformersEngine:
         prompt_ids = self.policy.encode_prompts(prompts, self.max_prompt_tokens, self.prompt_overflow)
         out: list[Generation | None] = [None] * len(prompts)
         answers = [[action_answer(c) for c in cmds] for cmds in commands]
-        cands = [[ids + [tok.eos_token_id] for ids in tok(a, add_special_tokens=False)["input_ids"]] if a else []
-                 for a in answers]
+        cands = [
+            [ids + [tok.eos_token_id] for ids in tok(a, add_special_tokens=False)["input_ids"]] if a else []
+            for a in answers
+        ]
         for i in (i for i, c in enumerate(cands) if not c):  # nothing to choose from: an empty (invalid) answer
             out[i] = Generation(text="", prompt_ids=prompt_ids[i], response_ids=[tok.eos_token_id])
         todo = [i for i, c in enumerate(cands) if c]
@@ -116,18 +141,23 @@ class TransformersEngine:
         model.eval()
         try:
             for start in range(0, len(todo), CHOICE_CHUNK):
-                chunk = todo[start:start + CHOICE_CHUNK]
+                chunk = todo[start : start + CHOICE_CHUNK]
                 with torch.no_grad():
-                    scores = candidate_scores(model, [prompt_ids[i] for i in chunk], [cands[i] for i in chunk],
-                                              tok.pad_token_id).cpu()
+                    scores = candidate_scores(
+                        model, [prompt_ids[i] for i in chunk], [cands[i] for i in chunk], tok.pad_token_id
+                    ).cpu()
                 for row, i in enumerate(chunk):
-                    s = scores[row, :len(cands[i])]
+                    s = scores[row, : len(cands[i])]
                     if temperature > 0:
                         pick = int(torch.multinomial(choice_log_distribution(s, temperature).exp(), 1))
                     else:
                         pick = int(s.argmax())
-                    out[i] = Generation(text=answers[i][pick], prompt_ids=prompt_ids[i], response_ids=cands[i][pick],
-                                        candidate_ids=cands[i])
+                    out[i] = Generation(
+                        text=answers[i][pick],
+                        prompt_ids=prompt_ids[i],
+                        response_ids=cands[i][pick],
+                        candidate_ids=cands[i],
+                    )
         finally:
             model.train(was_training)
         return out  # type: ignore[return-value]
@@ -148,16 +178,31 @@ def _cut_after_eos(tokens: list[int], eos: int | None, pad: int | None) -> list[
 
 
 def make_engine(cfg, policy: PolicyLike, model_dir=None) -> GenerationEngine:
-    """The engine named by `cfg.rollout.engine` ('transformers' | 'vllm'); vLLM is imported only here, only if chosen."""
+    """The engine named by `cfg.rollout.engine` ('transformers' | 'vllm'); vLLM is imported only here, only if
+    chosen."""
     if cfg.rollout.engine == "transformers":
-        return TransformersEngine(policy, cfg.policy.max_prompt_tokens, cfg.policy.max_new_tokens, cfg.rollout.batch_size,
-                                  action_choice=cfg.rollout.action_choice, prompt_overflow=cfg.policy.prompt_overflow)
+        return TransformersEngine(
+            policy,
+            cfg.policy.max_prompt_tokens,
+            cfg.policy.max_new_tokens,
+            cfg.rollout.batch_size,
+            action_choice=cfg.rollout.action_choice,
+            prompt_overflow=cfg.policy.prompt_overflow,
+        )
     if cfg.rollout.engine == "vllm":
         from scpo.rollout.vllm_engine import VLLMEngine
 
-        return VLLMEngine(policy, model_dir=model_dir, max_prompt_tokens=cfg.policy.max_prompt_tokens,
-                          max_new_tokens=cfg.policy.max_new_tokens, dtype=cfg.policy.dtype,
-                          gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization, seed=cfg.train.seed,
-                          enforce_eager=cfg.rollout.vllm_enforce_eager, model_runner=cfg.rollout.vllm_model_runner,
-                          sync_path=cfg.rollout.vllm_sync_path, prompt_overflow=cfg.policy.prompt_overflow)
+        return VLLMEngine(
+            policy,
+            model_dir=model_dir,
+            max_prompt_tokens=cfg.policy.max_prompt_tokens,
+            max_new_tokens=cfg.policy.max_new_tokens,
+            dtype=cfg.policy.dtype,
+            gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization,
+            seed=cfg.train.seed,
+            enforce_eager=cfg.rollout.vllm_enforce_eager,
+            model_runner=cfg.rollout.vllm_model_runner,
+            sync_path=cfg.rollout.vllm_sync_path,
+            prompt_overflow=cfg.policy.prompt_overflow,
+        )
     raise ValueError(f"rollout.engine={cfg.rollout.engine!r} is not one of 'transformers', 'vllm'")

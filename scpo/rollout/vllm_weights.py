@@ -11,9 +11,9 @@ sends them (`trl.generation.vllm_generation.VLLMGeneration._iter_named_params`: 
 vLLM fuses some projections: a parameter named by a key of the model's `packed_modules_mapping` (Llama, Qwen2:
 `qkv_proj` <- q/k/v_proj, `gate_up_proj` <- gate/up_proj) holds its parts concatenated along dim 0 (one GPU, no tensor
 parallelism). The comparison rebuilds that from the trainer's tensors cast to vLLM's dtype, so a correct sync gives a
-difference of exactly 0. vLLM's CPU backend moves linear weights into oneDNN kernels and leaves an empty parameter; such a
-weight is read back through the kernel itself: x = I (identity) gives x W^T = W^T exactly (each output is one product by
-1 plus products by 0). Written here because neither vLLM nor TRL offers a check of the synced weights.
+difference of exactly 0. vLLM's CPU backend moves linear weights into oneDNN kernels and leaves an empty parameter; such
+a weight is read back through the kernel itself: x = I (identity) gives x W^T = W^T exactly (each output is one product
+by 1 plus products by 0). Written here because neither vLLM nor TRL offers a check of the synced weights.
 """
 
 from __future__ import annotations
@@ -40,7 +40,11 @@ def trainer_parameters(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
         for name, param in model.named_parameters():
             if "lora_" in name or "original_module" in name:
                 continue
-            name = name.removeprefix("base_model.model.").replace(".base_layer", "").replace("modules_to_save.default.", "")
+            name = (
+                name.removeprefix("base_model.model.")
+                .replace(".base_layer", "")
+                .replace("modules_to_save.default.", "")
+            )
             named.append((name, param))
         yield named
     finally:
@@ -48,8 +52,9 @@ def trainer_parameters(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
             model.unmerge_adapter()
 
 
-def cast_weights(named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype,
-                 device: torch.device | str) -> Iterator[tuple[str, torch.Tensor]]:
+def cast_weights(
+    named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype, device: torch.device | str
+) -> Iterator[tuple[str, torch.Tensor]]:
     """Detached copies in vLLM's dtype on vLLM's device, one at a time (a 1.5B model is not copied whole at once)."""
     for name, param in named:
         yield name, param.detach().to(device=device, dtype=dtype)
@@ -105,13 +110,23 @@ def compare_with_trainer(llm_model, trainer_model, dtype: torch.dtype | None = N
     """Compare every parameter of vLLM's model with the trainer's weights cast to vLLM's dtype.
 
     -> {"max_abs_diff", "nan" (NaN count in vLLM's weights), "tensors", "elements", "read_back" (weights read through
-    the CPU kernel), "unmatched" (vLLM parameters no trainer weight maps to), "unused" (trainer weights no vLLM parameter
-    took), "largest" ([name, max |diff|] of the `top` largest), "shape_mismatch"}. A correct sync: max_abs_diff 0.0,
-    nan 0, nothing unmatched, unused or mismatched. Vocabulary rows vLLM pads the embedding with are not compared."""
+    the CPU kernel), "unmatched" (vLLM parameters no trainer weight maps to), "unused" (trainer weights no vLLM
+    parameter took), "largest" ([name, max |diff|] of the `top` largest), "shape_mismatch"}. A correct sync:
+    max_abs_diff 0.0, nan 0, nothing unmatched, unused or mismatched. Vocabulary rows vLLM pads the embedding with are
+    not compared."""
     dtype = dtype or vllm_model_dtype(llm_model)
     packed = dict(getattr(llm_model, "packed_modules_mapping", {}) or {})
-    out = {"max_abs_diff": 0.0, "nan": 0, "tensors": 0, "elements": 0, "read_back": 0, "unmatched": [], "unused": [],
-           "shape_mismatch": [], "largest": []}
+    out = {
+        "max_abs_diff": 0.0,
+        "nan": 0,
+        "tensors": 0,
+        "elements": 0,
+        "read_back": 0,
+        "unmatched": [],
+        "unused": [],
+        "shape_mismatch": [],
+        "largest": [],
+    }
     diffs = []
     with torch.no_grad(), trainer_parameters(trainer_model) as named:
         mine = dict(named)

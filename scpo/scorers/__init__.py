@@ -1,7 +1,7 @@
 """Frozen semantic scorers behind SCPO's matching and similarity grouping: `make_scorer(name)`.
 
-    scorer = make_scorer("lexical" | "bi_encoder" | "cross_encoder", model=None, batch_size=...)
-    scorer.score([(a, b), ...]) -> np.ndarray in [0, 1];  scorer.score_matrix(left, right);  scorer.stats
+scorer = make_scorer("lexical" | "bi_encoder" | "cross_encoder", model=None, batch_size=...)
+scorer.score([(a, b), ...]) -> np.ndarray in [0, 1];  scorer.score_matrix(left, right);  scorer.stats
 """
 
 from __future__ import annotations

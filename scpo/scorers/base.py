@@ -8,7 +8,7 @@ bounded; rollouts of consecutive iterations repeat the same recent pairs, so an 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -41,10 +41,10 @@ class CachedScorer:
         self._stats["pairs_requested"] += len(keys)
         cache = self._cache
         missing = list(dict.fromkeys(k for k in keys if k not in cache))
-        self._stats["cache_hits"] += len(keys) - len(missing)   # served without scoring (cached or repeated in request)
+        self._stats["cache_hits"] += len(keys) - len(missing)  # served without scoring (cached or repeated in request)
         starts = range(0, len(missing), self.batch_size)
         for start in tqdm(starts, desc=f"{self.name} scorer", unit="batch", leave=False, disable=len(starts) < 20):
-            chunk = missing[start:start + self.batch_size]
+            chunk = missing[start : start + self.batch_size]
             vals = np.clip(np.asarray(self._score_batch([a for a, _ in chunk], [b for _, b in chunk]), float), 0.0, 1.0)
             if len(vals) != len(chunk):
                 raise RuntimeError(f"{type(self).__name__} returned {len(vals)} scores for {len(chunk)} pairs")

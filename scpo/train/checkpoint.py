@@ -11,11 +11,11 @@ to the newest complete checkpoint, saying so, or fails in one line.
 Nothing in a checkpoint is unpickled: a run folder passed around must not be able to run code. The optimizer and RNG
 states are "state files": one safetensors file whose tensors are the state's tensors and whose metadata entry
 `scpo.state/1` is JSON for the rest, with each tensor replaced by {"tensor": name}, each tuple by {"tuple": [...]} and
-each dict by {"dict": [[key, value], ...]} (optimizer states are keyed by int parameter indices). Written by hand because neither
-format holds a `state_dict()` alone (safetensors is a flat str -> tensor map; JSON has no tensors, tuples or int keys);
-reading parses only JSON and safetensors, so a crafted file can fail to load but never execute anything.
-Checkpoints from before this format (`optimizer.pt`, `rng.pt`: torch pickles) are refused with a one-line pointer to
-`scpo convert-checkpoint` (`scpo.train.legacy_checkpoint`).
+each dict by {"dict": [[key, value], ...]} (optimizer states are keyed by int parameter indices). Written by hand
+because neither format holds a `state_dict()` alone (safetensors is a flat str -> tensor map; JSON has no tensors,
+tuples or int keys); reading parses only JSON and safetensors, so a crafted file can fail to load but never execute
+anything. Checkpoints from before this format (`optimizer.pt`, `rng.pt`: torch pickles) are refused with a one-line
+pointer to `scpo convert-checkpoint` (`scpo.train.legacy_checkpoint`).
 """
 
 from __future__ import annotations
@@ -34,9 +34,24 @@ from safetensors.torch import save_file
 
 from scpo.errors import ExpectedError
 
-__all__ = ["CheckpointError", "TrainingState", "save_checkpoint", "latest_checkpoint", "read_training_state",
-           "write_training_state", "rng_state", "set_rng_state", "OPTIMIZER_FILE", "RNG_FILE", "LEGACY_FILES",
-           "checkpoint_problem", "restorable_checkpoint", "prune_checkpoints", "finished_checkpoints", "model_problem"]
+__all__ = [
+    "CheckpointError",
+    "TrainingState",
+    "save_checkpoint",
+    "latest_checkpoint",
+    "read_training_state",
+    "write_training_state",
+    "rng_state",
+    "set_rng_state",
+    "OPTIMIZER_FILE",
+    "RNG_FILE",
+    "LEGACY_FILES",
+    "checkpoint_problem",
+    "restorable_checkpoint",
+    "prune_checkpoints",
+    "finished_checkpoints",
+    "model_problem",
+]
 
 _PREFIX = "iter_"
 _FORMAT = "scpo.state/1"
@@ -49,6 +64,7 @@ class CheckpointError(ExpectedError, ValueError):
 
 
 # ---- RNG state: only ints, floats, strings, tuples, lists and tensors, so it fits a state file
+
 
 def rng_state() -> dict[str, Any]:
     """Python `random`, numpy's global MT19937 bit generator, torch's CPU generator and, once CUDA is initialised,
@@ -65,11 +81,12 @@ def set_rng_state(state: dict[str, Any]) -> None:
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
     if state.get("cuda") and torch.cuda.is_available():
-        for device, cuda_state in enumerate(state["cuda"][:torch.cuda.device_count()]):
+        for device, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
             torch.cuda.set_rng_state(cuda_state, device)
 
 
 # ---- state files: safetensors + a JSON tree
+
 
 def _encode(obj: Any, name: str, tensors: dict[str, torch.Tensor]) -> Any:
     if isinstance(obj, torch.Tensor):
@@ -82,19 +99,22 @@ def _encode(obj: Any, name: str, tensors: dict[str, torch.Tensor]) -> Any:
     if isinstance(obj, list):
         return [_encode(v, f"{name}.{i}", tensors) for i, v in enumerate(obj)]
     if isinstance(obj, dict):
-        return {"dict": [[_encode(k, f"{name}.key", tensors), _encode(v, f"{name}.{k}", tensors)]
-                         for k, v in obj.items()]}
+        return {
+            "dict": [[_encode(k, f"{name}.key", tensors), _encode(v, f"{name}.{k}", tensors)] for k, v in obj.items()]
+        }
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
-    raise TypeError(f"cannot store a {type(obj).__name__} at {name!r} in a checkpoint state file; allowed: tensors, "
-                    "None, bool, int, float, str, lists, tuples, dicts")
+    raise TypeError(
+        f"cannot store a {type(obj).__name__} at {name!r} in a checkpoint state file; allowed: tensors, "
+        "None, bool, int, float, str, lists, tuples, dicts"
+    )
 
 
 def _decode(obj: Any, tensors: dict[str, torch.Tensor]) -> Any:
     if isinstance(obj, list):
         return [_decode(v, tensors) for v in obj]
     if isinstance(obj, dict):
-        (tag, value), = obj.items()  # ValueError on anything but one tag
+        ((tag, value),) = obj.items()  # ValueError on anything but one tag
         if tag == "tensor":
             return tensors[value]
         if tag == "tuple":
@@ -117,11 +137,12 @@ def _read_state(path: Path) -> Any:
             tree = (f.metadata() or {}).get(_FORMAT)
             if tree is None:
                 raise ValueError(f"no {_FORMAT!r} entry in its metadata")
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is no mapping: no `in`/iteration)
         return _decode(json.loads(tree), tensors)
     except (SafetensorError, OSError, ValueError, KeyError, TypeError, RecursionError) as err:
-        raise CheckpointError(f"{path} is not an scpo state file (safetensors + JSON tree): {_first_line(err)}") \
-            from None
+        raise CheckpointError(
+            f"{path} is not an scpo state file (safetensors + JSON tree): {_first_line(err)}"
+        ) from None
 
 
 def _first_line(err: Exception) -> str:
@@ -129,6 +150,7 @@ def _first_line(err: Exception) -> str:
 
 
 # ---- checkpoints
+
 
 def write_training_state(ckpt: Path, optimizer_state: dict, rng: dict[str, Any]) -> None:
     """Write `ckpt/optimizer.safetensors` (an optimizer's `state_dict()`) and `ckpt/rng.safetensors` (`rng_state()`);
@@ -141,8 +163,9 @@ def _file_sizes(folder: Path) -> dict[str, int]:
     return {p.relative_to(folder).as_posix(): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def save_checkpoint(run_dir: Path, iterations_done: int, policy, optimizer, extra: dict | None = None,
-                    keep: int | None = None) -> Path:
+def save_checkpoint(
+    run_dir: Path, iterations_done: int, policy, optimizer, extra: dict | None = None, keep: int | None = None
+) -> Path:
     """Write `run_dir/checkpoints/iter_<iterations_done>` atomically and return it; then keep only the newest `keep`
     finished checkpoints (None: all)."""
     root = Path(run_dir) / "checkpoints"
@@ -233,8 +256,10 @@ def restorable_checkpoint(run_dir: Path) -> tuple[Path, TrainingState, list[str]
     when there is none; an old pickle checkpoint is not skipped but refused (`read_training_state`)."""
     done = finished_checkpoints(run_dir)
     if not done:
-        raise CheckpointError(f"nothing to resume in {run_dir}: no finished checkpoint under "
-                              f"{Path(run_dir) / 'checkpoints'}; start it without --resume")
+        raise CheckpointError(
+            f"nothing to resume in {run_dir}: no finished checkpoint under "
+            f"{Path(run_dir) / 'checkpoints'}; start it without --resume"
+        )
     problems: list[tuple[str, str]] = []
     for ckpt in reversed(done):
         if any((ckpt / name).exists() for name in LEGACY_FILES):
@@ -246,12 +271,15 @@ def restorable_checkpoint(run_dir: Path) -> tuple[Path, TrainingState, list[str]
             except CheckpointError as err:
                 problem = str(err)
             else:
-                notes = [f"checkpoint {name} cannot be restored: {why}; resuming from {ckpt.name} instead"
-                         for name, why in problems]
+                notes = [
+                    f"checkpoint {name} cannot be restored: {why}; resuming from {ckpt.name} instead"
+                    for name, why in problems
+                ]
                 return ckpt, state, notes
         problems.append((ckpt.name, problem))
-    raise CheckpointError(f"no complete checkpoint to resume from in {run_dir}: "
-                          + "; ".join(f"{name}: {why}" for name, why in problems))
+    raise CheckpointError(
+        f"no complete checkpoint to resume from in {run_dir}: " + "; ".join(f"{name}: {why}" for name, why in problems)
+    )
 
 
 @dataclass(frozen=True)
@@ -269,8 +297,9 @@ class TrainingState:
             set_rng_state(self.rng)
             return int(self.info["iterations_done"])
         except (KeyError, TypeError, ValueError, RuntimeError) as err:
-            raise CheckpointError(f"the checkpoint's optimizer/RNG state does not fit this run: {_first_line(err)}") \
-                from None
+            raise CheckpointError(
+                f"the checkpoint's optimizer/RNG state does not fit this run: {_first_line(err)}"
+            ) from None
 
 
 def read_training_state(ckpt: Path) -> TrainingState:
@@ -284,7 +313,8 @@ def read_training_state(ckpt: Path) -> TrainingState:
     if missing and legacy:
         raise CheckpointError(
             f"{ckpt} stores its optimizer/RNG state as torch pickles ({', '.join(legacy)}), which scpo no longer loads "
-            f"because unpickling can run code; if you trust where it came from, run `scpo convert-checkpoint {ckpt}`")
+            f"because unpickling can run code; if you trust where it came from, run `scpo convert-checkpoint {ckpt}`"
+        )
     if missing:
         raise CheckpointError(f"{ckpt} is not a complete checkpoint: {', '.join(missing)} missing")
     try:

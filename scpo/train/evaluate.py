@@ -10,7 +10,8 @@ What the policy was trained on comes from the run, not from the command line: `c
 provenance (`provenance.json` of the run folder, or a checkpoint's state.json) and takes the environment (`env.name`,
 its `env.<name>` section: step limit, options; `env.history_length`), the `policy` section (profile, prompt and
 answer lengths, dtype) and `rollout.action_choice` from it. An explicit override contradicting the run is an error
-unless forced; the evaluation splits (`env.<name>.eval_splits`) are the evaluation's choice. Every check (model files, evaluation data, an existing eval.json) runs before anything is written.
+unless forced; the evaluation splits (`env.<name>.eval_splits`) are the evaluation's choice. Every check (model files,
+evaluation data, an existing eval.json) runs before anything is written.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from scpo.config import Config, ConfigError, apply_overrides, validate_config
+from scpo.envs.registry import env_settings
 from scpo.errors import RunFolderError
 from scpo.policy import load_policy, resolve_model_dir
 from scpo.policy.placement import resolve_device
-from scpo.envs.registry import env_settings
 from scpo.rollout import collect_rollouts, make_engine
 from scpo.train.checkpoint import model_problem
 from scpo.train.preflight import check_task_list
@@ -61,24 +62,37 @@ def config_for_checkpoint(cfg: Config, checkpoint: Path, force: bool = False) ->
     `force` (then the override wins). Without any provenance, `cfg` as it is."""
     found = run_provenance(checkpoint)
     if found is None:
-        return cfg, (f"no run record (provenance.json, checkpoint state.json) at or above {checkpoint}: evaluating with "
-                     f"the config given (env.name={cfg.env.name!r}, policy.profile={cfg.policy.profile!r})")
+        return cfg, (
+            f"no run record (provenance.json, checkpoint state.json) at or above {checkpoint}: evaluating with "
+            f"the config given (env.name={cfg.env.name!r}, policy.profile={cfg.policy.profile!r})"
+        )
     record, where = found
     saved = record["config"]
     name = saved["env"]["name"]
-    from_run = {"env.name": name, "env.history_length": saved["env"]["history_length"], f"env.{name}": saved["env"][name],
-                "policy": saved["policy"], "rollout.action_choice": saved["rollout"]["action_choice"]}
+    from_run = {
+        "env.name": name,
+        "env.history_length": saved["env"]["history_length"],
+        f"env.{name}": saved["env"][name],
+        "policy": saved["policy"],
+        "rollout.action_choice": saved["rollout"]["action_choice"],
+    }
     overrides = cfg.origin.get("overrides", {})
     choices = {k: v for k, v in overrides.items() if _covered(k, name, EVAL_CHOICES)}
     explicit = {k: v for k, v in overrides.items() if _covered(k, name) and k not in choices}
     flat_run = _flatten(from_run)
-    conflicts = {k: v for k, v in explicit.items()
-                 if k in flat_run and flat_run[k] != _jsonable(v) or k == "env.name" and v != name}
+    conflicts = {
+        k: v
+        for k, v in explicit.items()
+        if k in flat_run and flat_run[k] != _jsonable(v) or k == "env.name" and v != name
+    }
     if conflicts and not force:
-        shown = "; ".join(f"{k}={v!r} (the run: {flat_run.get(k, name if k == 'env.name' else '?')!r})"
-                          for k, v in conflicts.items())
-        raise ConfigError(f"{checkpoint} was trained with other settings than asked for: {shown}; drop them (the "
-                          "evaluation takes them from the run) or add --force to evaluate with them anyway")
+        shown = "; ".join(
+            f"{k}={v!r} (the run: {flat_run.get(k, name if k == 'env.name' else '?')!r})" for k, v in conflicts.items()
+        )
+        raise ConfigError(
+            f"{checkpoint} was trained with other settings than asked for: {shown}; drop them (the "
+            "evaluation takes them from the run) or add --force to evaluate with them anyway"
+        )
     raw = apply_overrides(cfg.model_dump(mode="json"), from_run)
     raw = apply_overrides(raw, {**(explicit if force else {}), **choices})
     new = validate_config(raw, source=f"the run record in {where}", origin=cfg.origin)
@@ -107,8 +121,9 @@ def evaluation_tasks(all_tasks: list[str], n: int | None) -> list[str]:
     return [all_tasks[i] for i in idx]
 
 
-def run_evaluation(cfg: Config, checkpoint: Path, out_dir: Path, force: bool = False, overwrite: bool = True,
-                   note=None) -> dict:
+def run_evaluation(
+    cfg: Config, checkpoint: Path, out_dir: Path, force: bool = False, overwrite: bool = True, note=None
+) -> dict:
     """Evaluate the policy at `checkpoint` (model / run / checkpoint dir) on the environment it was trained on
     (`config_for_checkpoint`); returns the eval.json dict. `overwrite=False` refuses an `out_dir` that already holds
     an eval.json. `note(line)` receives the line saying where the settings came from."""
@@ -122,24 +137,42 @@ def run_evaluation(cfg: Config, checkpoint: Path, out_dir: Path, force: bool = F
     splits = {split: check_task_list(env, split) for split in env.eval_splits}
     out_dir = Path(out_dir)
     if not overwrite and (out_dir / "eval.json").exists():
-        raise RunFolderError(f"{out_dir / 'eval.json'} exists (an earlier evaluation); add --overwrite to replace it, "
-                             "or choose another --out")
+        raise RunFolderError(
+            f"{out_dir / 'eval.json'} exists (an earlier evaluation); add --overwrite to replace it, "
+            "or choose another --out"
+        )
     if note is not None:
         note(where)
     set_threads(cfg.train.torch_threads)
     policy = load_policy(model_dir, dtype=cfg.policy.dtype, device=resolve_device(cfg.train.device))
     engine = make_engine(cfg, policy, model_dir=model_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    result: dict = {"checkpoint": str(model_dir), "env": cfg.env.name, "temperature": cfg.eval.temperature,
-                    "settings_from": where, "splits": {}}
+    result: dict = {
+        "checkpoint": str(model_dir),
+        "env": cfg.env.name,
+        "temperature": cfg.eval.temperature,
+        "settings_from": where,
+        "splits": {},
+    }
     rows = []
     for split in env.eval_splits:
         seed_everything(iteration_seed(cfg.train.seed, -1))
         tasks = evaluation_tasks(splits[split], cfg.eval.n_episodes)
         trajectories, timing = collect_rollouts(
-            env.package, tasks, cfg.eval.episodes_per_task, engine, env_name=env.name, seed=cfg.train.seed,
-            data_root=env.data_root, max_steps=env.max_steps, history_length=cfg.env.history_length,
-            temperature=cfg.eval.temperature, top_p=1.0, env_options=env.options, desc=f"eval {split}")
+            env.package,
+            tasks,
+            cfg.eval.episodes_per_task,
+            engine,
+            env_name=env.name,
+            seed=cfg.train.seed,
+            data_root=env.data_root,
+            max_steps=env.max_steps,
+            history_length=cfg.env.history_length,
+            temperature=cfg.eval.temperature,
+            top_p=1.0,
+            env_options=env.options,
+            desc=f"eval {split}",
+        )
         won = np.array([t.won for t in trajectories], dtype=float)
         per_type = {}
         for tt in sorted({t.task_type for t in trajectories}):
@@ -148,11 +181,15 @@ def run_evaluation(cfg: Config, checkpoint: Path, out_dir: Path, force: bool = F
             rows.append({"split": split, "task_type": tt, "n": int(sel.sum()), "success": float(won[sel].mean())})
         rows.append({"split": split, "task_type": "all", "n": len(trajectories), "success": float(won.mean())})
         result["splits"][split] = {
-            "n": len(trajectories), "success": float(won.mean()),
+            "n": len(trajectories),
+            "success": float(won.mean()),
             "task_score": float(np.mean([t.task_score for t in trajectories])),
             "episode_length": float(np.mean([len(t) for t in trajectories])),
             "invalid_rate": float(np.mean([not s.valid for t in trajectories for s in t.steps])),
-            "per_task_type": per_type, "env_s": timing.env_s, "gen_s": timing.gen_s}
+            "per_task_type": per_type,
+            "env_s": timing.env_s,
+            "gen_s": timing.gen_s,
+        }
     result["wall_s"] = time.perf_counter() - t_start
     import pandas as pd
 

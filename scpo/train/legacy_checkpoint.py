@@ -15,19 +15,32 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from scpo.train.checkpoint import (LEGACY_FILES, OPTIMIZER_FILE, RNG_FILE, CheckpointError, read_training_state,
-                                   write_training_state)
+from scpo.train.checkpoint import (
+    LEGACY_FILES,
+    OPTIMIZER_FILE,
+    RNG_FILE,
+    CheckpointError,
+    read_training_state,
+    write_training_state,
+)
 
 __all__ = ["WARNING", "legacy_checkpoints", "convert_checkpoint"]
 
-WARNING = ("convert-checkpoint unpickles optimizer.pt and rng.pt (torch's weights-only loader plus numpy arrays): "
-           "run it only on checkpoints from a source you trust")
+WARNING = (
+    "convert-checkpoint unpickles optimizer.pt and rng.pt (torch's weights-only loader plus numpy arrays): "
+    "run it only on checkpoints from a source you trust"
+)
 
 # numpy's uint32 key array in a pickled np.random.get_state(): the array constructor, ndarray, dtype (numpy >= 2 and the
 # numpy 1.x module name of the constructor)
 _RECONSTRUCT = np._core.multiarray._reconstruct
-_NUMPY_GLOBALS = [_RECONSTRUCT, (_RECONSTRUCT, "numpy.core.multiarray._reconstruct"), np.ndarray, np.dtype,
-                  type(np.dtype(np.uint32))]
+_NUMPY_GLOBALS = [
+    _RECONSTRUCT,
+    (_RECONSTRUCT, "numpy.core.multiarray._reconstruct"),
+    np.ndarray,
+    np.dtype,
+    type(np.dtype(np.uint32)),
+]
 
 
 def legacy_checkpoints(path: Path) -> list[Path]:
@@ -35,8 +48,13 @@ def legacy_checkpoints(path: Path) -> list[Path]:
     pickle files and no state files yet."""
     path = Path(path)
     candidates = [path] if any((path / n).exists() for n in LEGACY_FILES) else sorted(path.glob("checkpoints/iter_*"))
-    return [c for c in candidates if (c / "optimizer.pt").exists() and (c / "rng.pt").exists()
-            and not ((c / OPTIMIZER_FILE).exists() and (c / RNG_FILE).exists())]
+    return [
+        c
+        for c in candidates
+        if (c / "optimizer.pt").exists()
+        and (c / "rng.pt").exists()
+        and not ((c / OPTIMIZER_FILE).exists() and (c / RNG_FILE).exists())
+    ]
 
 
 def _unpickle(path: Path):
@@ -51,9 +69,12 @@ def _unpickle(path: Path):
 def _rng_from_legacy(old: dict) -> dict:
     """The old rng.pt held np.random.get_state()'s legacy tuple ('MT19937', key, pos, has_gauss, gauss)."""
     name, key, pos, has_gauss, gauss = old["numpy"]
-    numpy_state = {"bit_generator": str(name),
-                   "state": {"key": np.asarray(key, dtype=np.uint32).tolist(), "pos": int(pos)},
-                   "has_gauss": int(has_gauss), "gauss": float(gauss)}
+    numpy_state = {
+        "bit_generator": str(name),
+        "state": {"key": np.asarray(key, dtype=np.uint32).tolist(), "pos": int(pos)},
+        "has_gauss": int(has_gauss),
+        "gauss": float(gauss),
+    }
     return {"python": old["python"], "numpy": numpy_state, "torch": old["torch"], "cuda": list(old.get("cuda", []))}
 
 

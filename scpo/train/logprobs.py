@@ -7,7 +7,7 @@ materialised (`logits_to_keep`), which keeps memory at `B x Lr x V` even for 150
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -28,8 +28,14 @@ def pack(prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[in
     return input_ids, attention, resp, resp_mask
 
 
-def response_logprobs(model, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], pad_id: int,
-                      temperature: float = 1.0, with_entropy: bool = False):
+def response_logprobs(
+    model,
+    prompt_ids: Sequence[Sequence[int]],
+    response_ids: Sequence[Sequence[int]],
+    pad_id: int,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+):
     """log pi(y_k | x, y_<k) / temperature-scaled, for every response token.
 
     Returns (logp [B, R], mask [B, R], entropy [B, R] or None). Gradients flow unless called under `torch.no_grad()`.
@@ -39,8 +45,13 @@ def response_logprobs(model, prompt_ids: Sequence[Sequence[int]], response_ids: 
     input_ids, attention, resp, mask = (t.to(device) for t in (input_ids, attention, resp, mask))
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     width_r = resp.shape[1]
-    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, logits_to_keep=width_r + 1,
-                use_cache=False)
+    out = model(
+        input_ids=input_ids,
+        attention_mask=attention,
+        position_ids=positions,
+        logits_to_keep=width_r + 1,
+        use_cache=False,
+    )
     logits = out.logits[:, :-1, :].float()
     if temperature and temperature != 1.0:
         logits = logits / temperature
@@ -52,15 +63,16 @@ def response_logprobs(model, prompt_ids: Sequence[Sequence[int]], response_ids: 
     return logp, mask, entropy
 
 
-def bucketed_batches(lengths: Sequence[int], batch_size: int, generator: torch.Generator | None = None,
-                     pool: int = 8) -> list[list[int]]:
+def bucketed_batches(
+    lengths: Sequence[int], batch_size: int, generator: torch.Generator | None = None, pool: int = 8
+) -> list[list[int]]:
     """Shuffled minibatches of indices with little padding: shuffle, cut into pools of `pool` minibatches, sort each
     pool by length, slice it into minibatches, shuffle the minibatch order. Every index appears exactly once."""
     order = torch.randperm(len(lengths), generator=generator).tolist()
     batches: list[list[int]] = []
     span = batch_size * pool
     for start in range(0, len(order), span):
-        chunk = sorted(order[start:start + span], key=lambda i: lengths[i])
-        batches.extend(chunk[k:k + batch_size] for k in range(0, len(chunk), batch_size))
+        chunk = sorted(order[start : start + span], key=lambda i: lengths[i])
+        batches.extend(chunk[k : k + batch_size] for k in range(0, len(chunk), batch_size))
     perm = torch.randperm(len(batches), generator=generator).tolist()
     return [batches[i] for i in perm]

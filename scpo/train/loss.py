@@ -22,8 +22,9 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum() / mask.sum().clamp(min=1.0)
 
 
-def clipped_surrogate(logp, old_logp, advantages, mask, clip_ratio: float, dual_clip_c: float | None = None,
-                      with_lower: bool = False):
+def clipped_surrogate(
+    logp, old_logp, advantages, mask, clip_ratio: float, dual_clip_c: float | None = None, with_lower: bool = False
+):
     """-> (per-token loss, clipped indicator[, dual-clipped indicator]). `advantages` is [B] (per step) or [B, R].
 
     `dual_clip_c` (> 1, None = off): where A_k < 0 the loss is min(L_pg, -c A_k); the third output (with_lower) marks
@@ -54,8 +55,19 @@ def low_var_kl(logp, ref_logp):
     return torch.clamp(torch.exp(log_ratio) - log_ratio - 1.0, -10.0, 10.0)
 
 
-def policy_loss(logp, old_logp, ref_logp, advantages, mask, entropy, *, clip_ratio: float, kl_coef: float,
-                entropy_coef: float, dual_clip_c: float | None = None):
+def policy_loss(
+    logp,
+    old_logp,
+    ref_logp,
+    advantages,
+    mask,
+    entropy,
+    *,
+    clip_ratio: float,
+    kl_coef: float,
+    entropy_coef: float,
+    dual_clip_c: float | None = None,
+):
     """-> (loss, stats) with stats pg, kl, entropy, clipfrac, approx_kl (floats), and clipfrac_lower with dual clip."""
     pg, clipped, lower = clipped_surrogate(logp, old_logp, advantages, mask, clip_ratio, dual_clip_c, with_lower=True)
     loss = masked_mean(pg, mask)

@@ -7,8 +7,9 @@ dvclive nests metric names on '/', so one name cannot be both a value and a fold
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -55,8 +56,8 @@ def credit_metrics(batch: RolloutBatch, result) -> dict[str, float]:
 
 
 class HistoryLog:
-    """history.csv (one row per iteration) + dvclive. On resume, rows beyond the checkpoint are dropped and the kept rows
-    are replayed into a fresh dvclive folder, so both end up exactly as an uninterrupted run's."""
+    """history.csv (one row per iteration) + dvclive. On resume, rows beyond the checkpoint are dropped and the kept
+    rows are replayed into a fresh dvclive folder, so both end up exactly as an uninterrupted run's."""
 
     def __init__(self, run_dir: Path, keep_iterations: int = 0):
         import pandas as pd
@@ -67,9 +68,13 @@ class HistoryLog:
         if keep_iterations and self.path.exists():
             df = pd.read_csv(self.path)
             df = df[df["iteration"] < keep_iterations]
-            self.rows = [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))}
-                         for r in df.to_dict(orient="records")]
-        self.live = Live(dir=str(Path(run_dir) / "dvclive"), resume=False, save_dvc_exp=False, dvcyaml=None, report=None)
+            self.rows = [
+                {k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))}
+                for r in df.to_dict(orient="records")
+            ]
+        self.live = Live(
+            dir=str(Path(run_dir) / "dvclive"), resume=False, save_dvc_exp=False, dvcyaml=None, report=None
+        )
         for row in self.rows:
             self._to_live(row)
         self._write()

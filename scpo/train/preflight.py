@@ -46,11 +46,15 @@ def check_task_list(env: EnvSettings, split: str) -> list[str]:
     except ExpectedError:
         raise
     except (FileNotFoundError, OSError, ValueError) as err:
-        raise DataError(f"{env.name} data for split {split!r} not found under data.root={env.data_root}: "
-                        f"{str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__}") from None
+        raise DataError(
+            f"{env.name} data for split {split!r} not found under data.root={env.data_root}: "
+            f"{str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__}"
+        ) from None
     if not tasks:
-        raise DataError(f"no {env.name} tasks in split {split!r} under data.root={env.data_root}; run "
-                        f"`scpo prepare-data --only {env.name}`")
+        raise DataError(
+            f"no {env.name} tasks in split {split!r} under data.root={env.data_root}; run "
+            f"`scpo prepare-data --only {env.name}`"
+        )
     return tasks
 
 
@@ -71,16 +75,18 @@ def _differences_line(diffs: list[tuple[str, Any, Any]]) -> str:
     return shown + (f"; and {len(diffs) - 6} more" if len(diffs) > 6 else "")
 
 
-def plan_training(cfg: Config, stage: str, run_dir: Path, *, resume: bool = False, overwrite: bool = False,
-                  force: bool = False) -> TrainingPlan:
+def plan_training(
+    cfg: Config, stage: str, run_dir: Path, *, resume: bool = False, overwrite: bool = False, force: bool = False
+) -> TrainingPlan:
     """Run every check (module docstring) without writing anything; return the plan or raise one ExpectedError."""
     if stage not in STAGES:
         raise ConfigError(f"stage={stage!r} is invalid; allowed: {', '.join(STAGES)}")
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite exclude each other: continue the run, or replace it")
     if resume and stage == "sft":
-        raise ConfigError("--resume is for RL runs; an SFT warm start has no checkpoints (run it again with "
-                          "--overwrite)")
+        raise ConfigError(
+            "--resume is for RL runs; an SFT warm start has no checkpoints (run it again with --overwrite)"
+        )
     run_dir = Path(run_dir)
     check_not_in_use(run_dir)
     if not resume:
@@ -92,14 +98,18 @@ def plan_training(cfg: Config, stage: str, run_dir: Path, *, resume: bool = Fals
     saved = read_provenance(ckpt) or read_provenance(run_dir)
     if saved is None:
         if not force:
-            raise RunFolderError(f"{ckpt} records no config (written before scpo recorded one), so --resume cannot "
-                                 "check it matches this one; add --force to resume it anyway")
+            raise RunFolderError(
+                f"{ckpt} records no config (written before scpo recorded one), so --resume cannot "
+                "check it matches this one; add --force to resume it anyway"
+            )
         _check_inputs(cfg)
         return TrainingPlan(stage, run_dir, "resume", ckpt, state, notes, [("config", "unrecorded", "now")])
     diffs = config_differences(saved["config"], resolved_config(cfg))
     if diffs and not force:
-        raise RunFolderError(f"--resume of {run_dir} with a different config: {_differences_line(diffs)}; resume with "
-                             "the run's settings, add --force to resume anyway, or start a new run elsewhere")
+        raise RunFolderError(
+            f"--resume of {run_dir} with a different config: {_differences_line(diffs)}; resume with "
+            "the run's settings, add --force to resume anyway, or start a new run elsewhere"
+        )
     _check_inputs(cfg)
     return TrainingPlan(stage, run_dir, "resume", ckpt, state, notes, diffs)
 

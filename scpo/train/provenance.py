@@ -24,18 +24,36 @@ from typing import Any
 
 from scpo.config import Config
 
-__all__ = ["provenance", "resolved_config", "git_state", "config_differences", "RESUME_MAY_CHANGE", "PROVENANCE_FILE",
-           "write_json_atomic", "read_provenance"]
+__all__ = [
+    "provenance",
+    "resolved_config",
+    "git_state",
+    "config_differences",
+    "RESUME_MAY_CHANGE",
+    "PROVENANCE_FILE",
+    "write_json_atomic",
+    "read_provenance",
+]
 
 PROVENANCE_FILE = "provenance.json"
 
 # dotted keys (or section prefixes) a resumed run may change: they do not change what the finished run computes
 RESUME_MAY_CHANGE = (
     "profile",  # the name; the values it sets are compared one by one
-    "train.iterations", "train.checkpoint_every", "train.keep_checkpoints", "train.save_rollouts_every",
-    "train.device", "train.torch_threads", "train.out_dir",
-    "data.root", "data.shared_dir", "data.alfworld_source", "data.alfworld_require_all", "data.webshop_source",
-    "eval", "report",
+    "train.iterations",
+    "train.checkpoint_every",
+    "train.keep_checkpoints",
+    "train.save_rollouts_every",
+    "train.device",
+    "train.torch_threads",
+    "train.out_dir",
+    "data.root",
+    "data.shared_dir",
+    "data.alfworld_source",
+    "data.alfworld_require_all",
+    "data.webshop_source",
+    "eval",
+    "report",
 )
 _PATH_KEYS = (("data", "root"), ("data", "shared_dir"), ("train", "out_dir"), ("train", "init_from"))
 
@@ -56,10 +74,16 @@ def git_state(start: Path | None = None) -> dict[str, Any]:
     (both None outside a git checkout or without git)."""
     root = Path(start) if start else Path(__file__).resolve().parents[2]
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=10, check=True).stdout.strip()
-        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=20, check=True).stdout
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
     return {"commit": commit, "dirty": bool(status.strip())}
@@ -127,8 +151,9 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: tree}
 
 
-def config_differences(saved: dict[str, Any], current: dict[str, Any],
-                       may_change: tuple[str, ...] = RESUME_MAY_CHANGE) -> list[tuple[str, Any, Any]]:
+def config_differences(
+    saved: dict[str, Any], current: dict[str, Any], may_change: tuple[str, ...] = RESUME_MAY_CHANGE
+) -> list[tuple[str, Any, Any]]:
     """(dotted key, saved value, current value) for every key whose value differs between two resolved configs,
     leaving out the keys under `may_change` (a key or a section prefix)."""
     a, b = _flatten(saved), _flatten(current)

@@ -28,8 +28,15 @@ from pathlib import Path
 
 from scpo.errors import RunFolderError
 
-__all__ = ["RunLock", "LOCK_FILE", "folder_contents", "check_fresh", "check_not_in_use", "clear_run_folder",
-           "describe_run"]
+__all__ = [
+    "RunLock",
+    "LOCK_FILE",
+    "folder_contents",
+    "check_fresh",
+    "check_not_in_use",
+    "clear_run_folder",
+    "describe_run",
+]
 
 LOCK_FILE = ".scpo.lock"
 
@@ -46,8 +53,11 @@ def describe_run(run_dir: Path) -> str:
     """What a non-empty run folder holds, in a few words: a finished run, or an unfinished one and its checkpoints."""
     run_dir = Path(run_dir)
     names = folder_contents(run_dir)
-    ckpts = sorted(p.name for p in (run_dir / "checkpoints").glob("iter_*") if (p / "state.json").exists()) \
-        if (run_dir / "checkpoints").is_dir() else []
+    ckpts = (
+        sorted(p.name for p in (run_dir / "checkpoints").glob("iter_*") if (p / "state.json").exists())
+        if (run_dir / "checkpoints").is_dir()
+        else []
+    )
     if "summary.json" in names:
         what = "a finished run (summary.json)"
     elif ckpts:
@@ -62,8 +72,9 @@ def check_fresh(run_dir: Path, resumable: bool = True) -> None:
     """RunFolderError unless `run_dir` is absent or empty (a fresh run never writes into another run's folder)."""
     if folder_contents(run_dir):
         ways = "continue it with --resume, replace it with --overwrite" if resumable else "replace it with --overwrite"
-        raise RunFolderError(f"run folder {run_dir} is not empty, it holds {describe_run(run_dir)}; {ways}, or choose "
-                             "another --out")
+        raise RunFolderError(
+            f"run folder {run_dir} is not empty, it holds {describe_run(run_dir)}; {ways}, or choose another --out"
+        )
 
 
 def check_not_in_use(run_dir: Path) -> None:
@@ -76,8 +87,10 @@ def check_not_in_use(run_dir: Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise RunFolderError(f"run folder {run_dir} is in use by {_holder_text(_read_holder(fd))}; wait for it to "
-                             "finish or stop it, or choose another --out") from None
+        raise RunFolderError(
+            f"run folder {run_dir} is in use by {_holder_text(_read_holder(fd))}; wait for it to "
+            "finish or stop it, or choose another --out"
+        ) from None
     else:
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
@@ -125,8 +138,10 @@ class RunLock:
                 if tries > 0 and not holder.get("pid"):
                     time.sleep(0.1)
                     continue
-                raise RunFolderError(f"run folder {self.run_dir} is in use by {_holder_text(holder)}; wait for it to "
-                                     f"finish or stop it, or choose another --out") from None
+                raise RunFolderError(
+                    f"run folder {self.run_dir} is in use by {_holder_text(holder)}; wait for it to "
+                    f"finish or stop it, or choose another --out"
+                ) from None
             # the file may have been removed (a clean release) between our open and our lock: then lock the new one
             try:
                 same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
@@ -138,10 +153,13 @@ class RunLock:
         previous = _read_holder(fd)
         if previous.get("pid"):
             state = "is no longer running" if not _pid_alive(int(previous["pid"])) else "no longer holds it"
-            self.note = (f"run folder {self.run_dir}: took over the lock left by {_holder_text(previous)}, which "
-                         f"{state}")
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv)[:300],
-              "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+            self.note = f"run folder {self.run_dir}: took over the lock left by {_holder_text(previous)}, which {state}"
+        me = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "command": " ".join(sys.argv)[:300],
+            "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(me).encode(), 0)
         os.fsync(fd)

@@ -35,12 +35,12 @@ from scpo.config import Config
 from scpo.credit.registry import method_spec
 from scpo.envs.registry import EnvSettings, env_settings
 from scpo.pipeline.layout import run_dir as layout_run_dir
+from scpo.pipeline.manifest import write_run_manifest
 from scpo.policy import PolicyLike, create_policy, load_policy, resolve_model_dir
 from scpo.policy.placement import compute_precision, resolve_device
 from scpo.policy.profiles import with_lora
 from scpo.rollout import GenerationEngine, collect_rollouts, make_engine
 from scpo.rollout_types import RolloutBatch
-from scpo.pipeline.manifest import write_run_manifest
 from scpo.train.checkpoint import save_checkpoint
 from scpo.train.metrics import HistoryLog, credit_metrics, rollout_metrics
 from scpo.train.preflight import TrainingPlan, plan_training
@@ -57,8 +57,9 @@ PERF_KEYS = ("perf/env_s", "perf/gen_s", "perf/credit_s", "perf/update_s", "perf
 
 def _run_dir(cfg: Config, stage: str) -> Path:
     """The default run folder of `stage` ('sft' or 'rl'): <train.out_dir>/<env>/<sft | method>/seed<seed>."""
-    return layout_run_dir(cfg.train.out_dir, cfg.env.name, "sft" if stage == "sft" else cfg.credit.method,
-                          cfg.train.seed)
+    return layout_run_dir(
+        cfg.train.out_dir, cfg.env.name, "sft" if stage == "sft" else cfg.credit.method, cfg.train.seed
+    )
 
 
 def sample_tasks(pool: list[str], n_tasks: int, seed: int, iteration: int) -> list[str]:
@@ -68,20 +69,44 @@ def sample_tasks(pool: list[str], n_tasks: int, seed: int, iteration: int) -> li
     return [pool[i] for i in idx]
 
 
-def iteration_rollouts(cfg: Config, env: EnvSettings, engine: GenerationEngine, pool: list[str], it: int,
-                       group_size: int | None = None, desc: str | None = None):
+def iteration_rollouts(
+    cfg: Config,
+    env: EnvSettings,
+    engine: GenerationEngine,
+    pool: list[str],
+    it: int,
+    group_size: int | None = None,
+    desc: str | None = None,
+):
     """Iteration `it`'s rollouts: `sample_tasks` from `pool`, then `rollout.group_size` (or `group_size`) rollouts per
-    task at the rollout temperature -> (trajectories, timing). Whatever the policy, iteration `it` plays the same tasks."""
+    task at the rollout temperature -> (trajectories, timing). Whatever the policy, iteration `it` plays the same
+    tasks."""
     tasks = sample_tasks(pool, cfg.rollout.n_tasks, cfg.train.seed, it)
     return collect_rollouts(
-        env.package, tasks, group_size or cfg.rollout.group_size, engine, env_name=env.name, seed=cfg.train.seed + it,
-        data_root=env.data_root, max_steps=env.max_steps, history_length=cfg.env.history_length,
-        temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p, env_options=env.options,
-        desc=desc or f"iter {it} rollouts")
+        env.package,
+        tasks,
+        group_size or cfg.rollout.group_size,
+        engine,
+        env_name=env.name,
+        seed=cfg.train.seed + it,
+        data_root=env.data_root,
+        max_steps=env.max_steps,
+        history_length=cfg.env.history_length,
+        temperature=cfg.rollout.temperature,
+        top_p=cfg.rollout.top_p,
+        env_options=env.options,
+        desc=desc or f"iter {it} rollouts",
+    )
 
 
-def run_training(cfg: Config, stage: str = "rl", out_dir: Path | None = None, resume: bool = False,
-                 overwrite: bool = False, force: bool = False) -> dict:
+def run_training(
+    cfg: Config,
+    stage: str = "rl",
+    out_dir: Path | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    force: bool = False,
+) -> dict:
     """Run stage 'sft' or 'rl' into `out_dir` (default: `_run_dir`); returns the summary dict (also written to
     `<out_dir>/summary.json`). Modes: fresh (the folder must be empty), `overwrite` (replace what it holds, after every
     check passed), `resume` (continue from the newest restorable checkpoint; a config differing from the run's
@@ -116,8 +141,9 @@ def _record_provenance(cfg: Config, plan: TrainingPlan) -> dict:
     path = plan.run_dir / PROVENANCE_FILE
     if plan.mode == "resume":
         first = read_provenance(plan.run_dir) or {"config": None, "note": "run started before provenance was recorded"}
-        first.setdefault("resumes", []).append({**record, "from_checkpoint": plan.checkpoint.name,
-                                                "forced_differences": [list(d) for d in plan.forced]})
+        first.setdefault("resumes", []).append(
+            {**record, "from_checkpoint": plan.checkpoint.name, "forced_differences": [list(d) for d in plan.forced]}
+        )
         write_json_atomic(path, first)
     else:
         write_json_atomic(path, record)
@@ -125,7 +151,8 @@ def _record_provenance(cfg: Config, plan: TrainingPlan) -> dict:
 
 
 def _save_model(policy: PolicyLike, path: Path) -> None:
-    """`policy.save(path)` through a temporary folder renamed into place (a killed process never leaves a half model)."""
+    """`policy.save(path)` through a temporary folder renamed into place (a killed process never leaves a half
+    model)."""
     tmp = path.with_name(f".{path.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     policy.save(tmp)
@@ -148,37 +175,72 @@ def run_sft(cfg: Config, run_dir: Path) -> dict:
     summary saying so is written (no `model/`), so the pipeline's SFT stage costs nothing."""
     t_start = time.perf_counter()
     if cfg.train.rl_start == "base":
-        return {"stage": "sft", "env": cfg.env.name, "seed": cfg.train.seed, **_identity(cfg),
-                "skipped": "train.rl_start=base: RL starts from the profile's model, no warm start",
-                "wall_s": time.perf_counter() - t_start, "run_dir": str(run_dir)}
+        return {
+            "stage": "sft",
+            "env": cfg.env.name,
+            "seed": cfg.train.seed,
+            **_identity(cfg),
+            "skipped": "train.rl_start=base: RL starts from the profile's model, no warm start",
+            "wall_s": time.perf_counter() - t_start,
+            "run_dir": str(run_dir),
+        }
     env = env_settings(cfg)
     seed_everything(cfg.train.seed)
-    demos, demo_stats = expert_demonstrations(env.package, _demo_tasks(env, cfg), data_root=env.data_root,
-                                              max_steps=env.max_steps, history_length=cfg.env.history_length)
+    demos, demo_stats = expert_demonstrations(
+        env.package,
+        _demo_tasks(env, cfg),
+        data_root=env.data_root,
+        max_steps=env.max_steps,
+        history_length=cfg.env.history_length,
+    )
     corpus = [d.prompt for d in demos] + [d.response for d in demos]
     device = resolve_device(cfg.train.device)
     if cfg.train.init_from:  # trained weights in float32, forward passes in policy.dtype (scpo.policy.placement)
         policy = load_policy(cfg.train.init_from, dtype="float32", device=device)
     else:
-        policy = create_policy(cfg.policy.model_copy(update={"dtype": "float32"}), corpus=corpus,
-                               models_dir=Path(cfg.data.root) / "models", seed=cfg.train.seed, device=device,
-                               fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ()),
-                               lowercase=getattr(env.package, "TINY_TOKENIZER_LOWERCASE", False))
+        policy = create_policy(
+            cfg.policy.model_copy(update={"dtype": "float32"}),
+            corpus=corpus,
+            models_dir=Path(cfg.data.root) / "models",
+            seed=cfg.train.seed,
+            device=device,
+            fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ()),
+            lowercase=getattr(env.package, "TINY_TOKENIZER_LOWERCASE", False),
+        )
     with compute_precision(device, cfg.policy.dtype):
-        bc = behaviour_cloning(policy, demos, epochs=cfg.train.sft.epochs, lr=cfg.train.sft.lr,
-                               batch_size=cfg.train.sft.batch_size, max_prompt_tokens=cfg.policy.max_prompt_tokens,
-                               seed=cfg.train.seed)
+        bc = behaviour_cloning(
+            policy,
+            demos,
+            epochs=cfg.train.sft.epochs,
+            lr=cfg.train.sft.lr,
+            batch_size=cfg.train.sft.batch_size,
+            max_prompt_tokens=cfg.policy.max_prompt_tokens,
+            seed=cfg.train.seed,
+        )
     _save_model(policy, run_dir / "model")
-    return {"stage": "sft", "env": cfg.env.name, "seed": cfg.train.seed, **_identity(cfg),
-            "n_params": sum(p.numel() for p in policy.model.parameters()),
-            "demos": demo_stats, "bc": bc, "wall_s": time.perf_counter() - t_start, "run_dir": str(run_dir)}
+    return {
+        "stage": "sft",
+        "env": cfg.env.name,
+        "seed": cfg.train.seed,
+        **_identity(cfg),
+        "n_params": sum(p.numel() for p in policy.model.parameters()),
+        "demos": demo_stats,
+        "bc": bc,
+        "wall_s": time.perf_counter() - t_start,
+        "run_dir": str(run_dir),
+    }
 
 
 def _identity(cfg: Config) -> dict:
     """What the summary says about the config: profile, policy, the explicit overrides, version and git commit (the
     whole resolved config is in provenance.json)."""
-    return {"profile": cfg.profile, "policy": cfg.policy.profile, "overrides": cfg.origin.get("overrides", {}),
-            "scpo_version": scpo.__version__, "git": git_state()}
+    return {
+        "profile": cfg.profile,
+        "policy": cfg.policy.profile,
+        "overrides": cfg.origin.get("overrides", {}),
+        "scpo_version": scpo.__version__,
+        "git": git_state(),
+    }
 
 
 # ------------------------------------------------------------------------------------------------------------------- RL
@@ -203,13 +265,23 @@ def _profile_model_dir(cfg: Config, env: EnvSettings, run_dir: Path) -> Path:
     if not (init_dir / "config.json").exists():
         corpus = None
         if cfg.policy.profile == "tiny":
-            demos, _ = expert_demonstrations(env.package, _demo_tasks(env, cfg)[:20], data_root=env.data_root,
-                                             max_steps=env.max_steps, history_length=cfg.env.history_length,
-                                             progress=False)
+            demos, _ = expert_demonstrations(
+                env.package,
+                _demo_tasks(env, cfg)[:20],
+                data_root=env.data_root,
+                max_steps=env.max_steps,
+                history_length=cfg.env.history_length,
+                progress=False,
+            )
             corpus = [d.prompt for d in demos] + [d.response for d in demos]
-        create_policy(cfg.policy, corpus=corpus, models_dir=Path(cfg.data.root) / "models", seed=cfg.train.seed,
-                      fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ()),
-                      lowercase=getattr(env.package, "TINY_TOKENIZER_LOWERCASE", False)).save(init_dir)
+        create_policy(
+            cfg.policy,
+            corpus=corpus,
+            models_dir=Path(cfg.data.root) / "models",
+            seed=cfg.train.seed,
+            fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ()),
+            lowercase=getattr(env.package, "TINY_TOKENIZER_LOWERCASE", False),
+        ).save(init_dir)
     return init_dir
 
 
@@ -217,8 +289,10 @@ def _label_progress(env, batch: RolloutBatch) -> RolloutBatch:
     """The batch with oracle_progress (ALFWorld only: V* comes from the fast engine's planner; one planner pool per
     process, so its caches serve every iteration)."""
     if getattr(env.package, "__name__", "") != "scpo.envs.alfworld":
-        raise ValueError(f"oracle progress needs ALFWorld's planner (scpo.envs.alfworld); env {env.name!r} is "
-                         f"{getattr(env.package, '__name__', env.package)!r}")
+        raise ValueError(
+            f"oracle progress needs ALFWorld's planner (scpo.envs.alfworld); env {env.name!r} is "
+            f"{getattr(env.package, '__name__', env.package)!r}"
+        )
     from scpo.analysis.oracle_rollouts import PlannerPool, label_progress
 
     pool = _PLANNERS.setdefault(str(env.data_root), PlannerPool(env.data_root))
@@ -237,9 +311,13 @@ def _credit(cfg: Config, batch: RolloutBatch, trajectories, policy: PolicyLike):
     method = cfg.credit.method
     kwargs = {}
     if method_spec(method).policy_scores:
-        kwargs["hindsight_logprob"] = hindsight_logprob(policy, trajectories, temperature=cfg.credit.hcapo.temperature,
-                                                        max_prompt_tokens=cfg.policy.max_prompt_tokens,
-                                                        batch_size=cfg.train.minibatch_size)
+        kwargs["hindsight_logprob"] = hindsight_logprob(
+            policy,
+            trajectories,
+            temperature=cfg.credit.hcapo.temperature,
+            max_prompt_tokens=cfg.policy.max_prompt_tokens,
+            batch_size=cfg.train.minibatch_size,
+        )
     return compute_advantages(method, batch, cfg.credit.for_env(cfg.env.name), **kwargs)
 
 
@@ -272,8 +350,13 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
     pad_id = policy.tokenizer.pad_token_id
 
     with compute_precision(device, cfg.policy.dtype):  # every forward pass of the loop in policy.dtype
-        for it in tqdm(range(start, cfg.train.iterations), desc=f"rl {cfg.credit.method}", initial=start,
-                       total=cfg.train.iterations, unit="iter"):
+        for it in tqdm(
+            range(start, cfg.train.iterations),
+            desc=f"rl {cfg.credit.method}",
+            initial=start,
+            total=cfg.train.iterations,
+            unit="iter",
+        ):
             seed_everything(iteration_seed(cfg.train.seed, it))
             t_iter = time.perf_counter()
 
@@ -292,25 +375,46 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
             t0 = time.perf_counter()
             samples, n_steps = update_samples(trajectories, credit.advantages, cfg.train.skip_zero_advantage)
             gen = torch.Generator().manual_seed(iteration_seed(cfg.train.seed, it))
-            update = ppo_update(policy.model, reference, optimizer, samples, pad_id=pad_id, train_cfg=cfg.train,
-                                temperature=cfg.rollout.temperature or 1.0, generator=gen)
+            update = ppo_update(
+                policy.model,
+                reference,
+                optimizer,
+                samples,
+                pad_id=pad_id,
+                train_cfg=cfg.train,
+                temperature=cfg.rollout.temperature or 1.0,
+                generator=gen,
+            )
             engine.sync_weights(policy)
             update_s = time.perf_counter() - t0
 
             # 4. metrics, saved rollouts, checkpoint
-            row = {"iteration": it, **rollout_metrics(trajectories, batch), **credit_metrics(batch, credit),
-                   **{f"losses/{k}": v for k, v in update.items()},
-                   "losses/frac_steps_updated": len(samples) / max(n_steps, 1),
-                   "perf/env_s": timing.env_s, "perf/gen_s": timing.gen_s, "perf/credit_s": credit_s,
-                   "perf/update_s": update_s, "perf/iter_s": time.perf_counter() - t_iter,
-                   "perf/steps": float(batch.n_rows),
-                   "perf/response_tokens": float(sum(len(s.response_ids) for s in samples))}
+            row = {
+                "iteration": it,
+                **rollout_metrics(trajectories, batch),
+                **credit_metrics(batch, credit),
+                **{f"losses/{k}": v for k, v in update.items()},
+                "losses/frac_steps_updated": len(samples) / max(n_steps, 1),
+                "perf/env_s": timing.env_s,
+                "perf/gen_s": timing.gen_s,
+                "perf/credit_s": credit_s,
+                "perf/update_s": update_s,
+                "perf/iter_s": time.perf_counter() - t_iter,
+                "perf/steps": float(batch.n_rows),
+                "perf/response_tokens": float(sum(len(s.response_ids) for s in samples)),
+            }
             log.log(row)
             if cfg.train.save_rollouts_every and (it + 1) % cfg.train.save_rollouts_every == 0:
                 batch.to_parquet(run_dir / "rollouts" / f"iter_{it:04d}.parquet")
             if (it + 1) % cfg.train.checkpoint_every == 0 or it + 1 == cfg.train.iterations:
-                save_checkpoint(run_dir, it + 1, policy, optimizer,
-                                {"method": cfg.credit.method, "provenance": record}, keep=cfg.train.keep_checkpoints)
+                save_checkpoint(
+                    run_dir,
+                    it + 1,
+                    policy,
+                    optimizer,
+                    {"method": cfg.credit.method, "provenance": record},
+                    keep=cfg.train.keep_checkpoints,
+                )
 
     log.close()
     _save_model(policy, run_dir / "model")
@@ -337,9 +441,19 @@ def _summary(cfg: Config, run_dir: Path, rows: list[dict], wall_s: float, init_d
     """Final metrics (last iteration), mean wall seconds per iteration split env / gen / credit / update."""
     last = rows[-1] if rows else {}
     perf = {k.split("/", 1)[1]: float(np.mean([r[k] for r in rows])) for k in PERF_KEYS if rows}
-    return {"stage": "rl", "env": cfg.env.name, "method": cfg.credit.method, "seed": cfg.train.seed,
-            **_identity(cfg), "iterations": len(rows), "init_from": str(init_dir),
-            "rl_start": cfg.train.rl_start, "kl_reference": cfg.train.kl_reference,
-            "final": {k: v for k, v in last.items() if not k.startswith("perf/")},
-            "success_rate_mean": float(np.mean([r["charts/success_rate"] for r in rows])) if rows else None,
-            "seconds_per_iteration": perf, "wall_s": wall_s, "run_dir": str(run_dir)}
+    return {
+        "stage": "rl",
+        "env": cfg.env.name,
+        "method": cfg.credit.method,
+        "seed": cfg.train.seed,
+        **_identity(cfg),
+        "iterations": len(rows),
+        "init_from": str(init_dir),
+        "rl_start": cfg.train.rl_start,
+        "kl_reference": cfg.train.kl_reference,
+        "final": {k: v for k, v in last.items() if not k.startswith("perf/")},
+        "success_rate_mean": float(np.mean([r["charts/success_rate"] for r in rows])) if rows else None,
+        "seconds_per_iteration": perf,
+        "wall_s": wall_s,
+        "run_dir": str(run_dir),
+    }

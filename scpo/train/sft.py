@@ -9,8 +9,8 @@ Loss: mean negative log-likelihood of the answer tokens (prompt tokens are conte
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -31,9 +31,15 @@ class Demo:
     response: str
 
 
-def expert_demonstrations(env_pkg: EnvPackage, task_ids: Sequence[str], *, data_root: str = "data",
-                          max_steps: int | None = None, history_length: int = 2,
-                          progress: bool = True) -> tuple[list[Demo], dict[str, float]]:
+def expert_demonstrations(
+    env_pkg: EnvPackage,
+    task_ids: Sequence[str],
+    *,
+    data_root: str = "data",
+    max_steps: int | None = None,
+    history_length: int = 2,
+    progress: bool = True,
+) -> tuple[list[Demo], dict[str, float]]:
     """Replay each task's expert actions; keep the steps of replays that win. Returns (demos, stats)."""
     demos: list[Demo] = []
     won = 0
@@ -43,8 +49,9 @@ def expert_demonstrations(env_pkg: EnvPackage, task_ids: Sequence[str], *, data_
         obs, info = env.reset()
         goal, history, steps = str(info.get("goal", "")), [], []
         for t, action in enumerate(actions):
-            prompt = env_pkg.build_prompt(goal, obs, list(info.get("admissible_commands", [])), history, t,
-                                          history_length=history_length)
+            prompt = env_pkg.build_prompt(
+                goal, obs, list(info.get("admissible_commands", [])), history, t, history_length=history_length
+            )
             steps.append(Demo(task_id, prompt, action_answer(action)))
             history.append((obs, action))
             obs, _, done, info = env.step(action)
@@ -56,8 +63,9 @@ def expert_demonstrations(env_pkg: EnvPackage, task_ids: Sequence[str], *, data_
     return demos, {"n_tasks": float(len(task_ids)), "n_won": float(won), "n_steps": float(len(demos))}
 
 
-def encode_demos(policy: PolicyLike, demos: Sequence[Demo],
-                 max_prompt_tokens: int) -> tuple[list[list[int]], list[list[int]]]:
+def encode_demos(
+    policy: PolicyLike, demos: Sequence[Demo], max_prompt_tokens: int
+) -> tuple[list[list[int]], list[list[int]]]:
     """Prompt ids (formatted, left-truncated) and answer ids + EOS."""
     prompt_ids = policy.encode_prompts([d.prompt for d in demos], max_prompt_tokens)
     eos = policy.tokenizer.eos_token_id
@@ -65,8 +73,17 @@ def encode_demos(policy: PolicyLike, demos: Sequence[Demo],
     return prompt_ids, [list(a) + ([eos] if eos is not None else []) for a in answers]
 
 
-def behaviour_cloning(policy: PolicyLike, demos: Sequence[Demo], *, epochs: int, lr: float, batch_size: int,
-                      max_prompt_tokens: int, seed: int = 0, progress: bool = True) -> dict[str, float]:
+def behaviour_cloning(
+    policy: PolicyLike,
+    demos: Sequence[Demo],
+    *,
+    epochs: int,
+    lr: float,
+    batch_size: int,
+    max_prompt_tokens: int,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, float]:
     """AdamW on the answer-token NLL; returns the mean loss of the first and last epochs, steps and seconds."""
     if not demos:
         raise ValueError("behaviour_cloning got no demonstrations (did every expert replay fail?)")
@@ -95,6 +112,10 @@ def behaviour_cloning(policy: PolicyLike, demos: Sequence[Demo], *, epochs: int,
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
         epoch_losses.append(float(np.mean(losses)))
     bar.close()
-    return {"loss_first_epoch": epoch_losses[0] if epoch_losses else float("nan"),
-            "loss_last_epoch": epoch_losses[-1] if epoch_losses else float("nan"),
-            "n_samples": float(n), "epochs": float(epochs), "seconds": time.perf_counter() - t0}
+    return {
+        "loss_first_epoch": epoch_losses[0] if epoch_losses else float("nan"),
+        "loss_last_epoch": epoch_losses[-1] if epoch_losses else float("nan"),
+        "n_samples": float(n),
+        "epochs": float(epochs),
+        "seconds": time.perf_counter() - t0,
+    }

@@ -5,16 +5,16 @@ What the ratio, KL and entropy are computed over follows how the answer was samp
 - free generation: every answer token, log pi(y_k | x, y_<k); a step's advantage covers all of its tokens;
 - admissible choice (`rollout.action_choice: admissible`, with `train.ratio_over: admissible`): the choice itself,
   log pi(k | x) = log softmax_k(s / T)[k] over the step's candidate answers (`scpo.policy.scoring`), one unit per step.
-  This is the distribution the sampler drew from, so the importance ratio and its clipping bound the change in behaviour;
-  token log-probs would also move mass among tokens no candidate differs in (`<action>`, EOS), which costs KL without
-  changing any choice. `train.ratio_over: tokens` keeps the token-level objective for such steps.
+  This is the distribution the sampler drew from, so the importance ratio and its clipping bound the change in
+  behaviour; token log-probs would also move mass among tokens no candidate differs in (`<action>`, EOS), which costs KL
+  without changing any choice. `train.ratio_over: tokens` keeps the token-level objective for such steps.
 Token-mean over the minibatch: a choice counts as one unit, a generated answer as its number of tokens.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -24,8 +24,16 @@ from scpo.policy.scoring import candidate_scores, choice_log_distribution
 from scpo.train.logprobs import bucketed_batches, response_logprobs
 from scpo.train.loss import policy_loss
 
-__all__ = ["StepSample", "samples_from_trajectories", "update_samples", "make_optimizer", "step_logprobs",
-           "batched_logprobs", "minibatches", "ppo_update"]
+__all__ = [
+    "StepSample",
+    "samples_from_trajectories",
+    "update_samples",
+    "make_optimizer",
+    "step_logprobs",
+    "batched_logprobs",
+    "minibatches",
+    "ppo_update",
+]
 
 
 @dataclass
@@ -55,8 +63,14 @@ def samples_from_trajectories(trajectories, advantages: np.ndarray) -> list[Step
         if not s.extras.get("response_ids"):
             continue
         cands = s.extras.get("candidate_ids")
-        out.append(StepSample(list(s.extras["prompt_ids"]), list(s.extras["response_ids"]), float(a),
-                              [list(c) for c in cands] if cands is not None else None))
+        out.append(
+            StepSample(
+                list(s.extras["prompt_ids"]),
+                list(s.extras["response_ids"]),
+                float(a),
+                [list(c) for c in cands] if cands is not None else None,
+            )
+        )
     return out
 
 
@@ -73,12 +87,14 @@ def update_samples(trajectories, advantages: np.ndarray, skip_zero_advantage: bo
 
 def make_optimizer(model, train_cfg) -> torch.optim.AdamW:
     """AdamW over the trainable parameters with `train.lr` and decoupled `train.weight_decay` (verl: 0.01)."""
-    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=train_cfg.lr,
-                             weight_decay=train_cfg.weight_decay)
+    return torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad], lr=train_cfg.lr, weight_decay=train_cfg.weight_decay
+    )
 
 
-def step_logprobs(model, samples: Sequence[StepSample], pad_id: int, temperature: float = 1.0,
-                  with_entropy: bool = False):
+def step_logprobs(
+    model, samples: Sequence[StepSample], pad_id: int, temperature: float = 1.0, with_entropy: bool = False
+):
     """-> (logp [B, W], mask [B, W], entropy [B, W] or None): a choice step fills column 0 with log pi(k | x) (and the
     entropy of the choice distribution), a generated step its answer tokens. Gradients flow unless under no_grad."""
     device = next(model.parameters()).device
@@ -86,13 +102,26 @@ def step_logprobs(model, samples: Sequence[StepSample], pad_id: int, temperature
     generated = [i for i, s in enumerate(samples) if s.candidates is None]
     parts = []
     if generated:
-        parts.append((generated, *response_logprobs(model, [samples[i].prompt_ids for i in generated],
-                                                    [samples[i].response_ids for i in generated], pad_id, temperature,
-                                                    with_entropy=with_entropy)))
+        parts.append(
+            (
+                generated,
+                *response_logprobs(
+                    model,
+                    [samples[i].prompt_ids for i in generated],
+                    [samples[i].response_ids for i in generated],
+                    pad_id,
+                    temperature,
+                    with_entropy=with_entropy,
+                ),
+            )
+        )
     if chosen:
         log_pi = choice_log_distribution(
-            candidate_scores(model, [samples[i].prompt_ids for i in chosen], [samples[i].candidates for i in chosen],
-                             pad_id), temperature)
+            candidate_scores(
+                model, [samples[i].prompt_ids for i in chosen], [samples[i].candidates for i in chosen], pad_id
+            ),
+            temperature,
+        )
         picks = torch.tensor([samples[i].choice for i in chosen], device=device)
         logp = log_pi.gather(1, picks[:, None])
         entropy = None
@@ -109,20 +138,21 @@ def step_logprobs(model, samples: Sequence[StepSample], pad_id: int, temperature
     return rows_in_order(1), rows_in_order(2), rows_in_order(3) if with_entropy else None
 
 
-def batched_logprobs(model, samples: Sequence[StepSample], pad_id: int, batch_size: int,
-                     temperature: float = 1.0) -> list[torch.Tensor]:
-    """Per-sample 1-D tensors of `step_logprobs` under `model` (no grad: a choice step gives one value, a generated one a
-    value per answer token), in length-sorted minibatches of `batch_size`, returned in the order of `samples`."""
+def batched_logprobs(
+    model, samples: Sequence[StepSample], pad_id: int, batch_size: int, temperature: float = 1.0
+) -> list[torch.Tensor]:
+    """Per-sample 1-D tensors of `step_logprobs` under `model` (no grad: a choice step gives one value, a generated one
+    a value per answer token), in length-sorted minibatches of `batch_size`, returned in the order of `samples`."""
     out: list[torch.Tensor | None] = [None] * len(samples)
     order = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + len(samples[i].response_ids))
     was_training = model.training
     model.eval()
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
+            idx = order[start : start + batch_size]
             logp, mask, _ = step_logprobs(model, [samples[i] for i in idx], pad_id, temperature)
             for row, i in enumerate(idx):
-                out[i] = logp[row, :int(mask[row].sum())].cpu()
+                out[i] = logp[row, : int(mask[row].sum())].cpu()
     model.train(was_training)
     return out  # type: ignore[return-value]
 
@@ -130,7 +160,7 @@ def batched_logprobs(model, samples: Sequence[StepSample], pad_id: int, batch_si
 def _pad(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
     out = torch.zeros((len(rows), width), dtype=torch.float32)
     for i, r in enumerate(rows):
-        out[i, :len(r)] = r
+        out[i, : len(r)] = r
     return out
 
 
@@ -139,8 +169,9 @@ def _loss_units(sample: StepSample) -> int:
     return 1 if sample.candidates is not None else len(sample.response_ids)
 
 
-def minibatches(lengths: Sequence[int], batch_size: int, order: str = "length_buckets",
-                generator: torch.Generator | None = None) -> list[list[int]]:
+def minibatches(
+    lengths: Sequence[int], batch_size: int, order: str = "length_buckets", generator: torch.Generator | None = None
+) -> list[list[int]]:
     """Index minibatches of one epoch: `length_buckets` (shuffled, similar lengths together: `bucketed_batches`) or
     `collected` (consecutive indices in collection order, the last one shorter: verl's `batch.split` on one GPU)."""
     if order == "length_buckets":
@@ -150,9 +181,18 @@ def minibatches(lengths: Sequence[int], batch_size: int, order: str = "length_bu
     raise ValueError(f"minibatch order {order!r} is not one of 'length_buckets', 'collected'")
 
 
-def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pad_id: int, train_cfg,
-               temperature: float = 1.0, generator: torch.Generator | None = None,
-               progress: bool = True) -> dict[str, float]:
+def ppo_update(
+    model,
+    ref_model,
+    optimizer,
+    samples: Sequence[StepSample],
+    *,
+    pad_id: int,
+    train_cfg,
+    temperature: float = 1.0,
+    generator: torch.Generator | None = None,
+    progress: bool = True,
+) -> dict[str, float]:
     """Clipped-ratio updates (dual clip with `train.dual_clip_c`) with low-variance KL to `ref_model` (skipped when None
     or kl_coef = 0) and an entropy bonus.
 
@@ -178,25 +218,40 @@ def ppo_update(model, ref_model, optimizer, samples: Sequence[StepSample], *, pa
     grad_norms = []
     model.train()
     # either minibatch order cuts an epoch into ceil(n / bs) minibatches (length buckets: pools of 8 full minibatches)
-    bar = tqdm(total=train_cfg.ppo_epochs * -(-len(samples) // bs), desc="update", unit="step", leave=False,
-               disable=not progress)
+    bar = tqdm(
+        total=train_cfg.ppo_epochs * -(-len(samples) // bs),
+        desc="update",
+        unit="step",
+        leave=False,
+        disable=not progress,
+    )
     for _ in range(train_cfg.ppo_epochs):
         lengths = [len(s.prompt_ids) + len(s.response_ids) for s in samples]
         for idx in minibatches(lengths, bs, train_cfg.minibatch_order, generator):
             units = sum(_loss_units(samples[i]) for i in idx)
             optimizer.zero_grad(set_to_none=True)
             for m in range(0, len(idx), micro):  # gradient accumulation: each micro-batch's token-mean, weighted by
-                part = idx[m:m + micro]            # its share of the minibatch's units, sums to the minibatch's mean
+                part = idx[m : m + micro]  # its share of the minibatch's units, sums to the minibatch's mean
                 chunk = [samples[i] for i in part]
-                logp, mask, entropy = step_logprobs(model, chunk, pad_id, temperature,
-                                                    with_entropy=train_cfg.entropy_coef > 0)
+                logp, mask, entropy = step_logprobs(
+                    model, chunk, pad_id, temperature, with_entropy=train_cfg.entropy_coef > 0
+                )
                 width = logp.shape[1]
                 old_b = _pad([old[i] for i in part], width).to(device)
                 ref_b = _pad([ref[i] for i in part], width).to(device) if ref is not None else None
                 adv = torch.tensor([s.advantage for s in chunk], dtype=torch.float32, device=device)
-                loss, stats = policy_loss(logp, old_b, ref_b, adv, mask, entropy, clip_ratio=train_cfg.clip_ratio,
-                                          kl_coef=train_cfg.kl_coef, entropy_coef=train_cfg.entropy_coef,
-                                          dual_clip_c=train_cfg.dual_clip_c)
+                loss, stats = policy_loss(
+                    logp,
+                    old_b,
+                    ref_b,
+                    adv,
+                    mask,
+                    entropy,
+                    clip_ratio=train_cfg.clip_ratio,
+                    kl_coef=train_cfg.kl_coef,
+                    entropy_coef=train_cfg.entropy_coef,
+                    dual_clip_c=train_cfg.dual_clip_c,
+                )
                 w = float(mask.sum())
                 (loss * (w / units)).backward()
                 weight += w

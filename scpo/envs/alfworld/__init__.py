@@ -13,15 +13,32 @@ from scpo.envs.alfworld.games import SPLITS, TASK_TYPES, DataError, expert_actio
 from scpo.envs.alfworld.prompts import PROMPT_PHRASES, build_prompt, project_action
 from scpo.envs.spec import EnvOptions, EnvSpec
 
-__all__ = ["list_tasks", "make_env", "task_type", "expert_actions", "expert_demo", "build_prompt", "project_action",
-           "PROMPT_PHRASES",
-           "AlfworldEnv",
-           "make_alfworld", "game_file", "TASK_TYPES", "SPLITS", "ENGINES", "SUCCESS_REWARD", "DEFAULT_MAX_STEPS",
-           "DataError", "AlfworldOptions", "SPEC"]
+__all__ = [
+    "list_tasks",
+    "make_env",
+    "task_type",
+    "expert_actions",
+    "expert_demo",
+    "build_prompt",
+    "project_action",
+    "PROMPT_PHRASES",
+    "AlfworldEnv",
+    "make_alfworld",
+    "game_file",
+    "TASK_TYPES",
+    "SPLITS",
+    "ENGINES",
+    "SUCCESS_REWARD",
+    "DEFAULT_MAX_STEPS",
+    "DataError",
+    "AlfworldOptions",
+    "SPEC",
+]
 
 
-def make_env(task_id: str, data_root: str | Path = "data", max_steps: int | None = None, engine: str = "fast",
-             **options) -> AlfworldEnv:
+def make_env(
+    task_id: str, data_root: str | Path = "data", max_steps: int | None = None, engine: str = "fast", **options
+) -> AlfworldEnv:
     """The env of one task id (`<split>/<task-folder>/<trial>`, from `list_tasks`) or game-file path."""
     if options:
         raise TypeError(f"unknown ALFWorld env options {sorted(options)}; known: engine, max_steps, data_root")
@@ -36,8 +53,16 @@ def expert_demo(task_id: str, data_root: str | Path = "data", engine: str = "fas
     steps = []
     for action in expert_actions(task_id, data_root):
         next_obs, reward, done, next_info = env.step(action)
-        steps.append({"goal": info["goal"], "observation": obs, "admissible": info["admissible_commands"],
-                      "action": action, "reward": reward, "done": done})
+        steps.append(
+            {
+                "goal": info["goal"],
+                "observation": obs,
+                "admissible": info["admissible_commands"],
+                "action": action,
+                "reward": reward,
+                "done": done,
+            }
+        )
         obs, info = next_obs, next_info
         if done:
             break
@@ -47,8 +72,9 @@ def expert_demo(task_id: str, data_root: str | Path = "data", engine: str = "fas
 class AlfworldOptions(EnvOptions):
     """`env.alfworld` in params.yaml."""
 
-    engine: Literal[ENGINES] = Field("fast", description="fast (our interpreter, parity-tested) | textworld (the "
-                                     "reference)")
+    engine: Literal[ENGINES] = Field(
+        "fast", description="fast (our interpreter, parity-tested) | textworld (the reference)"
+    )
     max_steps: int = Field(DEFAULT_MAX_STEPS, ge=1)
     train_split: Literal[SPLITS] = "train"
     eval_splits: tuple[Literal[SPLITS], ...] = Field(("valid_seen", "valid_unseen"), min_length=1)

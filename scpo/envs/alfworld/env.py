@@ -39,7 +39,9 @@ def make_engine(game_path: str | Path, engine: str = "fast"):
 class AlfworldEnv:
     """One ALFWorld game with the episode rules (reward, max_steps) on top of an engine."""
 
-    def __init__(self, game_path: str | Path, engine: str = "fast", max_steps: int | None = None, task_id: str | None = None):
+    def __init__(
+        self, game_path: str | Path, engine: str = "fast", max_steps: int | None = None, task_id: str | None = None
+    ):
         max_steps = DEFAULT_MAX_STEPS if max_steps is None else max_steps
         if max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {max_steps}")
@@ -55,8 +57,15 @@ class AlfworldEnv:
         self._done = True
 
     def _info(self, admissible: list[str], won: bool) -> dict[str, Any]:
-        return {"admissible_commands": admissible, "won": won, "task_score": 1.0 if won else 0.0,
-                "task_type": self.task_type, "goal": self.goal, "task_id": self.task_id, "step": self._steps}
+        return {
+            "admissible_commands": admissible,
+            "won": won,
+            "task_score": 1.0 if won else 0.0,
+            "task_type": self.task_type,
+            "goal": self.goal,
+            "task_id": self.task_id,
+            "step": self._steps,
+        }
 
     def reset(self) -> tuple[str, dict[str, Any]]:
         obs, admissible, won = self._engine.reset()
@@ -72,11 +81,18 @@ class AlfworldEnv:
         return obs, SUCCESS_REWARD if won else 0.0, self._done, self._info(admissible, won)
 
 
-def make_alfworld(game_file: str | Path | None = None, task_id: str | None = None, data_root: str | Path = "data",
-                  engine: str = "fast", max_steps: int | None = None) -> AlfworldEnv:
+def make_alfworld(
+    game_file: str | Path | None = None,
+    task_id: str | None = None,
+    data_root: str | Path = "data",
+    engine: str = "fast",
+    max_steps: int | None = None,
+) -> AlfworldEnv:
     """Registry factory: give a `game_file` path, or a `task_id` (`<split>/<task-folder>/<trial>`) under `data_root`."""
     if (game_file is None) == (task_id is None):
-        raise ValueError("make_alfworld needs exactly one of game_file= or task_id= "
-                         f"(got game_file={game_file!r}, task_id={task_id!r})")
+        raise ValueError(
+            "make_alfworld needs exactly one of game_file= or task_id= "
+            f"(got game_file={game_file!r}, task_id={task_id!r})"
+        )
     path = Path(game_file) if game_file is not None else _game_file(task_id, data_root)
     return AlfworldEnv(path, engine=engine, max_steps=max_steps, task_id=task_id)

@@ -1,16 +1,16 @@
 """The fast engine: our own pure-Python interpreter of ALFWorld game files, text-identical to the textworld reference.
 
 What the reference does, and we do the same way (checked step by step by `scpo.envs.alfworld.parity`):
-- State: the PDDL problem's initial facts; each action applies the ALFRED domain's effects (`pddl_domain` of the game file,
-  the same in all 4,027 games). textworld also keeps a `not_<pred>` fact for every deleted atom; the grammar reads one of
-  them (`not_inreceptacle`, in "Next to it, you see ..."), so we keep them too.
-- Admissible commands: the domain's applicable grounded actions, rendered by the grammar's command templates, de-duplicated
-  and sorted, as Fast Downward grounds them: operators without effects are dropped (so "go to" the agent's own location
-  is never offered), and `examineObject` reduces to `holds(?a, ?o)` (the domain writes its other disjunct's quantifier as
-  `(?l - location, ?r - receptacle)`; the stray comma gives a type `location,` with no objects), so only held objects
-  can be examined.
-- Text: the game grammar's feedback rules, rendered by `scpo.envs.alfworld.render`; lists follow textworld's order (facts
-  sorted by argument ids), names follow ALFWorld's demangler ("apple 1").
+- State: the PDDL problem's initial facts; each action applies the ALFRED domain's effects (`pddl_domain` of the game
+  file, the same in all 4,027 games). textworld also keeps a `not_<pred>` fact for every deleted atom; the grammar reads
+  one of them (`not_inreceptacle`, in "Next to it, you see ..."), so we keep them too.
+- Admissible commands: the domain's applicable grounded actions, rendered by the grammar's command templates,
+  de-duplicated and sorted, as Fast Downward grounds them: operators without effects are dropped (so "go to" the agent's
+  own location is never offered), and `examineObject` reduces to `holds(?a, ?o)` (the domain writes its other disjunct's
+  quantifier as `(?l - location, ?r - receptacle)`; the stray comma gives a type `location,` with no objects), so only
+  held objects can be examined.
+- Text: the game grammar's feedback rules, rendered by `scpo.envs.alfworld.render`; lists follow textworld's order
+  (facts sorted by argument ids), names follow ALFWorld's demangler ("apple 1").
 - Win: the goal formula of the problem, checked after every step.
 Unknown or inapplicable commands leave the state unchanged and answer "Nothing happens.".
 """
@@ -29,12 +29,25 @@ from scpo.envs.alfworld.pddl import Facts, PddlError, goal_satisfied, parse_prob
 __all__ = ["FastEngine", "CompiledGame", "compile_game", "clear_caches", "demangle_names", "NOTHING_HAPPENS"]
 
 NOTHING_HAPPENS = "Nothing happens."
-# md5 of the ALFRED domain and of the grammar (task line blanked) shared by all json_2.1.1 games: the text and rules coded
-# here are those; another domain or grammar must be played with engine="textworld".
+# md5 of the ALFRED domain and of the grammar (task line blanked) shared by all json_2.1.1 games: the text and rules
+# coded here are those; another domain or grammar must be played with engine="textworld".
 DOMAIN_MD5 = "574a98ddcfd0745755a35fbd9d73a583"
 GRAMMAR_MD5 = "67bf9750d2ab8c68e0f2faccabfd59e0"
-DYNAMIC = ("atlocation", "inreceptacle", "objectatlocation", "holds", "holdsany", "opened", "isclean", "ishot", "iscool",
-           "ison", "istoggled", "issliced", "checked")
+DYNAMIC = (
+    "atlocation",
+    "inreceptacle",
+    "objectatlocation",
+    "holds",
+    "holdsany",
+    "opened",
+    "isclean",
+    "ishot",
+    "iscool",
+    "ison",
+    "istoggled",
+    "issliced",
+    "checked",
+)
 SINK_TYPES = ("sinktype", "sinkbasintype")
 KNIFE_TYPES = ("knifetype", "butterknifetype")
 
@@ -56,8 +69,13 @@ def demangle_names(entity_ids: set[str]) -> dict[str, str]:
     next_number = dict(counts)
     names = {}
     for id_ in ids:
-        text = (id_.replace("_bar_", "|").replace("_minus_", "-").replace("_plus_", "+").replace("_dot_", ".")
-                .replace("_comma_", ","))
+        text = (
+            id_.replace("_bar_", "|")
+            .replace("_minus_", "-")
+            .replace("_plus_", "+")
+            .replace("_dot_", ".")
+            .replace("_comma_", ",")
+        )
         parts = text.split("|", 1)
         if len(parts) == 1:
             names[id_] = f"{text} "
@@ -78,11 +96,11 @@ class CompiledGame:
     start: str
     names: dict[str, str]
     objects_by_type: dict[str, list[str]]
-    static: Facts                       # facts of predicates no action changes
-    init_dynamic: Facts                 # initial facts of the predicates actions change
+    static: Facts  # facts of predicates no action changes
+    init_dynamic: Facts  # initial facts of the predicates actions change
     recep_loc: dict[str, str]
     loc_receps: dict[str, tuple[str, ...]]  # location -> receptacles there, sorted by id
-    all_receps: tuple[str, ...]         # sorted by (receptacle, location) = textworld's list order
+    all_receps: tuple[str, ...]  # sorted by (receptacle, location) = textworld's list order
     otype: dict[str, str]
     rtype: dict[str, str]
     can_contain: set[tuple[str, str]]
@@ -92,11 +110,13 @@ class CompiledGame:
 def _check_logic(game: dict, path: Path) -> None:
     grammar = game["grammar"]
     start = grammar.find('"Your task is to: ')
-    blanked = grammar if start < 0 else grammar[:start] + "TASK" + grammar[grammar.index('"', start + 1) + 1:]
+    blanked = grammar if start < 0 else grammar[:start] + "TASK" + grammar[grammar.index('"', start + 1) + 1 :]
     for what, text, want in (("domain", game["pddl_domain"], DOMAIN_MD5), ("grammar", blanked, GRAMMAR_MD5)):
         if hashlib.md5(text.encode()).hexdigest() != want:
-            raise DataError(f"{path}: its PDDL {what} differs from ALFWorld's json_2.1.1 one that engine='fast' implements;"
-                            " play it with engine='textworld'")
+            raise DataError(
+                f"{path}: its PDDL {what} differs from ALFWorld's json_2.1.1 one that engine='fast' implements;"
+                " play it with engine='textworld'"
+            )
 
 
 @lru_cache(maxsize=4096)
@@ -116,22 +136,40 @@ def _compile_cached(path: str, mtime_ns: int) -> CompiledGame:
     for obj, typ in problem.objects.items():
         objects_by_type.setdefault(typ, []).append(obj)
     ((agent, start),) = facts["atlocation"]
-    recep_loc = {r: l for r, l in facts.get("receptacleatlocation", ())}
+    recep_loc = dict(facts.get("receptacleatlocation", ()))
     loc_receps: dict[str, list[str]] = {}
-    for r, l in sorted(facts.get("receptacleatlocation", ())):
-        loc_receps.setdefault(l, []).append(r)
-    props = {p: frozenset(a[0] for a in facts.get(p, ())) for p in
-             ("openable", "pickupable", "cleanable", "heatable", "coolable", "toggleable", "sliceable",
-              "isreceptacleobject")}
+    for r, loc in sorted(facts.get("receptacleatlocation", ())):
+        loc_receps.setdefault(loc, []).append(r)
+    props = {
+        p: frozenset(a[0] for a in facts.get(p, ()))
+        for p in (
+            "openable",
+            "pickupable",
+            "cleanable",
+            "heatable",
+            "coolable",
+            "toggleable",
+            "sliceable",
+            "isreceptacleobject",
+        )
+    }
     return CompiledGame(
-        goal_text=goal_of(game), goal=problem.goal, agent=agent, start=start, names=demangle_names(entities),
+        goal_text=goal_of(game),
+        goal=problem.goal,
+        agent=agent,
+        start=start,
+        names=demangle_names(entities),
         objects_by_type=objects_by_type,
         static={p: rows for p, rows in facts.items() if p not in DYNAMIC},
         init_dynamic={p: set(facts.get(p, ())) for p in DYNAMIC},
-        recep_loc=recep_loc, loc_receps={l: tuple(rs) for l, rs in loc_receps.items()},
+        recep_loc=recep_loc,
+        loc_receps={loc: tuple(rs) for loc, rs in loc_receps.items()},
         all_receps=tuple(r for r, _ in sorted(facts.get("receptacleatlocation", ()))),
-        otype={o: t for o, t in facts.get("objecttype", ())}, rtype={r: t for r, t in facts.get("receptacletype", ())},
-        can_contain=set(facts.get("cancontain", ())), props=props)
+        otype=dict(facts.get("objecttype", ())),
+        rtype=dict(facts.get("receptacletype", ())),
+        can_contain=set(facts.get("cancontain", ())),
+        props=props,
+    )
 
 
 def compile_game(path: str | Path) -> CompiledGame:
@@ -185,7 +223,7 @@ class FastEngine:
     def _won(self) -> bool:
         return goal_satisfied(self.game.goal, self.facts, self.game.objects_by_type)
 
-    # ------------------------------------------------------------------------------------------------ admissible commands
+    # ---------------------------------------------------------------------------------------------- admissible commands
     def _refresh(self) -> list[str]:
         """Applicable grounded actions -> {command: (action, args)}; returns the sorted command list."""
         g, names, here = self.game, self.game.names, self.loc
@@ -230,8 +268,8 @@ class FastEngine:
                     offer(f"cool {names[o]} with {names[r]}", ("cool", o, r))
         knives = [o for o in held if g.otype.get(o) in KNIFE_TYPES]
         if knives:
-            for co, l in self.facts["objectatlocation"]:
-                if l == here and co in g.props["sliceable"]:
+            for co, loc in self.facts["objectatlocation"]:
+                if loc == here and co in g.props["sliceable"]:
                     for ko in knives:
                         offer(f"slice {names[co]} with {names[ko]}", ("slice", co, ko))
         self.commands = cmds

@@ -1,8 +1,8 @@
 """ALFWorld game files: task ids, splits, task types, goals and expert walkthroughs.
 
 A task id is the game's folder relative to `json_2.1.1/`: `<split>/<task-folder>/<trial>`, e.g.
-`valid_seen/look_at_obj_in_light-AlarmClock-None-DeskLamp-323/trial_T20190909_044715_250790`. The task type is the prefix of
-the task folder (ALFWorld's six types); the goal is the "Your task is to: ..." line of the game's grammar.
+`valid_seen/look_at_obj_in_light-AlarmClock-None-DeskLamp-323/trial_T20190909_044715_250790`. The task type is the
+prefix of the task folder (ALFWorld's six types); the goal is the "Your task is to: ..." line of the game's grammar.
 """
 
 from __future__ import annotations
@@ -13,30 +13,51 @@ from pathlib import Path
 
 from scpo.data.alfworld_data import EXPECTED_COUNTS, DataError, read_game
 
-__all__ = ["TASK_TYPES", "SPLITS", "DataError", "resolve_root", "list_tasks", "game_file", "task_type", "expert_actions",
-           "goal_of", "load_game", "clear_game_cache"]
+__all__ = [
+    "TASK_TYPES",
+    "SPLITS",
+    "DataError",
+    "resolve_root",
+    "list_tasks",
+    "game_file",
+    "task_type",
+    "expert_actions",
+    "goal_of",
+    "load_game",
+    "clear_game_cache",
+]
 
 # ALFWorld's task types (alfworld.agents.environment.alfred_tw_env.TASK_TYPES, ids 1..6).
-TASK_TYPES = ("pick_and_place_simple", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
-              "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_two_obj_and_place")
+TASK_TYPES = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
 SPLITS = tuple(EXPECTED_COUNTS)
 GAME_NAME = "game.tw-pddl"
 _TASK_LINE = re.compile(r'"Your task is to: ([^"]*)"')
 
 
 def resolve_root(data_root: str | Path = "data") -> Path:
-    """The folder holding `json_2.1.1/`: accepts the project's data root (`data`) or the ALFWorld root (`data/alfworld`)."""
+    """The folder holding `json_2.1.1/`: accepts the project's data root (`data`) or the ALFWorld root
+    (`data/alfworld`)."""
     root = Path(data_root)
     if (root / "json_2.1.1").is_dir():
         return root
     if (root / "alfworld" / "json_2.1.1").is_dir():
         return root / "alfworld"
-    raise DataError(f"no ALFWorld games under {root} (looked for {root}/json_2.1.1 and {root}/alfworld/json_2.1.1); "
-                    "run `scpo prepare-data --only alfworld`")
+    raise DataError(
+        f"no ALFWorld games under {root} (looked for {root}/json_2.1.1 and {root}/alfworld/json_2.1.1); "
+        "run `scpo prepare-data --only alfworld`"
+    )
 
 
 def list_tasks(split: str, data_root: str | Path = "data", limit: int | None = None) -> list[str]:
-    """Sorted task ids of one split (`train`, `valid_seen`, `valid_unseen`, `valid_train`); `limit` keeps the first N."""
+    """Sorted task ids of one split (`train`, `valid_seen`, `valid_unseen`, `valid_train`); `limit` keeps the first
+    N."""
     if split not in SPLITS:
         raise ValueError(f"unknown ALFWorld split {split!r}; allowed: {', '.join(SPLITS)}")
     if limit is not None and limit < 0:
@@ -64,8 +85,10 @@ def task_type(task_id: str | Path, data_root: str | Path = "data") -> str:
         prefix = part.split("-", 1)[0]
         if prefix in TASK_TYPES:
             return prefix
-    raise ValueError(f"cannot tell the ALFWorld task type of {str(task_id)!r}; expected a folder named "
-                     f"<type>-<object>-... with <type> in {', '.join(TASK_TYPES)}")
+    raise ValueError(
+        f"cannot tell the ALFWorld task type of {str(task_id)!r}; expected a folder named "
+        f"<type>-<object>-... with <type> in {', '.join(TASK_TYPES)}"
+    )
 
 
 def cache_key(path: str | Path) -> tuple[str, int]:

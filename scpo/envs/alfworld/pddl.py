@@ -1,15 +1,16 @@
 """A small PDDL reader for ALFWorld problems: objects, initial facts and the goal formula, and a goal checker.
 
 Names are lower-cased as Fast Downward (textworld's planner backend) does, so ids match the reference engine's facts.
-Goal formulas (and, or, not, exists, forall, =, atoms) are checked by a backtracking search that binds quantified variables
-from the facts of positive atoms, so a goal costs a few dozen set look-ups instead of an enumeration of all objects.
+Goal formulas (and, or, not, exists, forall, =, atoms) are checked by a backtracking search that binds quantified
+variables from the facts of positive atoms, so a goal costs a few dozen set look-ups instead of an enumeration of all
+objects.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 __all__ = ["PddlError", "Problem", "parse_sexpr", "parse_problem", "goal_satisfied", "Facts"]
 
@@ -25,9 +26,9 @@ class PddlError(ValueError):
 @dataclass(frozen=True)
 class Problem:
     name: str
-    objects: dict[str, str]             # id -> type
-    init: tuple[tuple[str, ...], ...]   # (predicate, arg1, ...), duplicates removed, file order kept
-    goal: object                        # nested lists (s-expression)
+    objects: dict[str, str]  # id -> type
+    init: tuple[tuple[str, ...], ...]  # (predicate, arg1, ...), duplicates removed, file order kept
+    goal: object  # nested lists (s-expression)
 
 
 def parse_sexpr(text: str) -> list:
@@ -79,8 +80,9 @@ def parse_problem(text: str) -> Problem:
             raise PddlError(f"unsupported :init entry {atom!r} (only ground atoms)")
         init[tuple(atom)] = None
     name = sections.get("problem", ["?"])[0]
-    return Problem(name=name, objects=dict(_typed_list(sections[":objects"])), init=tuple(init),
-                   goal=sections[":goal"][0])
+    return Problem(
+        name=name, objects=dict(_typed_list(sections[":objects"])), init=tuple(init), goal=sections[":goal"][0]
+    )
 
 
 def _bind(value: str, binding: dict[str, str]) -> str | None:

@@ -105,8 +105,13 @@ def goal_spec(game: CompiledGame) -> GoalSpec:
         want = otype_of.get(var)
         if want is None:
             raise PlannerError(f"goal variable {var} has no objecttype in the goal {game.goal!r}")
-        return tuple(sorted(o for o, t in game.otype.items() if t == want
-                            and all(o in game.props.get(p, ()) for p in props.get(var, ()))))
+        return tuple(
+            sorted(
+                o
+                for o, t in game.otype.items()
+                if t == want and all(o in game.props.get(p, ()) for p in props.get(var, ()))
+            )
+        )
 
     held = [a[2] for a in atoms if a[0] == "holds"]
     if held:
@@ -117,8 +122,10 @@ def goal_spec(game: CompiledGame) -> GoalSpec:
         return GoalSpec("look", 1, objects(hvar), lamps=objects(lamp_vars[0]))
     placed = [(a[1], a[2]) for a in atoms if a[0] == "inreceptacle" and a[2] in rtype_of]
     if not placed or len({r for _, r in placed}) != 1 or len({otype_of.get(o) for o, _ in placed}) != 1:
-        raise PlannerError(f"goal is not one of ALFWorld's six shapes (place n objects of one type in one receptacle "
-                           f"of a type, or look at an object under a lamp): {game.goal!r}")
+        raise PlannerError(
+            f"goal is not one of ALFWorld's six shapes (place n objects of one type in one receptacle "
+            f"of a type, or look at an object under a lamp): {game.goal!r}"
+        )
     rvar = placed[0][1]
     attrs = {a[0] for a in atoms if a[0] in ATTR_OPS}
     if len(attrs) > 1:
@@ -154,11 +161,11 @@ Key = tuple
 class Planner:
     """V*(s) and an optimal next command for states of one ALFWorld game (fast engine only).
 
-        planner = Planner(game_path)
-        engine = FastEngine(game_path)
-        planner.value(engine)        # V* of the engine's current state (math.inf if the goal cannot be reached)
-        planner.best_action(engine)  # a command on an optimal path (None at the goal)
-        planner.plan(engine)         # the whole optimal command list
+    planner = Planner(game_path)
+    engine = FastEngine(game_path)
+    planner.value(engine)        # V* of the engine's current state (math.inf if the goal cannot be reached)
+    planner.best_action(engine)  # a command on an optimal path (None at the goal)
+    planner.plan(engine)         # the whole optimal command list
     """
 
     def __init__(self, game_path: str | Path, max_expansions: int = 200_000, use_heuristic: bool = True):
@@ -443,7 +450,9 @@ class Planner:
                             continue
                         for rb in pos[b]:
                             opens = {r for r in (ra, rb, t) if r is not None and closed(r)}
-                            cost = cost_a - closed(ra) + len(opens) + 1 + 2  # (a's part without its open), opens, take b, puts
+                            cost = (
+                                cost_a - closed(ra) + len(opens) + 1 + 2
+                            )  # (a's part without its open), opens, take b, puts
                             seq = (xa, lt, rloc[rb], lt)
                             cost += sum(1 for u, v in zip(seq, seq[1:]) if u != v)
                             best = min(best, cost)
@@ -486,8 +495,10 @@ class Planner:
                 break
             expanded += 1
             if expanded > self.max_expansions:
-                raise PlannerError(f"V* search of {self.game_path} expanded more than {self.max_expansions} nodes; "
-                                   "raise max_expansions")
+                raise PlannerError(
+                    f"V* search of {self.game_path} expanded more than {self.max_expansions} nodes; "
+                    "raise max_expansions"
+                )
             for text, act in self._successors(key):
                 self._load(key)
                 self.scratch._apply(act)

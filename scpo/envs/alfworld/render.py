@@ -1,14 +1,28 @@
 """Observation text of the fast engine: ALFWorld's game grammar (the `grammar` of every json_2.1.1 game file), coded.
 
-Each function names the grammar rule it renders. Lists follow textworld's `display_list` ("a", "a, and b", "a, b, and c",
-empty -> "nothing") and textworld's order: the facts of a query sorted by their argument ids. All entities have the
+Each function names the grammar rule it renders. Lists follow textworld's `display_list` ("a", "a, and b", "a, b, and
+c", empty -> "nothing") and textworld's order: the facts of a query sorted by their argument ids. All entities have the
 indefinite article "a" (textworld's PddlEnv sets it for every entity).
 """
 
 from __future__ import annotations
 
-__all__ = ["HELP_TEXT", "INTRO_HEADER", "display_list", "intro", "look", "arrive", "opened", "closed", "picked", "moved",
-           "examine_receptacle", "examine_object", "inventory", "feedback"]
+__all__ = [
+    "HELP_TEXT",
+    "INTRO_HEADER",
+    "display_list",
+    "intro",
+    "look",
+    "arrive",
+    "opened",
+    "closed",
+    "picked",
+    "moved",
+    "examine_receptacle",
+    "examine_object",
+    "inventory",
+    "feedback",
+]
 
 INTRO_HEADER = "-= Welcome to TextWorld, ALFRED! =-"
 HELP_TEXT = (
@@ -58,15 +72,23 @@ def look(engine, from_intro: bool = False) -> str:
     g = engine.game
     here = g.loc_receps.get(engine.loc, ())
     if not here:
-        return ("You are in the middle of a room. Looking quickly around you, you see "
-                + display_list(_a(engine, g.all_receps) if from_intro else []) + ".")
+        return (
+            "You are in the middle of a room. Looking quickly around you, you see "
+            + display_list(_a(engine, g.all_receps) if from_intro else [])
+            + "."
+        )
     floor = []
     if engine.negated:
-        for o, l in sorted(engine.facts["objectatlocation"]):
-            if l == engine.loc:
+        for o, loc in sorted(engine.facts["objectatlocation"]):
+            if loc == engine.loc:
                 floor += [o for r in here if ("inreceptacle", (o, r)) in engine.negated]
-    return ("You are facing the " + display_list([g.names[r] for r in here]) + ". Next to it, you see "
-            + display_list(_a(engine, floor)) + ".")
+    return (
+        "You are facing the "
+        + display_list([g.names[r] for r in here])
+        + ". Next to it, you see "
+        + display_list(_a(engine, floor))
+        + "."
+    )
 
 
 def examine_receptacle(engine, r: str) -> str:

@@ -1,16 +1,17 @@
 """The reference engine: a game file played by textworld's PDDL environment with ALFWorld's wrappers.
 
-This is how ALFWorld itself builds a text env (`alfworld.agents.environment.alfred_tw_env.AlfredTWEnv.init_env`), minus the
-gym batching and the `traj_data.json` lookups: `PddlEnv` + `AlfredDemangler` (object names such as "apple 1") +
-`AlfredInfos`, requesting `admissible_commands` and `won`. Costs about 0.5 s per load, 0.5 s per reset and 50 ms per step.
+This is how ALFWorld itself builds a text env (`alfworld.agents.environment.alfred_tw_env.AlfredTWEnv.init_env`), minus
+the gym batching and the `traj_data.json` lookups: `PddlEnv` + `AlfredDemangler` (object names such as "apple 1") +
+`AlfredInfos`, requesting `admissible_commands` and `won`. Costs about 0.5 s per load, 0.5 s per reset and 50 ms per
+step.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from scpo.envs.alfworld.games import load_game
 

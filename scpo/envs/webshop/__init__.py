@@ -14,16 +14,43 @@ from pydantic import Field
 
 from scpo.envs.spec import EnvOptions, EnvSpec
 from scpo.envs.webshop.catalogue import SPLITS, Catalogue, build_catalogue, load_catalogue, split_ranges
-from scpo.envs.webshop.env import (DEFAULT_MAX_STEPS, SEARCH_TEMPLATE, SUCCESS_REWARD, WebShopEnv, format_task_id,
-                                   make_webshop, parse_task_id)
+from scpo.envs.webshop.env import (
+    DEFAULT_MAX_STEPS,
+    SEARCH_TEMPLATE,
+    SUCCESS_REWARD,
+    WebShopEnv,
+    format_task_id,
+    make_webshop,
+    parse_task_id,
+)
 from scpo.envs.webshop.policies import RandomPolicy, expert_actions, run_episode
 from scpo.envs.webshop.prompts import PROMPT_PHRASES, build_prompt, project_action
 
-__all__ = ["list_tasks", "make_env", "task_type", "expert_actions", "build_prompt", "project_action", "PROMPT_PHRASES",
-           "WebShopEnv",
-           "make_webshop", "RandomPolicy", "run_episode", "build_catalogue", "load_catalogue", "split_ranges", "Catalogue",
-           "SPLITS", "SEARCH_TEMPLATE", "SUCCESS_REWARD", "DEFAULT_MAX_STEPS", "TASK_TYPES", "TINY_TOKENIZER_LOWERCASE",
-           "WebShopOptions", "SPEC"]
+__all__ = [
+    "list_tasks",
+    "make_env",
+    "task_type",
+    "expert_actions",
+    "build_prompt",
+    "project_action",
+    "PROMPT_PHRASES",
+    "WebShopEnv",
+    "make_webshop",
+    "RandomPolicy",
+    "run_episode",
+    "build_catalogue",
+    "load_catalogue",
+    "split_ranges",
+    "Catalogue",
+    "SPLITS",
+    "SEARCH_TEMPLATE",
+    "SUCCESS_REWARD",
+    "DEFAULT_MAX_STEPS",
+    "TASK_TYPES",
+    "TINY_TOKENIZER_LOWERCASE",
+    "WebShopOptions",
+    "SPEC",
+]
 
 TASK_TYPES = ("human", "synthetic")  # the goal's instruction: written by a person or by WebShop's template
 # the tiny policy's tokenizer folds case: WebShop shows an ASIN as "B09RPRRNVP" and clicks it as "click[b09rprrnvp]",
@@ -47,8 +74,9 @@ def make_env(task_id: str, data_root: str | Path = "data", max_steps: int | None
     unknown = set(options) - {"seed", "catalogue"}
     if unknown:
         raise TypeError(f"unknown WebShop env options {sorted(unknown)}; known: max_steps, data_root, seed, catalogue")
-    return make_webshop(task_id=task_id, data_root=data_root,
-                        max_steps=DEFAULT_MAX_STEPS if max_steps is None else max_steps, **options)
+    return make_webshop(
+        task_id=task_id, data_root=data_root, max_steps=DEFAULT_MAX_STEPS if max_steps is None else max_steps, **options
+    )
 
 
 def task_type(task_id: str, data_root: str | Path = "data") -> str:

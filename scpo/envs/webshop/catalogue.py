@@ -31,8 +31,19 @@ from scpo.envs.webshop import generate as gen
 from scpo.envs.webshop.goals import Goal, human_goals, order_goals, synthetic_goals
 from scpo.envs.webshop.source import Product, find_original_files, load_products, read_json
 
-__all__ = ["Product", "Goal", "Catalogue", "build_catalogue", "load_catalogue", "split_ranges", "parse_category",
-           "catalogue_dir", "SPLITS", "GOAL_MODES", "GENERATED_PRODUCT_FILE"]
+__all__ = [
+    "Product",
+    "Goal",
+    "Catalogue",
+    "build_catalogue",
+    "load_catalogue",
+    "split_ranges",
+    "parse_category",
+    "catalogue_dir",
+    "SPLITS",
+    "GOAL_MODES",
+    "GENERATED_PRODUCT_FILE",
+]
 
 SPLITS = ("test", "valid", "train")
 GOAL_MODES = ("synthetic", "human")
@@ -53,22 +64,24 @@ def split_ranges(n_goals: int) -> dict[str, tuple[int, int]]:
 
 
 def parse_category(instruction: str, attributes: list[str]) -> str | None:
-    """The category of a synthetic instruction "Find me {adjs} {category}[ with {nouns}][ for {uses}]", where adjs, nouns
-    and uses are consecutive runs of `attributes` (WebShop's template); None when the text does not fit the template."""
+    """The category of a synthetic instruction "Find me {adjs} {category}[ with {nouns}][ for {uses}]", where adjs,
+    nouns and uses are consecutive runs of `attributes` (WebShop's template); None when the text does not fit the
+    template."""
     prefix = "Find me "
     if not instruction.startswith(prefix):
         return None
-    body = instruction[len(prefix):]
+    body = instruction[len(prefix) :]
     n = len(attributes)
     for i in range(n + 1):
         head = ", ".join(attributes[:i]) + " " if i else ""
         if not body.startswith(head):
             continue
         for j in range(i, n + 1):
-            tail = (" with " + ", ".join(attributes[i:j]) if j > i else "") + \
-                (" for " + ", ".join(attributes[j:]) if j < n else "")
+            tail = (" with " + ", ".join(attributes[i:j]) if j > i else "") + (
+                " for " + ", ".join(attributes[j:]) if j < n else ""
+            )
             if body.endswith(tail) and len(body) > len(head) + len(tail):
-                category = body[len(head):len(body) - len(tail)].strip()
+                category = body[len(head) : len(body) - len(tail)].strip()
                 if category:
                     return category.lower()
     return None
@@ -93,18 +106,25 @@ def _human_options(instructions: list[dict]) -> dict[str, list[str]]:
 
 def generated_records(items: dict, human: dict, n_products: int, seed: int) -> list[dict]:
     """WebShop-format records for `n_products` products of the public files (see the module docstring), ASIN order."""
-    categories = {asin: parse_category(it["instruction"], it["instruction_attributes"])
-                  for asin, it in items.items() if it.get("instruction")}
+    categories = {
+        asin: parse_category(it["instruction"], it["instruction_attributes"])
+        for asin, it in items.items()
+        if it.get("instruction")
+    }
     eligible = sorted(a for a, c in categories.items() if c)
     if n_products > len(eligible):
-        raise ValueError(f"n_products={n_products}: the public files give at most {len(eligible)} products with a "
-                         "category (products whose synthetic instruction names one)")
+        raise ValueError(
+            f"n_products={n_products}: the public files give at most {len(eligible)} products with a "
+            "category (products whose synthetic instruction names one)"
+        )
     human_asins = [a for a in eligible if a in human]
     others = [a for a in eligible if a not in human]
     random.Random(seed).shuffle(others)
     chosen = sorted((human_asins + others)[:n_products])
-    return [gen.generate_record(a, items[a]["attributes"], categories[a], seed, _human_options(human.get(a, [])))
-            for a in chosen]
+    return [
+        gen.generate_record(a, items[a]["attributes"], categories[a], seed, _human_options(human.get(a, [])))
+        for a in chosen
+    ]
 
 
 def _write_json(path: Path, payload, indent: int | None = None) -> None:
@@ -113,8 +133,14 @@ def _write_json(path: Path, payload, indent: int | None = None) -> None:
     os.replace(tmp, path)
 
 
-def build_catalogue(raw_dir: str | Path, out_dir: str | Path, n_products: int, n_goals: int | None, seed: int = 0,
-                    goals: str = "synthetic") -> dict:
+def build_catalogue(
+    raw_dir: str | Path,
+    out_dir: str | Path,
+    n_products: int,
+    n_goals: int | None,
+    seed: int = 0,
+    goals: str = "synthetic",
+) -> dict:
     """Build the catalogue into `out_dir/catalogue/` {products,goals,meta}.json (out_dir is data/webshop) and return its
     summary counts. WebShop's own product file in `raw_dir` is used when present (its first `n_products` records),
     else a generated catalogue of `n_products` products. Deterministic for a given seed."""
@@ -128,8 +154,9 @@ def build_catalogue(raw_dir: str | Path, out_dir: str | Path, n_products: int, n
     files = find_original_files(raw_dir)
     if files.products is not None:
         if files.attributes is None:
-            raise FileNotFoundError(f"{files.products} needs WebShop's attribute file items_ins_v2*.json beside it in "
-                                    f"{raw_dir}")
+            raise FileNotFoundError(
+                f"{files.products} needs WebShop's attribute file items_ins_v2*.json beside it in {raw_dir}"
+            )
         records, source = read_json(files.products), f"webshop files: {files.products.name}"
         attributes = read_json(files.attributes)
         human = read_json(files.human) if files.human is not None else {}
@@ -144,17 +171,33 @@ def build_catalogue(raw_dir: str | Path, out_dir: str | Path, n_products: int, n
     products, instructions = load_products(records, attributes, human, num_products=limit, rng=rng)
     pool = synthetic_goals(products, rng) if goals == "synthetic" else human_goals(products, instructions, rng)
     if n_goals is not None and n_goals > len(pool):
-        raise ValueError(f"n_goals={n_goals}: {len(products)} products give {len(pool)} {goals} goals; raise "
-                         "data.webshop_n_products or lower data.webshop_n_goals")
+        raise ValueError(
+            f"n_goals={n_goals}: {len(products)} products give {len(pool)} {goals} goals; raise "
+            "data.webshop_n_products or lower data.webshop_n_goals"
+        )
     ordered = [dict(index=i, **g) for i, g in enumerate(order_goals(pool, limit=n_goals))]
     ranges = split_ranges(len(ordered))
-    meta = dict(version=CATALOGUE_VERSION, seed=seed, source=source, goals=goals, n_products=len(products),
-                n_goals=len(ordered), n_goal_pool=len(pool), splits={k: list(v) for k, v in ranges.items()})
+    meta = {
+        "version": CATALOGUE_VERSION,
+        "seed": seed,
+        "source": source,
+        "goals": goals,
+        "n_products": len(products),
+        "n_goals": len(ordered),
+        "n_goal_pool": len(pool),
+        "splits": {k: list(v) for k, v in ranges.items()},
+    }
     _write_json(out / "products.json", [asdict(p) for p in products])
     _write_json(out / "goals.json", ordered)
     _write_json(out / "meta.json", meta, indent=2)
-    return {"source": source, "products": len(products), "goal mode": goals, "goal pool": len(pool),
-            "goals": len(ordered), **{f"{k} goals": e - s for k, (s, e) in ranges.items()}}
+    return {
+        "source": source,
+        "products": len(products),
+        "goal mode": goals,
+        "goal pool": len(pool),
+        "goals": len(ordered),
+        **{f"{k} goals": e - s for k, (s, e) in ranges.items()},
+    }
 
 
 @dataclass
@@ -204,8 +247,13 @@ def _product(d: dict) -> Product:
 
 def _goal(d: dict) -> Goal:
     opts = d["goal_options"]
-    return Goal(**{**d, "attributes": tuple(d["attributes"]),
-                   "goal_options": dict(opts) if isinstance(opts, dict) else tuple(opts)})
+    return Goal(
+        **{
+            **d,
+            "attributes": tuple(d["attributes"]),
+            "goal_options": dict(opts) if isinstance(opts, dict) else tuple(opts),
+        }
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -213,8 +261,10 @@ def _load(path: str, mtime: float) -> Catalogue:
     root = Path(path)
     meta = json.loads((root / "meta.json").read_text())
     if meta.get("version") != CATALOGUE_VERSION:
-        raise ValueError(f"the WebShop catalogue at {root} has format version {meta.get('version')}, this code reads "
-                         f"{CATALOGUE_VERSION}; rebuild it with `scpo prepare-data --only webshop`")
+        raise ValueError(
+            f"the WebShop catalogue at {root} has format version {meta.get('version')}, this code reads "
+            f"{CATALOGUE_VERSION}; rebuild it with `scpo prepare-data --only webshop`"
+        )
     products = [_product(p) for p in json.loads((root / "products.json").read_text())]
     goals = [_goal(g) for g in json.loads((root / "goals.json").read_text())]
     return Catalogue(products, goals, {k: tuple(v) for k, v in meta["splits"].items()}, root, meta)

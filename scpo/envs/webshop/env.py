@@ -40,14 +40,25 @@ from scpo.envs.webshop.queries import search_candidates
 from scpo.envs.webshop.reward import RewardBreakdown, get_reward
 from scpo.envs.webshop.search import SEARCH_RETURN_N
 
-__all__ = ["WebShopEnv", "make_webshop", "parse_task_id", "format_task_id", "parse_action", "SEARCH_TEMPLATE",
-           "SUCCESS_REWARD", "DEFAULT_MAX_STEPS", "TASK_PREFIX"]
+__all__ = [
+    "WebShopEnv",
+    "make_webshop",
+    "parse_task_id",
+    "format_task_id",
+    "parse_action",
+    "SEARCH_TEMPLATE",
+    "SUCCESS_REWARD",
+    "DEFAULT_MAX_STEPS",
+    "TASK_PREFIX",
+]
 
 SUCCESS_REWARD = 10.0
 DEFAULT_MAX_STEPS = 15
 TASK_PREFIX = "webshop"
 SEARCH_PLACEHOLDER = "<your query>"
-SEARCH_TEMPLATE = f"search[{SEARCH_PLACEHOLDER}]"  # the admissible-action placeholder verl-agent shows on the search page
+SEARCH_TEMPLATE = (
+    f"search[{SEARCH_PLACEHOLDER}]"  # the admissible-action placeholder verl-agent shows on the search page
+)
 BASE_URL = "http://127.0.0.1:3000"
 _ACTION = re.compile(r"(.+)\[(.+)\]")
 _PAGE_NAMES = ("search_results", "item_page", "item_sub_page", "done")
@@ -64,8 +75,10 @@ def parse_task_id(task_id: str) -> tuple[str, int]:
     """'webshop:test:00012' -> ('test', 12); a bad id raises ValueError naming it."""
     parts = str(task_id).split(":")
     if len(parts) != 3 or parts[0] != TASK_PREFIX or parts[1] not in SPLITS or not parts[2].isdigit():
-        raise ValueError(f"bad WebShop task id {task_id!r}; expected 'webshop:<split>:<goal index>' with split in "
-                         f"{', '.join(SPLITS)}")
+        raise ValueError(
+            f"bad WebShop task id {task_id!r}; expected 'webshop:<split>:<goal index>' with split in "
+            f"{', '.join(SPLITS)}"
+        )
     return parts[1], int(parts[2])
 
 
@@ -86,8 +99,14 @@ class WebShopEnv:
     """One shopper session over a catalogue. Fixed goal (`goal_index`) or, with `goal_pool` (a split), a goal drawn per
     reset by WebShop's weighted `random_idx` over that split's goals (seeded)."""
 
-    def __init__(self, catalogue: Catalogue, goal_index: int | None = None, goal_pool: str | None = None,
-                 max_steps: int | None = DEFAULT_MAX_STEPS, seed: int = 0):
+    def __init__(
+        self,
+        catalogue: Catalogue,
+        goal_index: int | None = None,
+        goal_pool: str | None = None,
+        max_steps: int | None = DEFAULT_MAX_STEPS,
+        seed: int = 0,
+    ):
         if max_steps is not None and int(max_steps) < 1:
             raise ValueError(f"max_steps must be >= 1 or None (no limit), got {max_steps}")
         if (goal_index is None) == (goal_pool is None):
@@ -113,8 +132,9 @@ class WebShopEnv:
     def reset(self) -> tuple[str, dict[str, Any]]:
         if self._goal_split is not None:
             indices = self.catalogue.split_indices(self._goal_split)
-            self.goal = self.catalogue.goals[indices[random_idx(self.catalogue.cum_weights[self._goal_split],
-                                                                self._rng)]]
+            self.goal = self.catalogue.goals[
+                indices[random_idx(self.catalogue.cum_weights[self._goal_split], self._rng)]
+            ]
         self._session = str(self.goal.index)
         self._steps, self._done = 0, False
         self._keywords: list[str] | None = None
@@ -135,7 +155,7 @@ class WebShopEnv:
         self._done = self._breakdown is not None or (self.max_steps is not None and self._steps >= self.max_steps)
         return self._obs, SUCCESS_REWARD if won else 0.0, self._done, self._info(valid)
 
-    # ----- WebAgentTextEnv.step + SimServer.receive --------------------------------------------------------------------
+    # ----- WebAgentTextEnv.step + SimServer.receive ----------------------------------------------------------------
     def _apply(self, action: str) -> bool:
         """Change the page for an action WebShop acts on and return True; return False (nothing changes) otherwise."""
         name, arg = parse_action(action)
@@ -184,7 +204,7 @@ class WebShopEnv:
     def _search(self, keywords: list[str], page: int) -> None:
         self._keywords, self._page, self._asin, self._options = keywords, page, None, {}
         self._results = self._top_products(keywords)
-        shown = self._results[(page - 1) * pages.RESULTS_PER_PAGE:page * pages.RESULTS_PER_PAGE]
+        shown = self._results[(page - 1) * pages.RESULTS_PER_PAGE : page * pages.RESULTS_PER_PAGE]
         self._obs, self._clickables = pages.results_page(self.goal.instruction, shown, page, len(self._results))
         self._kinds = {p.asin.lower(): "product" for p in shown}
         self._url = f"{BASE_URL}/search_results/{self._session}/{'+'.join(keywords)}/{page}"
@@ -215,8 +235,10 @@ class WebShopEnv:
         self._obs, self._clickables = pages.sub_page(self.goal.instruction, self.catalogue.by_asin[self._asin], which)
         self._kinds = {}
         kw = "+".join(self._keywords) if self._keywords is not None else "None"
-        self._url = (f"{BASE_URL}/item_sub_page/{self._session}/{self._asin}/{kw}/{self._page}/{_SUB_TITLES[which]}/"
-                     f"{self._options}")
+        self._url = (
+            f"{BASE_URL}/item_sub_page/{self._session}/{self._asin}/{kw}/{self._page}/{_SUB_TITLES[which]}/"
+            f"{self._options}"
+        )
 
     # ----- info -------------------------------------------------------------------------------------------------------
     @property
@@ -227,7 +249,7 @@ class WebShopEnv:
     @property
     def page(self) -> str:
         """'search' | 'results' | 'item' | 'sub' | 'done': the page shown (its URL's first path element)."""
-        head = self._url[len(BASE_URL) + 1:].split("/", 1)
+        head = self._url[len(BASE_URL) + 1 :].split("/", 1)
         return _PAGE_KINDS.get(head[0], "search") if len(head) > 1 else "search"
 
     def admissible_commands(self) -> list[str]:
@@ -241,24 +263,41 @@ class WebShopEnv:
 
     def _info(self, valid: bool) -> dict[str, Any]:
         score = self._breakdown.score if self._breakdown is not None else 0.0
-        return {"admissible_commands": self.admissible_commands(), "choice_commands": self.choice_commands(),
-                "won": score >= 1.0 - 1e-9, "task_score": score, "task_type": self.goal.source,
-                "goal": self.goal.instruction, "task_id": self.task_id, "step": self._steps, "action_valid": valid,
-                "page": self.page,
-                "reward_breakdown": asdict(self._breakdown) if self._breakdown is not None else None}
+        return {
+            "admissible_commands": self.admissible_commands(),
+            "choice_commands": self.choice_commands(),
+            "won": score >= 1.0 - 1e-9,
+            "task_score": score,
+            "task_type": self.goal.source,
+            "goal": self.goal.instruction,
+            "task_id": self.task_id,
+            "step": self._steps,
+            "action_valid": valid,
+            "page": self.page,
+            "reward_breakdown": asdict(self._breakdown) if self._breakdown is not None else None,
+        }
 
 
-def make_webshop(task_id: str | None = None, split: str | None = None, data_root: str | Path = "data",
-                 max_steps: int | None = DEFAULT_MAX_STEPS, seed: int = 0,
-                 catalogue: Catalogue | None = None) -> WebShopEnv:
+def make_webshop(
+    task_id: str | None = None,
+    split: str | None = None,
+    data_root: str | Path = "data",
+    max_steps: int | None = DEFAULT_MAX_STEPS,
+    seed: int = 0,
+    catalogue: Catalogue | None = None,
+) -> WebShopEnv:
     """Registry factory: a fixed goal (`task_id` from `list_tasks`) or a weighted random goal of `split` per reset."""
     if (task_id is None) == (split is None):
-        raise ValueError(f"make_webshop needs exactly one of task_id= or split= (got task_id={task_id!r}, split={split!r})")
+        raise ValueError(
+            f"make_webshop needs exactly one of task_id= or split= (got task_id={task_id!r}, split={split!r})"
+        )
     catalogue = catalogue if catalogue is not None else load_catalogue(data_root)
     if task_id is not None:
         split_name, index = parse_task_id(task_id)
         if index >= len(catalogue.goals) or catalogue.split_of(index) != split_name:
-            raise ValueError(f"task id {task_id!r} is not in this catalogue's {split_name} split "
-                             f"(goals {catalogue.splits.get(split_name)})")
+            raise ValueError(
+                f"task id {task_id!r} is not in this catalogue's {split_name} split "
+                f"(goals {catalogue.splits.get(split_name)})"
+            )
         return WebShopEnv(catalogue, goal_index=index, max_steps=max_steps, seed=seed)
     return WebShopEnv(catalogue, goal_pool=split, max_steps=max_steps, seed=seed)

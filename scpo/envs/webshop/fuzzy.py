@@ -12,7 +12,8 @@ has them (rapidfuzz and thefuzz >= 0.20 use Indel distances, and the score is no
     token_set_ratio = max(ratio(sect, c12), ratio(sect, c21), ratio(c12, c21))
     ratio(a, b) = 100 if a == b; 0 if a or b is empty; else int(round(100 * SequenceMatcher(None, a, b).ratio()))
 
-round() is Python's (half to even), and SequenceMatcher keeps its default autojunk heuristic (strings of 200+ characters).
+round() is Python's (half to even), and SequenceMatcher keeps its default autojunk heuristic (strings of 200+
+characters).
 WebShop counts a match when the score is > 85, so a raw similarity of 85.4 (rounded to 85) is not a match.
 """
 
@@ -27,7 +28,7 @@ __all__ = ["full_process", "ratio", "token_set_ratio", "FUZZY_THRESHOLD"]
 FUZZY_THRESHOLD = 85  # WebShop: a match when token_set_ratio(...) > 85
 
 _NON_WORD = re.compile(r"(?ui)\W")
-_LATIN1 = {c: None for c in range(128, 256)}  # thefuzz's asciionly deletes exactly these code points
+_LATIN1 = dict.fromkeys(range(128, 256))  # thefuzz's asciionly deletes exactly these code points
 
 
 def full_process(s: object) -> str:

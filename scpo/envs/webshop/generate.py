@@ -17,20 +17,47 @@ import re
 
 from scpo.rollout_types import stable_uid
 
-__all__ = ["product_rng", "option_schema", "generate_options", "generate_price", "generate_title",
-           "generate_description", "generate_features", "generate_brand", "title_case", "main_category",
-           "generate_record", "GENERATED_FIELDS"]
+__all__ = [
+    "product_rng",
+    "option_schema",
+    "generate_options",
+    "generate_price",
+    "generate_title",
+    "generate_description",
+    "generate_features",
+    "generate_brand",
+    "title_case",
+    "main_category",
+    "generate_record",
+    "GENERATED_FIELDS",
+]
 
 # option vocabularies by kind (lowercase: WebShop's clickables are lowercase)
 CLOTHING_SIZES = ["x-small", "small", "medium", "large", "x-large", "xx-large", "3x-large"]
 SHOE_SIZES = ["5", "5.5", "6", "6.5", "7", "7.5", "8", "8.5", "9", "9.5", "10", "10.5", "11", "12"]
 BED_SIZES = ["twin", "full", "queen", "king", "california king"]
 FURNITURE_SIZES = ["small", "medium", "large", "24 inch", "36 inch", "48 inch"]
-BEAUTY_SIZES = ["0.5 fl oz (pack of 1)", "1 fl oz (pack of 1)", "1.7 fl oz (pack of 1)", "3.4 fl oz (pack of 1)",
-                "8 fl oz (pack of 2)", "16 fl oz (pack of 1)"]
+BEAUTY_SIZES = [
+    "0.5 fl oz (pack of 1)",
+    "1 fl oz (pack of 1)",
+    "1.7 fl oz (pack of 1)",
+    "3.4 fl oz (pack of 1)",
+    "8 fl oz (pack of 2)",
+    "16 fl oz (pack of 1)",
+]
 PACK_SIZES = ["pack of 1", "pack of 2", "pack of 3", "pack of 6", "pack of 12"]
 CABLE_SIZES = ["3 ft", "6 ft", "10 ft", "15 ft"]
-CLOTHING_COLORS = ["black", "white", "navy blue", "heather grey", "red", "olive green", "light pink", "burgundy", "khaki"]
+CLOTHING_COLORS = [
+    "black",
+    "white",
+    "navy blue",
+    "heather grey",
+    "red",
+    "olive green",
+    "light pink",
+    "burgundy",
+    "khaki",
+]
 FURNITURE_COLORS = ["espresso", "white", "black", "walnut", "natural oak", "grey", "cherry"]
 BEAUTY_COLORS = ["natural", "black", "dark brown", "light brown", "nude", "rose gold", "red", "pink"]
 DEVICE_COLORS = ["black", "white", "silver", "space grey", "blue", "red"]
@@ -39,25 +66,160 @@ FLAVORS = ["original", "chocolate", "vanilla", "strawberry", "sea salt", "honey"
 STYLES = ["basic", "pro", "with case", "2-pack", "bundle"]  # no colour inside a word ("standard" holds "tan")
 
 # WebShop's domains recognised by whole words of the leaf category (a multi-word keyword matches as a phrase)
-_FOOTWEAR = {"shoes", "boots", "sneakers", "loafers", "slip-ons", "mules", "clogs", "oxfords", "sandals", "slippers",
-             "footwear", "flats", "pumps"}
+_FOOTWEAR = {
+    "shoes",
+    "boots",
+    "sneakers",
+    "loafers",
+    "slip-ons",
+    "mules",
+    "clogs",
+    "oxfords",
+    "sandals",
+    "slippers",
+    "footwear",
+    "flats",
+    "pumps",
+}
 _CLOTHING_PREFIXES = ("men's ", "women's ", "boys' ", "girls' ")
 _BEDS = {"beds", "bedframes", "mattresses", "bedroom sets"}
-_FURNITURE = {"chairs", "rugs", "plants", "racks", "bases", "sideboards", "cabinets", "candles", "mirrors", "tables",
-              "desks", "lamps", "furniture", "trees", "islands", "nightstands", "ottomans", "planters", "sconces", "sofas",
-              "couches", "benches", "vanities", "art", "coverings", "dressers", "bookcases", "book cases", "armoires",
-              "organizers", "stools", "pillows", "blankets", "baskets", "chandeliers", "bulbs", "stands", "dining sets",
-              "living room sets"}
-_DEVICES = {"cables", "cases", "batteries", "speakers", "speaker", "phones", "chargers", "cameras", "headphones",
-            "iphone", "mounts", "wireless", "projectors", "remotes", "protectors", "tablets", "video", "surveillance",
-            "receivers", "amplifiers", "binoculars", "blu-ray", "headsets", "radios", "dvd", "cd", "photography",
-            "flashes", "theater", "systems", "lenses", "lighting", "mac", "pc", "playstation", "xbox", "power", "printers",
-            "screens", "satellite", "television", "televisions", "signal", "sim", "watches", "streaming", "tripods",
-            "vcrs", "virtual", "wearable", "boomboxes", "turntables", "soundbars", "online", "car accessories"}
-_FOOD = {"beverages", "foods", "candy", "chocolate", "chips", "snacks", "snack", "bars", "cookies", "meat", "seafood",
-         "cakes", "crackers", "nuts", "pretzels", "puddings", "applesauce", "fruit", "breads", "breadsticks", "butter",
-         "cheese", "cheeses", "dairy", "eggs", "raisins", "meal", "frozen", "substitutes", "milks", "creams", "pantry",
-         "party mix", "popcorn", "peas", "granola", "gifts"}
+_FURNITURE = {
+    "chairs",
+    "rugs",
+    "plants",
+    "racks",
+    "bases",
+    "sideboards",
+    "cabinets",
+    "candles",
+    "mirrors",
+    "tables",
+    "desks",
+    "lamps",
+    "furniture",
+    "trees",
+    "islands",
+    "nightstands",
+    "ottomans",
+    "planters",
+    "sconces",
+    "sofas",
+    "couches",
+    "benches",
+    "vanities",
+    "art",
+    "coverings",
+    "dressers",
+    "bookcases",
+    "book cases",
+    "armoires",
+    "organizers",
+    "stools",
+    "pillows",
+    "blankets",
+    "baskets",
+    "chandeliers",
+    "bulbs",
+    "stands",
+    "dining sets",
+    "living room sets",
+}
+_DEVICES = {
+    "cables",
+    "cases",
+    "batteries",
+    "speakers",
+    "speaker",
+    "phones",
+    "chargers",
+    "cameras",
+    "headphones",
+    "iphone",
+    "mounts",
+    "wireless",
+    "projectors",
+    "remotes",
+    "protectors",
+    "tablets",
+    "video",
+    "surveillance",
+    "receivers",
+    "amplifiers",
+    "binoculars",
+    "blu-ray",
+    "headsets",
+    "radios",
+    "dvd",
+    "cd",
+    "photography",
+    "flashes",
+    "theater",
+    "systems",
+    "lenses",
+    "lighting",
+    "mac",
+    "pc",
+    "playstation",
+    "xbox",
+    "power",
+    "printers",
+    "screens",
+    "satellite",
+    "television",
+    "televisions",
+    "signal",
+    "sim",
+    "watches",
+    "streaming",
+    "tripods",
+    "vcrs",
+    "virtual",
+    "wearable",
+    "boomboxes",
+    "turntables",
+    "soundbars",
+    "online",
+    "car accessories",
+}
+_FOOD = {
+    "beverages",
+    "foods",
+    "candy",
+    "chocolate",
+    "chips",
+    "snacks",
+    "snack",
+    "bars",
+    "cookies",
+    "meat",
+    "seafood",
+    "cakes",
+    "crackers",
+    "nuts",
+    "pretzels",
+    "puddings",
+    "applesauce",
+    "fruit",
+    "breads",
+    "breadsticks",
+    "butter",
+    "cheese",
+    "cheeses",
+    "dairy",
+    "eggs",
+    "raisins",
+    "meal",
+    "frozen",
+    "substitutes",
+    "milks",
+    "creams",
+    "pantry",
+    "party mix",
+    "popcorn",
+    "peas",
+    "granola",
+    "gifts",
+}
 _COLORED_BEAUTY = {"makeup", "nail", "coloring", "lip", "eyes", "brushes", "wigs", "extensions", "palettes"}
 _WORDS = re.compile(r"[a-z0-9'\-]+")
 
@@ -97,8 +259,9 @@ def option_schema(category: str) -> dict[str, list[str]]:
     return {"size": BEAUTY_SIZES, "scent": SCENTS}  # beauty & personal care: most of the public products
 
 
-def generate_options(rng: random.Random, category: str,
-                     real: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+def generate_options(
+    rng: random.Random, category: str, real: dict[str, list[str]] | None = None
+) -> dict[str, list[str]]:
     """Option groups {name: values}. Without `real` values: 0-2 groups of the category's schema (10% / 30% / 60%), each
     with 2-5 values in vocabulary order. With `real` (values seen in human instructions): exactly those groups, each
     filled up to 3-5 values from the schema's vocabulary of the same name when there is one."""
@@ -127,8 +290,32 @@ def generate_price(rng: random.Random) -> float:
     return float(min(max(math.floor(p), 2), 899)) + 0.99
 
 
-_SYLLABLES = ["lu", "mo", "ra", "vi", "ko", "ne", "sa", "ti", "zen", "dor", "ka", "mi", "pel", "ro", "fy", "na", "qu",
-              "bel", "tex", "ori", "va", "lin", "so", "ax"]
+_SYLLABLES = [
+    "lu",
+    "mo",
+    "ra",
+    "vi",
+    "ko",
+    "ne",
+    "sa",
+    "ti",
+    "zen",
+    "dor",
+    "ka",
+    "mi",
+    "pel",
+    "ro",
+    "fy",
+    "na",
+    "qu",
+    "bel",
+    "tex",
+    "ori",
+    "va",
+    "lin",
+    "so",
+    "ax",
+]
 
 
 def generate_brand(rng: random.Random) -> str:
@@ -152,15 +339,20 @@ _DESCRIPTION_TEMPLATES = [
     "Discover the {brand} {category}. {attr_sentence} A thoughtful choice for yourself or as a gift.",
     "Designed and tested by {brand}. {attr_sentence} Easy to order, fast to arrive.",
 ]
-_FEATURE_TEMPLATES = ["{Attr}: made with {attr} in mind", "{Attr} - quality you can feel",
-                      "{Attr}: trusted by thousands of customers", "Features {attr} for better results"]
+_FEATURE_TEMPLATES = [
+    "{Attr}: made with {attr} in mind",
+    "{Attr} - quality you can feel",
+    "{Attr}: trusted by thousands of customers",
+    "Features {attr} for better results",
+]
 
 
 def generate_description(rng: random.Random, brand: str, category: str, attributes: list[str]) -> str:
     """One paragraph naming the category and every attribute."""
     if attributes:
-        attr_sentence = "It is " + (", ".join(attributes[:-1]) + " and " if len(attributes) > 1 else "") + \
-            attributes[-1] + "."
+        attr_sentence = (
+            "It is " + (", ".join(attributes[:-1]) + " and " if len(attributes) > 1 else "") + attributes[-1] + "."
+        )
     else:
         attr_sentence = ""
     return rng.choice(_DESCRIPTION_TEMPLATES).format(category=category, brand=brand, attr_sentence=attr_sentence)
@@ -172,10 +364,22 @@ def generate_features(rng: random.Random, attributes: list[str]) -> list[str]:
 
 
 # WebShop's five main categories (its `category` field) and the top level of their product_category paths
-_MAIN = {"fashion": "Clothing, Shoes & Jewelry", "garden": "Home & Kitchen", "electronics": "Electronics",
-         "grocery": "Grocery & Gourmet Food", "beauty": "Beauty & Personal Care"}
-GENERATED_FIELDS = ("name", "pricing", "customization_options", "full_description", "small_description", "category",
-                    "product_category")
+_MAIN = {
+    "fashion": "Clothing, Shoes & Jewelry",
+    "garden": "Home & Kitchen",
+    "electronics": "Electronics",
+    "grocery": "Grocery & Gourmet Food",
+    "beauty": "Beauty & Personal Care",
+}
+GENERATED_FIELDS = (
+    "name",
+    "pricing",
+    "customization_options",
+    "full_description",
+    "small_description",
+    "category",
+    "product_category",
+)
 
 
 def main_category(category: str) -> str:
@@ -192,8 +396,9 @@ def main_category(category: str) -> str:
     return "beauty"
 
 
-def generate_record(asin: str, attributes: list[str], category: str, seed: int,
-                    real_options: dict[str, list[str]] | None = None) -> dict:
+def generate_record(
+    asin: str, attributes: list[str], category: str, seed: int, real_options: dict[str, list[str]] | None = None
+) -> dict:
     """A product record in WebShop's items_shuffle format for a product with real `attributes` and leaf `category`."""
     rng = product_rng(seed, asin)
     attrs = list(dict.fromkeys(a.strip().lower() for a in attributes if a.strip()))
@@ -204,8 +409,16 @@ def generate_record(asin: str, attributes: list[str], category: str, seed: int,
     description = generate_description(rng, brand, category, attrs)
     features = generate_features(rng, attrs)
     main = main_category(category)
-    return {"asin": asin, "name": title, "full_description": description, "small_description": features or [""],
-            "pricing": f"${price:.2f}",
-            "customization_options": {k: [{"value": v, "image": None} for v in vs] for k, vs in options.items()} or None,
-            "category": main, "query": category, "product_category": f"{_MAIN[main]} › {title_case(category)}",
-            "images": [""], "generated_fields": list(GENERATED_FIELDS)}
+    return {
+        "asin": asin,
+        "name": title,
+        "full_description": description,
+        "small_description": features or [""],
+        "pricing": f"${price:.2f}",
+        "customization_options": {k: [{"value": v, "image": None} for v in vs] for k, vs in options.items()} or None,
+        "category": main,
+        "query": category,
+        "product_category": f"{_MAIN[main]} › {title_case(category)}",
+        "images": [""],
+        "generated_fields": list(GENERATED_FIELDS),
+    }

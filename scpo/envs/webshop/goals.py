@@ -30,8 +30,17 @@ import numpy as np
 
 from scpo.envs.webshop.reward import NO_PRICE_BOUND
 
-__all__ = ["Goal", "PRICE_RANGE", "GOAL_SHUFFLE_SEED", "price_clause", "synthetic_goals", "human_goals",
-           "order_goals", "random_idx", "cumulative_weights"]
+__all__ = [
+    "Goal",
+    "PRICE_RANGE",
+    "GOAL_SHUFFLE_SEED",
+    "price_clause",
+    "synthetic_goals",
+    "human_goals",
+    "order_goals",
+    "random_idx",
+    "cumulative_weights",
+]
 
 PRICE_RANGE = [10.0 * i for i in range(1, 100)]
 GOAL_SHUFFLE_SEED = 233
@@ -45,14 +54,14 @@ class Goal:
     asin: str
     instruction: str
     attributes: tuple[str, ...]
-    goal_options: dict[str, str] | tuple[str, ...]   # synthetic: {name: value}; human: option strings
-    price_upper: float                               # NO_PRICE_BOUND when the instruction has no price clause
+    goal_options: dict[str, str] | tuple[str, ...]  # synthetic: {name: value}; human: option strings
+    price_upper: float  # NO_PRICE_BOUND when the instruction has no price clause
     query: str
-    name: str                                        # the goal product's title
+    name: str  # the goal product's title
     category: str
     product_category: str
     weight: float
-    source: str                                      # "synthetic" | "human"
+    source: str  # "synthetic" | "human"
 
     @property
     def option_values(self) -> tuple[str, ...]:
@@ -77,18 +86,30 @@ def synthetic_goals(products: Sequence, rng: random.Random) -> list[dict]:
         if p.instruction is None:
             continue
         if not p.instruction_attributes:
-            raise ValueError(f"product {p.asin}: a synthetic instruction without instruction_attributes "
-                             "(WebShop asserts there is at least one)")
+            raise ValueError(
+                f"product {p.asin}: a synthetic instruction without instruction_attributes "
+                "(WebShop asserts there is at least one)"
+            )
         upper, text = price_clause(rng, p.price)
         names = sorted(p.options)
         for combination in itertools.product(*(p.options[n] for n in names)):
             chosen = dict(zip(names, combination, strict=True))
             option_text = ", and ".join(f"{k}: {v}" for k, v in chosen.items())
             option_text = " with " + option_text if option_text else ""
-            goals.append(dict(asin=p.asin, instruction=f"{p.instruction}{option_text}{text}",
-                              attributes=list(p.instruction_attributes), goal_options=chosen, price_upper=upper,
-                              query=p.query, name=p.title, category=p.category, product_category=p.product_category,
-                              source="synthetic"))
+            goals.append(
+                {
+                    "asin": p.asin,
+                    "instruction": f"{p.instruction}{option_text}{text}",
+                    "attributes": list(p.instruction_attributes),
+                    "goal_options": chosen,
+                    "price_upper": upper,
+                    "query": p.query,
+                    "name": p.title,
+                    "category": p.category,
+                    "product_category": p.product_category,
+                    "source": "synthetic",
+                }
+            )
             for att in p.instruction_attributes:
                 counts[att] += 1
     for g in goals:
@@ -105,10 +126,21 @@ def human_goals(products: Sequence, instructions: dict[str, list[dict]], rng: ra
             if len(attributes) == 0:
                 continue
             upper, text = price_clause(rng, p.price)
-            goals.append(dict(asin=p.asin, instruction=ins["instruction"].strip(".") + text, attributes=list(attributes),
-                              goal_options=list(ins["instruction_options"]), price_upper=upper, query=p.query,
-                              name=p.title, category=p.category, product_category=p.product_category, weight=1.0,
-                              source="human"))
+            goals.append(
+                {
+                    "asin": p.asin,
+                    "instruction": ins["instruction"].strip(".") + text,
+                    "attributes": list(attributes),
+                    "goal_options": list(ins["instruction_options"]),
+                    "price_upper": upper,
+                    "query": p.query,
+                    "name": p.title,
+                    "category": p.category,
+                    "product_category": p.product_category,
+                    "weight": 1.0,
+                    "source": "human",
+                }
+            )
     return goals
 
 
@@ -124,7 +156,8 @@ def random_idx(cum_weights: Sequence[float], rng: random.Random) -> int:
 
 
 def order_goals(goals: list[dict], limit: int | None = None, seed: int = GOAL_SHUFFLE_SEED) -> list[dict]:
-    """SimServer's goal order: shuffle with Random(233), then (limit < len) a weighted draw of `limit` distinct goals."""
+    """SimServer's goal order: shuffle with Random(233), then (limit < len) a weighted draw of `limit` distinct
+    goals."""
     rng = random.Random(seed)
     goals = list(goals)
     rng.shuffle(goals)

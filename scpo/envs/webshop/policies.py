@@ -1,11 +1,11 @@
 """Scripted WebShop policies: the expert (demonstrations, tests) and a seeded random policy (the floor).
 
 Expert: search with the goal's first candidate search (the instruction without its price clause; `queries`), page
-through the results until the goal's product shows (while the page is full, at most 5 pages: WebShop returns at most 50),
-open it, click each goal option, buy. If the product is not among the results it goes back and tries the next candidate
-search, then the product's title. The expert knows the goal's product (privileged); with the goal's own product, options
-and price its score is 1.0 by construction of the reward, so a failure means search or paging missed it.
-Random: a uniform draw among the admissible commands; on the search page it searches a random subset of the
+through the results until the goal's product shows (while the page is full, at most 5 pages: WebShop returns at most
+50), open it, click each goal option, buy. If the product is not among the results it goes back and tries the next
+candidate search, then the product's title. The expert knows the goal's product (privileged); with the goal's own
+product, options and price its score is 1.0 by construction of the reward, so a failure means search or paging missed
+it. Random: a uniform draw among the admissible commands; on the search page it searches a random subset of the
 instruction's words.
 """
 
@@ -39,8 +39,11 @@ def expert_plan(env: WebShopEnv) -> list[str]:
     for query in (*search_candidates(goal)[:2], product.title.lower()):
         info = act(f"search[{query}]")
         page = 1
-        while target not in info["admissible_commands"] and page < MAX_RESULT_PAGES and \
-                len(env.shown_asins) == pages.RESULTS_PER_PAGE:
+        while (
+            target not in info["admissible_commands"]
+            and page < MAX_RESULT_PAGES
+            and len(env.shown_asins) == pages.RESULTS_PER_PAGE
+        ):
             info = act(f"click[{pages.NEXT}]")
             page += 1
         if target in info["admissible_commands"]:

@@ -1,9 +1,10 @@
 """verl-agent style WebShop prompts and the projection from model text to a WebShop action.
 
 The templates follow verl-agent's `WEBSHOP_TEMPLATE_NO_HIS` / `WEBSHOP_TEMPLATE` (agent_system/environments/prompts/
-webshop.py): the task, the step count, the last `history_length` (observation, action) pairs, the current observation, the
-admissible actions one per line, and the `<think>...</think><action>...</action>` answer format. As verl-agent does, the
-observation's "[WebShop [SEP] ]Instruction: [SEP] <goal> [SEP]" header is dropped from the prompt (the task line has it).
+webshop.py): the task, the step count, the last `history_length` (observation, action) pairs, the current observation,
+the admissible actions one per line, and the `<think>...</think><action>...</action>` answer format. As verl-agent does,
+the observation's "[WebShop [SEP] ]Instruction: [SEP] <goal> [SEP]" header is dropped from the prompt (the task line has
+it).
 """
 
 from __future__ import annotations
@@ -13,15 +14,24 @@ import re
 from scpo.envs.prompting import extract_action, template_phrases
 from scpo.envs.webshop.env import SEARCH_TEMPLATE
 
-__all__ = ["PROMPT_NO_HISTORY", "PROMPT_WITH_HISTORY", "HISTORY_ITEM", "ANSWER_FORMAT", "PROMPT_PHRASES", "build_prompt",
-           "project_action", "strip_header", "MAX_ACTION_CHARS"]
+__all__ = [
+    "PROMPT_NO_HISTORY",
+    "PROMPT_WITH_HISTORY",
+    "HISTORY_ITEM",
+    "ANSWER_FORMAT",
+    "PROMPT_PHRASES",
+    "build_prompt",
+    "project_action",
+    "strip_header",
+    "MAX_ACTION_CHARS",
+]
 
 ANSWER_FORMAT = (
     "Now it's your turn to take one action for the current step.\n"
-    "You should first reason step-by-step about the current situation, then think carefully which admissible action best "
-    "advances the shopping goal. This reasoning process MUST be enclosed within <think> </think> tags.\n"
-    "Once you've finished your reasoning, you should choose an admissible action for current step and present it within "
-    "<action> </action> tags."
+    "You should first reason step-by-step about the current situation, then think carefully which admissible action "
+    "best advances the shopping goal. This reasoning process MUST be enclosed within <think> </think> tags.\n"
+    "Once you've finished your reasoning, you should choose an admissible action for current step and present it "
+    "within <action> </action> tags."
 )
 
 PROMPT_NO_HISTORY = (
@@ -34,8 +44,8 @@ PROMPT_NO_HISTORY = (
 PROMPT_WITH_HISTORY = (
     "You are an expert autonomous agent operating in the WebShop e-commerce platform.\n"
     "Your task is to: {goal}.\n"
-    "Prior to this step, you have already taken {step} step(s). Below are the most recent {n_history} observations and the "
-    "corresponding actions you took: {history}\n"
+    "Prior to this step, you have already taken {step} step(s). Below are the most recent {n_history} observations "
+    "and the corresponding actions you took: {history}\n"
     "You are now at step {current_step} and your current observation is: {observation}.\n"
     "Your admissible actions of the current situation are: \n[\n{admissible}\n].\n\n" + ANSWER_FORMAT
 )
@@ -54,8 +64,14 @@ def strip_header(observation: str) -> str:
     return _HEADER.sub("", observation, count=1)
 
 
-def build_prompt(goal: str, observation: str, admissible: list[str], history: list[tuple[str, str]], step: int,
-                 history_length: int = 2) -> str:
+def build_prompt(
+    goal: str,
+    observation: str,
+    admissible: list[str],
+    history: list[tuple[str, str]],
+    step: int,
+    history_length: int = 2,
+) -> str:
     """The policy's prompt at `step` (0-based count of steps already taken). `history` holds (observation, action) pairs
     of the earlier steps, oldest first; the last `history_length` of them are shown."""
     if history_length < 0:
@@ -66,10 +82,19 @@ def build_prompt(goal: str, observation: str, admissible: list[str], history: li
     if step == 0 or not recent:
         return PROMPT_NO_HISTORY.format(goal=goal, observation=observation, admissible=shown_admissible)
     first_index = step - len(recent) + 1
-    text = "".join(HISTORY_ITEM.format(index=first_index + k, observation=strip_header(obs), action=act)
-                   for k, (obs, act) in enumerate(recent))
-    return PROMPT_WITH_HISTORY.format(goal=goal, step=step, n_history=len(recent), history=text, current_step=step + 1,
-                                      observation=observation, admissible=shown_admissible)
+    text = "".join(
+        HISTORY_ITEM.format(index=first_index + k, observation=strip_header(obs), action=act)
+        for k, (obs, act) in enumerate(recent)
+    )
+    return PROMPT_WITH_HISTORY.format(
+        goal=goal,
+        step=step,
+        n_history=len(recent),
+        history=text,
+        current_step=step + 1,
+        observation=observation,
+        admissible=shown_admissible,
+    )
 
 
 def _admissible(action: str, admissible: list[str]) -> bool:
@@ -84,15 +109,15 @@ def _admissible(action: str, admissible: list[str]) -> bool:
 def project_action(text: object, admissible: list[str]) -> tuple[str, bool]:
     """Model text -> (action, valid). Pure; never raises.
 
-    The action is the content of the last `<action>...</action>` tag, lowercased with whitespace collapsed (as verl-agent's
-    webshop_projection). `valid` is True when it is one of the admissible `click[...]` commands, or any `search[<query>]`
-    with a non-empty query while the search bar is shown (`search[<your query>]` is admissible). Otherwise valid is False and
-    the action (possibly "") is a string the env treats as an inadmissible no-op.
+    The action is the content of the last `<action>...</action>` tag, lowercased with whitespace collapsed (as
+    verl-agent's webshop_projection). `valid` is True when it is one of the admissible `click[...]` commands, or any
+    `search[<query>]` with a non-empty query while the search bar is shown (`search[<your query>]` is admissible).
+    Otherwise valid is False and the action (possibly "") is a string the env treats as an inadmissible no-op.
     """
     try:
         action = extract_action(text, MAX_ACTION_CHARS)
         if action is None:
             return "", False
         return action, _admissible(action, list(admissible or ()))
-    except Exception:  # noqa: BLE001 - the contract is "never raises", whatever the input
+    except Exception:
         return "", False

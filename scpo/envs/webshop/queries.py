@@ -10,7 +10,8 @@ rollout (the random parts are seeded by the instruction text):
 3. word-dropout variants of 1: each word kept with probability 0.6 (at least one), until `n` distinct queries.
 
 WebShop's own imitation-learning baseline gives its choice model a similar menu (`baseline_models/env.py`:
-the goal's product query, attribute + query, the instruction); ours avoids the product query, which the agent does not see.
+the goal's product query, attribute + query, the instruction); ours avoids the product query, which the agent does not
+see.
 """
 
 from __future__ import annotations

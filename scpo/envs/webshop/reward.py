@@ -27,22 +27,126 @@ from dataclasses import dataclass
 from scpo.envs.webshop.fuzzy import FUZZY_THRESHOLD, token_set_ratio
 from scpo.envs.webshop.nouns import title_nouns
 
-__all__ = ["RewardBreakdown", "webshop_reward", "get_reward", "get_reward_from_dicts", "type_reward", "attribute_reward",
-           "option_reward", "normalize_color", "FUZZY_THRESHOLD", "COLOR_SET", "NO_PRICE_BOUND"]
+__all__ = [
+    "RewardBreakdown",
+    "webshop_reward",
+    "get_reward",
+    "get_reward_from_dicts",
+    "type_reward",
+    "attribute_reward",
+    "option_reward",
+    "normalize_color",
+    "FUZZY_THRESHOLD",
+    "COLOR_SET",
+    "NO_PRICE_BOUND",
+]
 
 NO_PRICE_BOUND = 1000000.0  # WebShop's price_upper when the instruction has no price clause
 
 # WebShop's colour list (web_agent_site/engine/normalize.py), in its order: normalize_color returns the first hit
 COLOR_SET = [
-    "alabaster", "apricot", "aqua", "ash", "asphalt", "azure", "banana", "beige", "black", "blue", "blush", "bordeaux",
-    "bronze", "brown", "burgundy", "camel", "camo", "caramel", "champagne", "charcoal", "cheetah", "chestnut",
-    "chocolate", "christmas", "coffee", "cognac", "copper", "coral", "cranberry", "cream", "crystal", "dark", "denim",
-    "eggplant", "elephant", "espresso", "fuchsia", "gold", "granite", "grape", "graphite", "grass", "gray", "green",
-    "grey", "heather", "indigo", "ivory", "ivy", "khaki", "lavender", "lemon", "leopard", "light", "lilac", "lime",
-    "magenta", "maroon", "mauve", "merlot", "midnight", "mint", "mocha", "multicolor", "mushroom", "mustard", "natural",
-    "navy", "nude", "olive", "orange", "peach", "pewter", "pink", "plum", "purple", "rainbow", "red", "rose", "royal",
-    "rust", "sand", "sapphire", "seashell", "silver", "skull", "slate", "steel", "stone", "stonewash", "sunflower", "tan",
-    "taupe", "teal", "tiger", "turquoise", "violet", "walnut", "wheat", "white", "wine", "yellow",
+    "alabaster",
+    "apricot",
+    "aqua",
+    "ash",
+    "asphalt",
+    "azure",
+    "banana",
+    "beige",
+    "black",
+    "blue",
+    "blush",
+    "bordeaux",
+    "bronze",
+    "brown",
+    "burgundy",
+    "camel",
+    "camo",
+    "caramel",
+    "champagne",
+    "charcoal",
+    "cheetah",
+    "chestnut",
+    "chocolate",
+    "christmas",
+    "coffee",
+    "cognac",
+    "copper",
+    "coral",
+    "cranberry",
+    "cream",
+    "crystal",
+    "dark",
+    "denim",
+    "eggplant",
+    "elephant",
+    "espresso",
+    "fuchsia",
+    "gold",
+    "granite",
+    "grape",
+    "graphite",
+    "grass",
+    "gray",
+    "green",
+    "grey",
+    "heather",
+    "indigo",
+    "ivory",
+    "ivy",
+    "khaki",
+    "lavender",
+    "lemon",
+    "leopard",
+    "light",
+    "lilac",
+    "lime",
+    "magenta",
+    "maroon",
+    "mauve",
+    "merlot",
+    "midnight",
+    "mint",
+    "mocha",
+    "multicolor",
+    "mushroom",
+    "mustard",
+    "natural",
+    "navy",
+    "nude",
+    "olive",
+    "orange",
+    "peach",
+    "pewter",
+    "pink",
+    "plum",
+    "purple",
+    "rainbow",
+    "red",
+    "rose",
+    "royal",
+    "rust",
+    "sand",
+    "sapphire",
+    "seashell",
+    "silver",
+    "skull",
+    "slate",
+    "steel",
+    "stone",
+    "stonewash",
+    "sunflower",
+    "tan",
+    "taupe",
+    "teal",
+    "tiger",
+    "turquoise",
+    "violet",
+    "walnut",
+    "wheat",
+    "white",
+    "wine",
+    "yellow",
 ]
 
 
@@ -69,8 +173,15 @@ def normalize_color(option: object) -> object:
     return option
 
 
-def type_reward(product_query: str, goal_query: str, product_category: str, goal_category: str, product_name: str,
-                goal_name: str, nouns: Callable[[str], Sequence[str]] = title_nouns) -> tuple[float, bool, bool, float]:
+def type_reward(
+    product_query: str,
+    goal_query: str,
+    product_category: str,
+    goal_category: str,
+    product_name: str,
+    goal_name: str,
+    nouns: Callable[[str], Sequence[str]] = title_nouns,
+) -> tuple[float, bool, bool, float]:
     """(r_type, query_match, category_match, title_score): WebShop's get_type_reward."""
     query_match = product_query == goal_query
     levels_p = {x.strip() for x in product_category.split("›")}
@@ -87,16 +198,20 @@ def type_reward(product_query: str, goal_query: str, product_category: str, goal
     return r_type, query_match, category_match, title_score
 
 
-def attribute_reward(goal_attributes: Sequence[str], product_attributes: Iterable[str], title: str,
-                     features: Iterable[str], description: str) -> int:
+def attribute_reward(
+    goal_attributes: Sequence[str],
+    product_attributes: Iterable[str],
+    title: str,
+    features: Iterable[str],
+    description: str,
+) -> int:
     """WebShop's get_attribute_reward: the number of goal attributes matched (see the module docstring)."""
     product_attributes = list(product_attributes)
     title_l, features_l, description_l = title.lower(), " ".join(features).lower(), description.lower()
     n = 0
     for g in goal_attributes:
-        if any(token_set_ratio(p, g) > FUZZY_THRESHOLD for p in product_attributes):
-            n += 1
-        elif g in title_l or g in features_l or g in description_l:
+        fuzzy = any(token_set_ratio(p, g) > FUZZY_THRESHOLD for p in product_attributes)
+        if fuzzy or g in title_l or g in features_l or g in description_l:
             n += 1
     return n
 
@@ -110,37 +225,68 @@ def option_reward(chosen: Iterable[str], goal_options: Mapping[str, str] | Seque
     return sum(any(token_set_ratio(p, g) > FUZZY_THRESHOLD for p in chosen_n) for g in goals_n)
 
 
-def get_reward(product, goal, price: float, options: Mapping[str, str],
-               nouns: Callable[[str], Sequence[str]] = title_nouns) -> RewardBreakdown:
+def get_reward(
+    product, goal, price: float, options: Mapping[str, str], nouns: Callable[[str], Sequence[str]] = title_nouns
+) -> RewardBreakdown:
     """WebShop's get_reward(purchased_product, goal, price, options): `product` a catalogue.Product, `goal` a
     catalogue.Goal, `price` the price the reward compares (Product.price), `options` the chosen {group: value}."""
     r_type, query_match, category_match, title_score = type_reward(
-        product.query, goal.query, product.product_category, goal.product_category, product.title, goal.name, nouns)
-    n_attr = attribute_reward(goal.attributes, product.attributes, product.title, product.features,
-                              product.description)
+        product.query, goal.query, product.product_category, goal.product_category, product.title, goal.name, nouns
+    )
+    n_attr = attribute_reward(goal.attributes, product.attributes, product.title, product.features, product.description)
     n_opt = option_reward(list(options.values()), goal.goal_options)
     price_ok = bool(price <= goal.price_upper)
     total = (n_attr + n_opt + price_ok) / (len(goal.attributes) + len(goal.goal_options) + 1)
-    return RewardBreakdown(score=total * r_type, r_type=r_type, attr_matches=n_attr, option_matches=n_opt,
-                           price_ok=price_ok, n_attributes=len(goal.attributes), n_options=len(goal.goal_options),
-                           query_match=query_match, category_match=category_match, title_score=title_score)
+    return RewardBreakdown(
+        score=total * r_type,
+        r_type=r_type,
+        attr_matches=n_attr,
+        option_matches=n_opt,
+        price_ok=price_ok,
+        n_attributes=len(goal.attributes),
+        n_options=len(goal.goal_options),
+        query_match=query_match,
+        category_match=category_match,
+        title_score=title_score,
+    )
 
 
-def webshop_reward(product, goal, chosen_options: Mapping[str, str],
-                   nouns: Callable[[str], Sequence[str]] = title_nouns) -> RewardBreakdown:
+def webshop_reward(
+    product, goal, chosen_options: Mapping[str, str], nouns: Callable[[str], Sequence[str]] = title_nouns
+) -> RewardBreakdown:
     """The purchase of `product` with `chosen_options` scored against `goal` at the product's own price."""
     return get_reward(product, goal, product.price, chosen_options, nouns)
 
 
-def get_reward_from_dicts(purchased_product: Mapping, goal: Mapping, price: float, options: Mapping[str, str],
-                          nouns: Callable[[str], Sequence[str]] = title_nouns) -> float:
+def get_reward_from_dicts(
+    purchased_product: Mapping,
+    goal: Mapping,
+    price: float,
+    options: Mapping[str, str],
+    nouns: Callable[[str], Sequence[str]] = title_nouns,
+) -> float:
     """`get_reward` with WebShop's own argument shapes, for comparing against its code: a purchased product dict with
-    'query', 'product_category', 'name' (type), 'Title', 'BulletPoints', 'Description', 'Attributes' (attributes), a goal
-    dict with 'query', 'product_category', 'name', 'attributes', 'goal_options', 'price_upper'. Returns the score."""
-    r_type, *_ = type_reward(purchased_product["query"], goal["query"], purchased_product["product_category"],
-                             goal["product_category"], purchased_product["name"], goal["name"], nouns)
-    n_attr = attribute_reward(goal["attributes"], purchased_product["Attributes"], purchased_product["Title"],
-                              purchased_product["BulletPoints"], purchased_product["Description"])
+    'query', 'product_category', 'name' (type), 'Title', 'BulletPoints', 'Description', 'Attributes' (attributes), a
+    goal dict with 'query', 'product_category', 'name', 'attributes', 'goal_options', 'price_upper'. Returns the score.
+    """
+    r_type, *_ = type_reward(
+        purchased_product["query"],
+        goal["query"],
+        purchased_product["product_category"],
+        goal["product_category"],
+        purchased_product["name"],
+        goal["name"],
+        nouns,
+    )
+    n_attr = attribute_reward(
+        goal["attributes"],
+        purchased_product["Attributes"],
+        purchased_product["Title"],
+        purchased_product["BulletPoints"],
+        purchased_product["Description"],
+    )
     n_opt = option_reward(list(options.values()), goal["goal_options"])
-    total = (n_attr + n_opt + (price <= goal["price_upper"])) / (len(goal["attributes"]) + len(goal["goal_options"]) + 1)
+    total = (n_attr + n_opt + (price <= goal["price_upper"])) / (
+        len(goal["attributes"]) + len(goal["goal_options"]) + 1
+    )
     return total * r_type

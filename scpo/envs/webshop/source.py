@@ -33,21 +33,21 @@ class Product:
     """One product as WebShop's engine holds it (field names: ours; WebShop's in the comments)."""
 
     asin: str
-    title: str                      # Title (= name)
-    query: str                      # query: the search query the product was collected under (lowercased, stripped)
-    category: str                   # category: the main category (beauty, electronics, fashion, garden, grocery)
-    product_category: str           # product_category: "A › B › C"
-    price: float                    # product_prices[asin]: what the reward compares with the goal's bound
-    price_tag: str                  # Price: "$12.99" or "$10.0 to $20.5", as pages show it
-    attributes: tuple[str, ...]     # Attributes
-    options: dict[str, list[str]]   # options: group name -> values
-    description: str                # Description (= full_description)
-    features: tuple[str, ...]       # BulletPoints (= small_description)
-    rating: str = "N.A."            # Rating
-    reviews: tuple[str, ...] = ()   # Reviews
-    instruction: str | None = None                   # the attribute file's synthetic instruction (None: none)
-    instruction_attributes: tuple[str, ...] = ()     # ... and its attributes
-    generated: tuple[str, ...] = field(default=())   # fields made up by generate.py (empty for WebShop's own files)
+    title: str  # Title (= name)
+    query: str  # query: the search query the product was collected under (lowercased, stripped)
+    category: str  # category: the main category (beauty, electronics, fashion, garden, grocery)
+    product_category: str  # product_category: "A › B › C"
+    price: float  # product_prices[asin]: what the reward compares with the goal's bound
+    price_tag: str  # Price: "$12.99" or "$10.0 to $20.5", as pages show it
+    attributes: tuple[str, ...]  # Attributes
+    options: dict[str, list[str]]  # options: group name -> values
+    description: str  # Description (= full_description)
+    features: tuple[str, ...]  # BulletPoints (= small_description)
+    rating: str = "N.A."  # Rating
+    reviews: tuple[str, ...] = ()  # Reviews
+    instruction: str | None = None  # the attribute file's synthetic instruction (None: none)
+    instruction_attributes: tuple[str, ...] = ()  # ... and its attributes
+    generated: tuple[str, ...] = field(default=())  # fields made up by generate.py (empty for WebShop's own files)
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def _pick(directory: Path, stem: str) -> Path | None:
         return full
     sized = []
     for p in directory.glob(f"{stem}_*.json"):
-        suffix = p.stem[len(stem) + 1:]
+        suffix = p.stem[len(stem) + 1 :]
         if suffix.isdigit():
             sized.append((int(suffix), p))
     return max(sized)[1] if sized else None
@@ -80,7 +80,7 @@ def find_original_files(directory: str | Path) -> OriginalFiles:
     products = _pick(d, "items_shuffle")
     attributes = _pick(d, "items_ins_v2")
     if products is not None and products.stem != "items_shuffle":
-        paired = d / f"items_ins_v2{products.stem[len('items_shuffle'):]}.json"
+        paired = d / f"items_ins_v2{products.stem[len('items_shuffle') :]}.json"
         if paired.is_file():
             attributes = paired
     return OriginalFiles(products, attributes, _pick(d, "items_human_ins"))
@@ -101,8 +101,9 @@ def parse_pricing(pricing: str | None) -> tuple[list[float], str]:
     return values[:2], f"${values[0]} to ${values[1]}"
 
 
-def load_products(records: list[dict], attributes: dict, human: dict | None = None, num_products: int | None = None,
-                  rng=None) -> tuple[list[Product], dict[str, list[dict]]]:
+def load_products(
+    records: list[dict], attributes: dict, human: dict | None = None, num_products: int | None = None, rng=None
+) -> tuple[list[Product], dict[str, list[dict]]]:
     """WebShop's load_products over already parsed records: (products in file order, {asin: human instructions}).
     `rng` (a random.Random) draws the reward price of products with a price range, in product order."""
     if num_products is not None:
@@ -126,13 +127,24 @@ def load_products(records: list[dict], attributes: dict, human: dict | None = No
         attrs = attributes.get(asin, {})
         if human and asin in human:
             instructions[asin] = human[asin]
-        products.append(Product(
-            asin=asin, title=p["name"], query=p["query"].lower().strip(), category=p["category"],
-            product_category=p["product_category"], price=_reward_price(pricing, rng), price_tag=price_tag,
-            attributes=tuple(attrs["attributes"]) if "attributes" in attrs else ("DUMMY_ATTR",), options=options,
-            description=p["full_description"], features=features,
-            instruction=attrs.get("instruction"), instruction_attributes=tuple(attrs.get("instruction_attributes") or ()),
-            generated=tuple(p.get("generated_fields", ()))))
+        products.append(
+            Product(
+                asin=asin,
+                title=p["name"],
+                query=p["query"].lower().strip(),
+                category=p["category"],
+                product_category=p["product_category"],
+                price=_reward_price(pricing, rng),
+                price_tag=price_tag,
+                attributes=tuple(attrs["attributes"]) if "attributes" in attrs else ("DUMMY_ATTR",),
+                options=options,
+                description=p["full_description"],
+                features=features,
+                instruction=attrs.get("instruction"),
+                instruction_attributes=tuple(attrs.get("instruction_attributes") or ()),
+                generated=tuple(p.get("generated_fields", ())),
+            )
+        )
     return products, instructions
 
 

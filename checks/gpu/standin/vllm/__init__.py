@@ -69,7 +69,8 @@ class FusedModel(torch.nn.Module):
             groups.setdefault(_vllm_name(name), []).append(tensor)
         for name, parts in groups.items():
             self._module(name.rpartition(".")[0]).register_parameter(
-                name.rpartition(".")[2], torch.nn.Parameter(torch.cat(parts).to(dtype).clone(), requires_grad=False))
+                name.rpartition(".")[2], torch.nn.Parameter(torch.cat(parts).to(dtype).clone(), requires_grad=False)
+            )
         self._offsets = {}  # hf name -> (fused name, start row)
         rows: dict[str, int] = {}
         for name, tensor in state.items():
@@ -99,8 +100,14 @@ class FusedModel(torch.nn.Module):
     def load_weights(self, weights) -> set[str]:
         from vllm import config as vllm_config
 
-        call = {"grad": torch.is_grad_enabled(), "autocast_cpu": torch.is_autocast_enabled("cpu"),
-                "config": vllm_config.get_current_vllm_config(), "names": [], "dtypes": set(), "requires_grad": False}
+        call = {
+            "grad": torch.is_grad_enabled(),
+            "autocast_cpu": torch.is_autocast_enabled("cpu"),
+            "config": vllm_config.get_current_vllm_config(),
+            "names": [],
+            "dtypes": set(),
+            "requires_grad": False,
+        }
         self.calls.append(call)
         loaded = set()
         for name, tensor in weights:
@@ -115,7 +122,7 @@ class FusedModel(torch.nn.Module):
             if param.numel() == 0:
                 raise RuntimeError(f"{fused} was repacked at load; its parameter is empty")
             if not FAULTS["drop_weights"]:
-                param.data[start:start + tensor.shape[0]].copy_(tensor)
+                param.data[start : start + tensor.shape[0]].copy_(tensor)
             loaded.add(fused)
         if FAULTS["nan"]:
             next(p for p in self.parameters() if p.numel()).data.view(-1)[0] = float("nan")
@@ -146,7 +153,7 @@ class FusedModel(torch.nn.Module):
         with torch.no_grad():
             for name, (fused, start) in self._offsets.items():
                 target = self.twin.get_parameter(name)
-                target.copy_(self.weight(fused)[start:start + target.shape[0]].to(target.dtype))
+                target.copy_(self.weight(fused)[start : start + target.shape[0]].to(target.dtype))
 
 
 class _Worker:
@@ -219,8 +226,10 @@ class LLM:
                     logprobs.append({nxt: types.SimpleNamespace(logprob=float(logp[nxt]))})
                     if nxt == eos:
                         break
-                completion = types.SimpleNamespace(token_ids=tuple(tokens), text=None if not sampling_params.detokenize
-                                                   else "", logprobs=logprobs if sampling_params.logprobs is not None
-                                                   else None)
+                completion = types.SimpleNamespace(
+                    token_ids=tuple(tokens),
+                    text=None if not sampling_params.detokenize else "",
+                    logprobs=logprobs if sampling_params.logprobs is not None else None,
+                )
                 out.append(types.SimpleNamespace(outputs=[completion], prompt_token_ids=ids))
         return out
