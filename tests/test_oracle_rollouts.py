@@ -15,8 +15,10 @@ from scpo.analysis.oracle_rollouts import (
 from scpo.envs.alfworld import make_env
 from scpo.rollout_types import RolloutBatch
 
-TASKS = ["valid_unseen/pick_heat_then_place_in_recep-Apple-None-Fridge-10/trial_T20190906_182259_116320",
-         "valid_unseen/pick_two_obj_and_place-CD-None-Safe-308/trial_T20190907_050942_897916"]
+TASKS = [
+    "valid_unseen/pick_heat_then_place_in_recep-Apple-None-Fridge-10/trial_T20190906_182259_116320",
+    "valid_unseen/pick_two_obj_and_place-CD-None-Safe-308/trial_T20190907_050942_897916",
+]
 
 
 @pytest.fixture(scope="module")
@@ -38,21 +40,27 @@ def test_eps_zero_is_optimal_every_step_is_progress(pool):
 def test_q_telescopes_and_groups_share_a_seed(pool):
     """sum_t q_t = V*(s_0) - V*(s_T) per trajectory (V*(s_T) = 0 when won); a seed reproduces its group; eps = 0.3 and
     0.6 make the same random draws, so every step eps = 0.3 took at random, eps = 0.6 took at random too."""
-    a = noisy_optimal_rollouts(TASKS[:1], [5], 0.3, group_size=4, max_steps=20, data_root=pool.data_root, pool=pool,
-                               progress=False)
-    again = noisy_optimal_rollouts(TASKS[:1], [5], 0.3, group_size=4, max_steps=20, data_root=pool.data_root, pool=pool,
-                                   progress=False)
+    a = noisy_optimal_rollouts(
+        TASKS[:1], [5], 0.3, group_size=4, max_steps=20, data_root=pool.data_root, pool=pool, progress=False
+    )
+    again = noisy_optimal_rollouts(
+        TASKS[:1], [5], 0.3, group_size=4, max_steps=20, data_root=pool.data_root, pool=pool, progress=False
+    )
     assert list(a.action) == list(again.action) and len(set(a.group_uid)) == 1
     v0 = pool.get(TASKS[0]).value(make_env(TASKS[0], pool.data_root)._engine)
     sums = np.bincount(a.traj_id, weights=a.oracle_progress)
     won = a.won[_first(a)]
     assert np.all(sums[won] == v0) and np.all(sums[~won] <= v0)
-    assert len(set(a.traj_uid)) == 4 and len(set(map(tuple, np.split(a.action, np.flatnonzero(np.diff(a.traj_id)) + 1)))) > 1
+    assert (
+        len(set(a.traj_uid)) == 4
+        and len(set(map(tuple, np.split(a.action, np.flatnonzero(np.diff(a.traj_id)) + 1)))) > 1
+    )
 
 
 def test_label_progress_replays_saved_rollouts(pool, tmp_path):
-    b = noisy_optimal_rollouts(TASKS, [1], 0.5, group_size=2, max_steps=12, data_root=pool.data_root, pool=pool,
-                               progress=False)
+    b = noisy_optimal_rollouts(
+        TASKS, [1], 0.5, group_size=2, max_steps=12, data_root=pool.data_root, pool=pool, progress=False
+    )
     path = b.select(np.ones(b.n_rows, bool)).to_parquet(tmp_path / "iter_0000.parquet")
     df = pd.read_parquet(path).drop(columns=["oracle_progress"])  # as a file written before the column existed
     df.to_parquet(path, index=False)
@@ -68,8 +76,9 @@ def test_label_progress_replays_saved_rollouts(pool, tmp_path):
 
 
 def test_oracle_progress_column_round_trips(tmp_path):
-    b = RolloutBatch.from_columns(group_id=[0, 0, 0], traj_id=[0, 0, 1], step=[0, 1, 0], reward=[0, 10, 0],
-                                  oracle_progress=[1, 1, -1])
+    b = RolloutBatch.from_columns(
+        group_id=[0, 0, 0], traj_id=[0, 0, 1], step=[0, 1, 0], reward=[0, 10, 0], oracle_progress=[1, 1, -1]
+    )
     back = RolloutBatch.read(b.to_parquet(tmp_path / "x.parquet"))
     np.testing.assert_array_equal(back.oracle_progress, [1.0, 1.0, -1.0])
     assert back.select(np.array([True, False, True])).oracle_progress.tolist() == [1.0, -1.0]
@@ -93,22 +102,43 @@ def test_hindsight_pooled_over_batches_and_workers_equals_scoring_each_row(pool)
     from scpo.rollout_types import Step, Trajectory
     from scpo.train.hindsight import hindsight_logprob
 
-    a = noisy_optimal_rollouts(TASKS[:1], [0], 0.2, group_size=3, max_steps=8, data_root=pool.data_root, pool=pool,
-                               progress=False)
-    b = noisy_optimal_rollouts(TASKS[:1], [0], 0.5, group_size=3, max_steps=8, data_root=pool.data_root, pool=pool,
-                               progress=False)
+    a = noisy_optimal_rollouts(
+        TASKS[:1], [0], 0.2, group_size=3, max_steps=8, data_root=pool.data_root, pool=pool, progress=False
+    )
+    b = noisy_optimal_rollouts(
+        TASKS[:1], [0], 0.5, group_size=3, max_steps=8, data_root=pool.data_root, pool=pool, progress=False
+    )
     trajs = [replay_prompts(x, data_root=pool.data_root, progress=False) for x in (a, b)]
     texts = [s.prompt + " " + s.action for ts in trajs for t in ts for s in t.steps]
     tok = train_tokenizer(texts, vocab_size=400)
-    policy = Policy(model=build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=3).eval(), tokenizer=tok,
-                    profile="tiny")
+    policy = Policy(
+        model=build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=3).eval(), tokenizer=tok, profile="tiny"
+    )
     one = hindsight_for_batches(policy, [a, b], data_root=pool.data_root, progress=False)
     two = hindsight_for_batches(policy, [a, b], data_root=pool.data_root, workers=2, progress=False)
     for x, ts, got1, got2 in zip((a, b), trajs, one, two):
-        rows = [Trajectory(task_id="", seed=0, index=0, steps=[Step(
-            observation="", action=s.action, reward=0.0, next_observation=t.steps[-1].next_observation, prompt=s.prompt,
-            extras={"response_ids": tok(action_answer(s.action), add_special_tokens=False)["input_ids"]
-                    + [tok.eos_token_id]})]) for t in ts for s in t.steps]
+        rows = [
+            Trajectory(
+                task_id="",
+                seed=0,
+                index=0,
+                steps=[
+                    Step(
+                        observation="",
+                        action=s.action,
+                        reward=0.0,
+                        next_observation=t.steps[-1].next_observation,
+                        prompt=s.prompt,
+                        extras={
+                            "response_ids": tok(action_answer(s.action), add_special_tokens=False)["input_ids"]
+                            + [tok.eos_token_id]
+                        },
+                    )
+                ],
+            )
+            for t in ts
+            for s in t.steps
+        ]
         want = np.array([hindsight_logprob(policy, [r], max_prompt_tokens=1024)[0] for r in rows])
         assert got1.shape == (x.n_rows,) and np.all(got1 < 0)
         np.testing.assert_allclose(got1, want, rtol=1e-5, atol=1e-6)

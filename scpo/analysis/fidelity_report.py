@@ -1,12 +1,12 @@
 """Tables and figures of the credit-fidelity benchmark (notebook 07, `scpo fidelity`), under reports/.
 
-    reports/tables/credit_fidelity.{csv,md}               every estimator x eps x group kind (noisy-optimal rollouts)
-    reports/tables/credit_fidelity_by_task_type.{csv,md}  the same split by task type (all groups)
-    reports/tables/credit_fidelity_trained.{csv,md}       on the saved rollouts of the trained runs
-    reports/tables/credit_fidelity_inconsistency.{csv,md} semantic inconsistency rev. 2 + oracle-progress control
-    reports/tables/credit_fidelity_timing.json            wall / CPU seconds per phase, planner call times
-    reports/tables/scpo_defaults_sweep.{csv,md}           SCPO's options on fidelity
-    reports/figures/credit_fidelity.png, scpo_defaults_sweep.png
+reports/tables/credit_fidelity.{csv,md}               every estimator x eps x group kind (noisy-optimal rollouts)
+reports/tables/credit_fidelity_by_task_type.{csv,md}  the same split by task type (all groups)
+reports/tables/credit_fidelity_trained.{csv,md}       on the saved rollouts of the trained runs
+reports/tables/credit_fidelity_inconsistency.{csv,md} semantic inconsistency rev. 2 + oracle-progress control
+reports/tables/credit_fidelity_timing.json            wall / CPU seconds per phase, planner call times
+reports/tables/scpo_defaults_sweep.{csv,md}           SCPO's options on fidelity
+reports/figures/credit_fidelity.png, scpo_defaults_sweep.png
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ from scpo.reports.tables import write_table
 
 __all__ = ["PROXY_NOTE", "readable", "trained_runs", "sweep_grid", "write_fidelity_report"]
 
-PROXY_NOTE = ("q_t = V*(s_t) - V*(s_t+1) from an optimal planner with full knowledge; full knowledge is a proxy: a step "
-              "that explores (opens a cabinet to look) has q <= 0, so false credit includes credit for useful exploration.")
+PROXY_NOTE = (
+    "q_t = V*(s_t) - V*(s_t+1) from an optimal planner with full knowledge; full knowledge is a proxy: a step "
+    "that explores (opens a cabinet to look) has q <= 0, so false credit includes credit for useful exploration."
+)
 
 
 def readable(summary: pd.DataFrame, keys: list[str], kinds: tuple[str, ...] | None = ("all", "mixed")) -> pd.DataFrame:
@@ -44,8 +46,10 @@ def readable(summary: pd.DataFrame, keys: list[str], kinds: tuple[str, ...] | No
     data = summary if kinds is None or split != "kind" else summary[summary["kind"].isin(kinds)]
     out = data[keys + [split, "n_seeds", "n_groups", "n_pos_failed", "n_neg"]].copy()
     for m in METRICS:
-        out[m] = [f"{a:.3f} ± {s:.3f} [{lo:.3f}, {hi:.3f}]" if pd.notna(a) else "n/a"
-                  for a, s, lo, hi in zip(data[f"{m}_mean"], data[f"{m}_std"], data[f"{m}_lo"], data[f"{m}_hi"])]
+        out[m] = [
+            f"{a:.3f} ± {s:.3f} [{lo:.3f}, {hi:.3f}]" if pd.notna(a) else "n/a"
+            for a, s, lo, hi in zip(data[f"{m}_mean"], data[f"{m}_std"], data[f"{m}_lo"], data[f"{m}_hi"])
+        ]
     return out.reset_index(drop=True)
 
 
@@ -55,17 +59,23 @@ def inconsistency_view(counts: pd.DataFrame, source: str) -> pd.DataFrame:
     from scpo.analysis.inconsistency import COUNT_COLUMNS, PAIR_KINDS, rates
 
     cols = [c for c in (*COUNT_COLUMNS, "n_control", "n_ordered") if c in counts]
-    pooled = rates(counts.groupby(["estimator", source, "pair_set", "kind"], sort=False, as_index=False)[cols]
-                   .sum(min_count=1))
+    pooled = rates(
+        counts.groupby(["estimator", source, "pair_set", "kind"], sort=False, as_index=False)[cols].sum(min_count=1)
+    )
     out = []
     for (est, src), part in pooled.groupby(["estimator", source], sort=False):
         same = part[part["pair_set"] == "same_step"].set_index("kind")
         row = {"estimator": est, source: src}
         for kind in ("all", *PAIR_KINDS):
             row[f"disagree_{kind}"] = same.loc[kind, "disagreement"] if kind in same.index else float("nan")
-        row.update(zero_share=same.loc["all", "zero_share"], mean_abs_diff=same.loc["all", "mean_abs_diff"],
-                   control_ordered=same.loc["all", "control_ordered"], n_pairs=int(same.loc["all", "n_pairs"]),
-                   n_pairs_won_failed=int(same.loc["won_failed", "n_pairs"]), n_control=int(same.loc["all", "n_control"]))
+        row.update(
+            zero_share=same.loc["all", "zero_share"],
+            mean_abs_diff=same.loc["all", "mean_abs_diff"],
+            control_ordered=same.loc["all", "control_ordered"],
+            n_pairs=int(same.loc["all", "n_pairs"]),
+            n_pairs_won_failed=int(same.loc["won_failed", "n_pairs"]),
+            n_control=int(same.loc["all", "n_control"]),
+        )
         out.append(row)
     return pd.DataFrame(out)
 
@@ -84,8 +94,10 @@ def trained_runs(cfg) -> dict[str, list[Path]]:
 def sweep_grid(cfg) -> list[dict]:
     """The product of cfg.fidelity.sweep_* as SCPO option dicts."""
     f = cfg.fidelity
-    return [{"scorer": sc, "step_text": st, "match": m, "tau": tau}
-            for sc, st, m, tau in itertools.product(f.sweep_scorer, f.sweep_step_text, f.sweep_match, f.sweep_tau)]
+    return [
+        {"scorer": sc, "step_text": st, "match": m, "tau": tau}
+        for sc, st, m, tau in itertools.product(f.sweep_scorer, f.sweep_step_text, f.sweep_match, f.sweep_tau)
+    ]
 
 
 def _write(layout: ReportLayout, name: str, df: pd.DataFrame, title: str, note: str) -> dict:
@@ -94,57 +106,92 @@ def _write(layout: ReportLayout, name: str, df: pd.DataFrame, title: str, note: 
     return {name: str(csv)}
 
 
-def write_fidelity_report(cfg, reports_dir: str | Path = "reports", *, trained: bool = True, sweep: bool = True,
-                          progress: bool = True) -> tuple[dict, FidelityResult]:
+def write_fidelity_report(
+    cfg, reports_dir: str | Path = "reports", *, trained: bool = True, sweep: bool = True, progress: bool = True
+) -> tuple[dict, FidelityResult]:
     """Run the benchmark of cfg.fidelity and write its tables and figures; returns ({name: path}, noisy result)."""
     layout = ReportLayout(Path(reports_dir))
     f = cfg.fidelity
     t_start, c_start = time.perf_counter(), cpu_seconds()
     res = noisy_fidelity(cfg, progress=progress)
     n_tasks = res.groups["task_id"].nunique()
-    setting = (f"noisy-optimal policy (planner's command with prob. 1 - eps, else a random admissible one), "
-               f"{n_tasks} {f.split} tasks x seeds {list(f.seeds)}, groups of {f.group_size}, max {f.max_steps} steps; "
-               f"mean ± std [95% t-interval] over seeds.")
+    setting = (
+        f"noisy-optimal policy (planner's command with prob. 1 - eps, else a random admissible one), "
+        f"{n_tasks} {f.split} tasks x seeds {list(f.seeds)}, groups of {f.group_size}, max {f.max_steps} steps; "
+        f"mean ± std [95% t-interval] over seeds."
+    )
     paths = {}
     full = res.summary.sort_values(["kind", "eps", "estimator"], kind="stable")
     csv, md = layout.table("credit_fidelity")
     full.to_csv(csv, index=False)
     shown = readable(res.summary, ["estimator", "eps"])
-    write_table(shown, layout.tables / "credit_fidelity_view.csv", md, "Credit fidelity of every estimator",
-                note=f"{setting} {PROXY_NOTE} Full numbers: credit_fidelity.csv.")
+    write_table(
+        shown,
+        layout.tables / "credit_fidelity_view.csv",
+        md,
+        "Credit fidelity of every estimator",
+        note=f"{setting} {PROXY_NOTE} Full numbers: credit_fidelity.csv.",
+    )
     paths["credit_fidelity"] = str(csv)
     by_type = res.by_task_type[res.by_task_type["task_type"] != "all"]
-    paths.update(_write(layout, "credit_fidelity_by_task_type", readable(by_type, ["estimator", "eps"]),
-                        "Credit fidelity by task type (all groups)", f"{setting} {PROXY_NOTE}"))
+    paths.update(
+        _write(
+            layout,
+            "credit_fidelity_by_task_type",
+            readable(by_type, ["estimator", "eps"]),
+            "Credit fidelity by task type (all groups)",
+            f"{setting} {PROXY_NOTE}",
+        )
+    )
     paths["figure"] = str(plot_fidelity_vs_eps(res.summary, layout.figure("credit_fidelity")))
-    paths.update(_write(layout, "credit_fidelity_inconsistency", inconsistency_view(res.inconsistency, "eps"),
-                        "Semantic inconsistency (revision 2) on the same rollouts, with its oracle-progress control",
-                        f"{setting} Same-step pairs: identical observation and action in one group; disagreement = "
-                        "opposite signs among pairs with both advantages non-zero; control_ordered: same-observation "
-                        "pairs with different actions whose advantages are ordered like their oracle progress q "
-                        "(must not degrade when consistency improves). " + PROXY_NOTE))
+    paths.update(
+        _write(
+            layout,
+            "credit_fidelity_inconsistency",
+            inconsistency_view(res.inconsistency, "eps"),
+            "Semantic inconsistency (revision 2) on the same rollouts, with its oracle-progress control",
+            f"{setting} Same-step pairs: identical observation and action in one group; disagreement = "
+            "opposite signs among pairs with both advantages non-zero; control_ordered: same-observation "
+            "pairs with different actions whose advantages are ordered like their oracle progress q "
+            "(must not degrade when consistency improves). " + PROXY_NOTE,
+        )
+    )
     timing = {"noisy": {**res.seconds, **res.planner, "rows": int(sum(b.n_rows for b in res.batches.values()))}}
     if trained:
         runs = trained_runs(cfg)
         if not runs:  # the same files either way (pipeline outputs), saying why they are empty
             pd.DataFrame().to_csv(layout.tables / "credit_fidelity_trained_full.csv", index=False)
             pd.DataFrame().to_csv(layout.tables / "credit_fidelity_trained_inconsistency.csv", index=False)
-            paths.update(_write(layout, "credit_fidelity_trained", pd.DataFrame({"note": ["no saved ALFWorld rollouts"]}),
-                                "Credit fidelity on the trained policies' saved rollouts",
-                                f"No run of {list(cfg.report.methods)} x seeds {list(cfg.report.seeds)} under "
-                                f"{cfg.train.out_dir}/alfworld has saved rollouts."))
+            paths.update(
+                _write(
+                    layout,
+                    "credit_fidelity_trained",
+                    pd.DataFrame({"note": ["no saved ALFWorld rollouts"]}),
+                    "Credit fidelity on the trained policies' saved rollouts",
+                    f"No run of {list(cfg.report.methods)} x seeds {list(cfg.report.seeds)} under "
+                    f"{cfg.train.out_dir}/alfworld has saved rollouts.",
+                )
+            )
         else:
             tr = trained_fidelity(cfg, runs, progress=progress)
-            timing["trained"] = {**tr.seconds, "rows": int(sum(b.n_rows for b in tr.batches.values())),
-                                 "runs": {m: [str(r) for r in rs] for m, rs in runs.items()}}
+            timing["trained"] = {
+                **tr.seconds,
+                "rows": int(sum(b.n_rows for b in tr.batches.values())),
+                "runs": {m: [str(r) for r in rs] for m, rs in runs.items()},
+            }
             tr.summary.to_csv(layout.tables / "credit_fidelity_trained_full.csv", index=False)
             inc = inconsistency_view(tr.inconsistency, "policy_of")
             inc.to_csv(layout.tables / "credit_fidelity_trained_inconsistency.csv", index=False)
-            paths.update(_write(layout, "credit_fidelity_trained", readable(tr.summary, ["estimator", "policy_of"]),
-                                "Credit fidelity on the trained policies' saved rollouts",
-                                "Rollouts: every saved iteration of the ALFWorld runs (policy_of = the method that "
-                                "trained the policy; seeds = its runs), q labelled by replay in the fast engine. "
-                                + PROXY_NOTE))
+            paths.update(
+                _write(
+                    layout,
+                    "credit_fidelity_trained",
+                    readable(tr.summary, ["estimator", "policy_of"]),
+                    "Credit fidelity on the trained policies' saved rollouts",
+                    "Rollouts: every saved iteration of the ALFWorld runs (policy_of = the method that "
+                    "trained the policy; seeds = its runs), q labelled by replay in the fast engine. " + PROXY_NOTE,
+                )
+            )
     if sweep:
         from scpo.credit.registry import default_scorer
 
@@ -162,13 +209,23 @@ def write_fidelity_report(cfg, reports_dir: str | Path = "reports", *, trained: 
             timing["sweep"][f"{name}_cache_hit_rate"] = hits / req if req and hits else "pair cache not used"
         sw.to_csv(layout.tables / "scpo_defaults_sweep_full.csv", index=False)
         keys = [c for c in ("scorer", "step_text", "match", "tau") if c in sw.columns]
-        agg = (sw[sw["kind"].isin(["all", "mixed"])].groupby(keys + ["kind"], sort=False)
-               [[f"{m}_mean" for m in METRICS]].mean().reset_index())
-        paths.update(_write(layout, "scpo_defaults_sweep", agg, "SCPO options on credit fidelity",
-                            f"Mean over eps {list(f.eps)} and seeds; {setting} {PROXY_NOTE}"))
+        agg = (
+            sw[sw["kind"].isin(["all", "mixed"])]
+            .groupby(keys + ["kind"], sort=False)[[f"{m}_mean" for m in METRICS]]
+            .mean()
+            .reset_index()
+        )
+        paths.update(
+            _write(
+                layout,
+                "scpo_defaults_sweep",
+                agg,
+                "SCPO options on credit fidelity",
+                f"Mean over eps {list(f.eps)} and seeds; {setting} {PROXY_NOTE}",
+            )
+        )
         paths["sweep_figure"] = str(plot_scpo_sweep(sw, layout.figure("scpo_defaults_sweep")))
-    timing["total"] = {"wall_s": time.perf_counter() - t_start, "cpu_s": cpu_seconds() - c_start,
-                       "workers": f.workers}
+    timing["total"] = {"wall_s": time.perf_counter() - t_start, "cpu_s": cpu_seconds() - c_start, "workers": f.workers}
     timing_path = layout.tables / "credit_fidelity_timing.json"
     timing_path.write_text(json.dumps(timing, indent=1))
     paths["timing"] = str(timing_path)

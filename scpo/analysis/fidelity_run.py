@@ -26,11 +26,26 @@ from scpo.analysis.fidelity import METRICS, estimator_advantages, fidelity_table
 from scpo.analysis.oracle_rollouts import PlannerPool, label_progress, noisy_optimal_rollouts
 from scpo.rollout_types import RolloutBatch
 
-__all__ = ["FidelityResult", "Timer", "cpu_seconds", "hindsight_policy_dir", "noisy_fidelity", "trained_fidelity", "oracle_inconsistency",
-           "plot_fidelity_vs_eps", "scpo_sweep", "plot_scpo_sweep", "METRIC_LABELS"]
+__all__ = [
+    "FidelityResult",
+    "Timer",
+    "cpu_seconds",
+    "hindsight_policy_dir",
+    "noisy_fidelity",
+    "trained_fidelity",
+    "oracle_inconsistency",
+    "plot_fidelity_vs_eps",
+    "scpo_sweep",
+    "plot_scpo_sweep",
+    "METRIC_LABELS",
+]
 
-METRIC_LABELS = {"auc": "AUC (q = 1 vs q <= 0)", "recovered_progress": "recovered progress (failed, q = 1: A > 0)",
-                 "false_credit": "false credit (q <= 0: A > 0)", "rank_corr": "Spearman rho(A, q)"}
+METRIC_LABELS = {
+    "auc": "AUC (q = 1 vs q <= 0)",
+    "recovered_progress": "recovered progress (failed, q = 1: A > 0)",
+    "false_credit": "false credit (q <= 0: A > 0)",
+    "rank_corr": "Spearman rho(A, q)",
+}
 
 
 def cpu_seconds() -> float:
@@ -54,7 +69,9 @@ class Timer:
                 self.w, self.c = time.perf_counter(), cpu_seconds()
 
             def __exit__(self, *exc):
-                timer.seconds[f"{name}_wall_s"] = timer.seconds.get(f"{name}_wall_s", 0.0) + time.perf_counter() - self.w
+                timer.seconds[f"{name}_wall_s"] = (
+                    timer.seconds.get(f"{name}_wall_s", 0.0) + time.perf_counter() - self.w
+                )
                 timer.seconds[f"{name}_cpu_s"] = timer.seconds.get(f"{name}_cpu_s", 0.0) + cpu_seconds() - self.c
 
         return _Phase()
@@ -92,23 +109,32 @@ def _load_hindsight_policy(cfg):
 
     path = hindsight_policy_dir(cfg)
     if not path.exists():
-        raise FileNotFoundError(f"HCAPO needs a policy for its hindsight scores; none at {path}. Run the sft stage "
-                                "(`scpo train --stage sft --env alfworld`) or set fidelity.hindsight_policy")
+        raise FileNotFoundError(
+            f"HCAPO needs a policy for its hindsight scores; none at {path}. Run the sft stage "
+            "(`scpo train --stage sft --env alfworld`) or set fidelity.hindsight_policy"
+        )
     return load_policy(path)
 
 
-def _hindsight(cfg, batches: list[RolloutBatch], methods: Sequence[str], policy, timer: Timer, progress: bool
-               ) -> list[np.ndarray | None]:
-    """HCAPO's hindsight log-probs of each batch, every distinct row scored once over all of them (None without hcapo)."""
+def _hindsight(
+    cfg, batches: list[RolloutBatch], methods: Sequence[str], policy, timer: Timer, progress: bool
+) -> list[np.ndarray | None]:
+    """HCAPO's hindsight log-probs of each batch, every distinct row scored once over all of them (None: no hcapo)."""
     if "hcapo" not in methods:
         return [None] * len(batches)
     from scpo.analysis.hindsight_replay import hindsight_for_batches
 
     with timer("hcapo_hindsight"):
-        return hindsight_for_batches(policy, batches, data_root=cfg.data.root, history_length=cfg.env.history_length,
-                                     temperature=cfg.credit.hcapo.temperature,
-                                     max_prompt_tokens=cfg.policy.max_prompt_tokens, workers=cfg.fidelity.workers,
-                                     progress=progress)
+        return hindsight_for_batches(
+            policy,
+            batches,
+            data_root=cfg.data.root,
+            history_length=cfg.env.history_length,
+            temperature=cfg.credit.hcapo.temperature,
+            max_prompt_tokens=cfg.policy.max_prompt_tokens,
+            workers=cfg.fidelity.workers,
+            progress=progress,
+        )
 
 
 def _estimate(cfg, batch: RolloutBatch, methods: Sequence[str], hindsight, timer: Timer) -> dict:
@@ -130,9 +156,16 @@ def _result(tables: list[pd.DataFrame], by: Sequence[str]) -> tuple[pd.DataFrame
     return (groups, summarize(groups, by=by, split="kind"), summarize(groups, by=by, split="task_type"))
 
 
-def noisy_fidelity(cfg, *, eps: Sequence[float] | None = None, task_ids: Sequence[str] | None = None,
-                   seeds: Sequence[int] | None = None, methods: Sequence[str] | None = None, progress: bool = True,
-                   pool: PlannerPool | None = None) -> FidelityResult:
+def noisy_fidelity(
+    cfg,
+    *,
+    eps: Sequence[float] | None = None,
+    task_ids: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    methods: Sequence[str] | None = None,
+    progress: bool = True,
+    pool: PlannerPool | None = None,
+) -> FidelityResult:
     """Fidelity of every estimator on noisy-optimal rollouts, one source per eps (arguments default to cfg.fidelity)."""
     from scpo.envs.alfworld import list_tasks
 
@@ -146,8 +179,19 @@ def noisy_fidelity(cfg, *, eps: Sequence[float] | None = None, task_ids: Sequenc
     policy = _load_hindsight_policy(cfg) if "hcapo" in methods else None
     tables, incons, batches, advs = [], [], {}, {}
     with timer("rollouts"):
-        sources = [noisy_optimal_rollouts(task_ids, seeds, e, group_size=f.group_size, max_steps=f.max_steps,
-                                          data_root=cfg.data.root, pool=pool, progress=progress) for e in eps]
+        sources = [
+            noisy_optimal_rollouts(
+                task_ids,
+                seeds,
+                e,
+                group_size=f.group_size,
+                max_steps=f.max_steps,
+                data_root=cfg.data.root,
+                pool=pool,
+                progress=progress,
+            )
+            for e in eps
+        ]
     hindsight = _hindsight(cfg, sources, methods, policy, timer, progress)
     for e, batch, h in zip(eps, sources, hindsight):
         a = _estimate(cfg, batch, methods, h, timer)
@@ -161,16 +205,37 @@ def noisy_fidelity(cfg, *, eps: Sequence[float] | None = None, task_ids: Sequenc
     st = pool.stats()
     secs = np.array(st.seconds) if st.seconds else np.zeros(1)
     calls = np.array(st.call_seconds) if st.call_seconds else np.zeros(1)
-    planner = {"v_star_queries": st.queries, "cache_hit_rate": st.hit_rate, "searches": st.searches,
-               "call_ms_median": float(np.median(calls) * 1e3), "call_ms_p99": float(np.percentile(calls, 99) * 1e3),
-               "search_ms_median": float(np.median(secs) * 1e3), "search_ms_p99": float(np.percentile(secs, 99) * 1e3),
-               "search_ms_max": float(secs.max() * 1e3), "planner_s_total": float(calls.sum())}
-    return FidelityResult(groups, summary, by_type, batches, advs, timer.seconds, planner,
-                          inconsistency=pd.concat(incons, ignore_index=True))
+    planner = {
+        "v_star_queries": st.queries,
+        "cache_hit_rate": st.hit_rate,
+        "searches": st.searches,
+        "call_ms_median": float(np.median(calls) * 1e3),
+        "call_ms_p99": float(np.percentile(calls, 99) * 1e3),
+        "search_ms_median": float(np.median(secs) * 1e3),
+        "search_ms_p99": float(np.percentile(secs, 99) * 1e3),
+        "search_ms_max": float(secs.max() * 1e3),
+        "planner_s_total": float(calls.sum()),
+    }
+    return FidelityResult(
+        groups,
+        summary,
+        by_type,
+        batches,
+        advs,
+        timer.seconds,
+        planner,
+        inconsistency=pd.concat(incons, ignore_index=True),
+    )
 
 
-def trained_fidelity(cfg, run_dirs: Mapping[str, Sequence[Path]], *, methods: Sequence[str] | None = None,
-                     progress: bool = True, pool: PlannerPool | None = None) -> FidelityResult:
+def trained_fidelity(
+    cfg,
+    run_dirs: Mapping[str, Sequence[Path]],
+    *,
+    methods: Sequence[str] | None = None,
+    progress: bool = True,
+    pool: PlannerPool | None = None,
+) -> FidelityResult:
     """Fidelity of every estimator on the saved rollouts of trained runs: `run_dirs` maps a label (the method that
     trained the policy) to its runs (one per seed); every saved iteration is used, q labelled by replay."""
     from scpo.analysis.rollout_files import iteration_files
@@ -203,8 +268,9 @@ def trained_fidelity(cfg, run_dirs: Mapping[str, Sequence[Path]], *, methods: Se
         raise FileNotFoundError(f"no saved rollouts in the runs {dict(run_dirs)}")
     with timer("metrics"):
         groups, summary, by_type = _result(tables, ("estimator", "policy_of"))
-    return FidelityResult(groups, summary, by_type, batches, advs, timer.seconds,
-                          inconsistency=pd.concat(incons, ignore_index=True))
+    return FidelityResult(
+        groups, summary, by_type, batches, advs, timer.seconds, inconsistency=pd.concat(incons, ignore_index=True)
+    )
 
 
 def plot_fidelity_vs_eps(summary: pd.DataFrame, path: str | Path, kind: str = "all") -> Path:
@@ -227,16 +293,28 @@ def plot_fidelity_vs_eps(summary: pd.DataFrame, path: str | Path, kind: str = "a
             err = np.vstack([y - part[f"{m}_lo"].to_numpy(float), part[f"{m}_hi"].to_numpy(float) - y])
             x = part["eps"].to_numpy(float) + width * (j / max(len(estimators) - 1, 1) - 0.5)  # side by side
             style = {"color": "black", "linestyle": "--"} if est == "oracle" else {}
-            ax.errorbar(x, y, yerr=np.nan_to_num(err), marker="o", markersize=4, capsize=2, label=est,
-                        linewidth=2.5 if est == "scpo" else 1.2, **style)
+            ax.errorbar(
+                x,
+                y,
+                yerr=np.nan_to_num(err),
+                marker="o",
+                markersize=4,
+                capsize=2,
+                label=est,
+                linewidth=2.5 if est == "scpo" else 1.2,
+                **style,
+            )
         ax.set_ylim((-1.02, 1.02) if m == "rank_corr" else (-0.02, 1.02))
         ax.set_xticks(eps_values)
         ax.set_title(METRIC_LABELS[m], fontsize=10)
         ax.set_xlabel("eps (share of random steps)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8, ncol=2)
-    fig.suptitle(f"Credit fidelity vs the planner's oracle progress, {kind} groups (mean over task seeds, 95% t-interval)."
-                 " Full knowledge is a proxy: exploring steps count as q <= 0.", fontsize=10)
+    fig.suptitle(
+        f"Credit fidelity vs the planner's oracle progress, {kind} groups (mean over task seeds, 95% t-interval)."
+        " Full knowledge is a proxy: exploring steps count as q <= 0.",
+        fontsize=10,
+    )
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -245,8 +323,9 @@ def plot_fidelity_vs_eps(summary: pd.DataFrame, path: str | Path, kind: str = "a
     return path
 
 
-def scpo_sweep(cfg, batches: Mapping[str, RolloutBatch], grid: Sequence[Mapping], *, progress: bool = True
-               ) -> pd.DataFrame:
+def scpo_sweep(
+    cfg, batches: Mapping[str, RolloutBatch], grid: Sequence[Mapping], *, progress: bool = True
+) -> pd.DataFrame:
     """SCPO's fidelity for every option set of `grid` (dicts of SCPO options) on the same batches (e.g. one per eps):
     one summary row per (option set, source, group kind), the options as columns."""
     from tqdm.auto import tqdm
@@ -294,8 +373,9 @@ def plot_scpo_sweep(sweep: pd.DataFrame, path: str | Path, kind: str = "mixed") 
     for ax in axes:
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=8)
-    fig.suptitle(f"SCPO options on credit fidelity ({kind} groups; mean over eps and task seeds; numbers: tau)",
-                 fontsize=10)
+    fig.suptitle(
+        f"SCPO options on credit fidelity ({kind} groups; mean over eps and task seeds; numbers: tau)", fontsize=10
+    )
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

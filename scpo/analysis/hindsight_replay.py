@@ -26,13 +26,15 @@ def _trajectory_rows(batch: RolloutBatch) -> list[np.ndarray]:
     return np.split(order, bounds)
 
 
-def replay_prompts(batch: RolloutBatch, *, data_root: str | Path = "data", history_length: int = 2,
-                   progress: bool = True) -> list[Trajectory]:
+def replay_prompts(
+    batch: RolloutBatch, *, data_root: str | Path = "data", history_length: int = 2, progress: bool = True
+) -> list[Trajectory]:
     """Trajectories (in batch row order) whose steps carry the rebuilt `prompt`; ValueError if a replay departs from
     the saved observations."""
     out = []
-    for rows in tqdm(_trajectory_rows(batch), desc="replay prompts", unit="trajectory", disable=not progress,
-                     leave=False):
+    for rows in tqdm(
+        _trajectory_rows(batch), desc="replay prompts", unit="trajectory", disable=not progress, leave=False
+    ):
         task = str(batch.task_id[rows[0]])
         env = make_env(task, data_root, max_steps=10_000, engine="fast")
         obs, info = env.reset()
@@ -40,28 +42,54 @@ def replay_prompts(batch: RolloutBatch, *, data_root: str | Path = "data", histo
         steps = []
         for t, r in enumerate(rows):
             if obs != batch.observation[r]:
-                raise ValueError(f"replay of {task} (trajectory {batch.traj_uid[r]}, step {t}) departs from the saved "
-                                 "observation")
+                raise ValueError(
+                    f"replay of {task} (trajectory {batch.traj_uid[r]}, step {t}) departs from the saved observation"
+                )
             action = str(batch.action[r])
-            prompt = build_prompt(info["goal"], obs, list(info["admissible_commands"]), history, t,
-                                  history_length=history_length)
+            prompt = build_prompt(
+                info["goal"], obs, list(info["admissible_commands"]), history, t, history_length=history_length
+            )
             next_obs, _, _, info = env.step(action)
-            steps.append(Step(observation=obs, action=action, reward=float(batch.reward[r]), next_observation=next_obs,
-                              prompt=prompt))
+            steps.append(
+                Step(
+                    observation=obs,
+                    action=action,
+                    reward=float(batch.reward[r]),
+                    next_observation=next_obs,
+                    prompt=prompt,
+                )
+            )
             history.append((obs, action))
             obs = next_obs
         out.append(Trajectory(task_id=task, seed=int(batch.seed[rows[0]]), index=0, steps=steps))
     return out
 
 
-def hindsight_for_batch(policy, batch: RolloutBatch, *, data_root: str | Path = "data", history_length: int = 2,
-                        temperature: float = 5.0, max_prompt_tokens: int = 1024, batch_size: int = 64,
-                        workers: int = 1, progress: bool = True) -> np.ndarray:
+def hindsight_for_batch(
+    policy,
+    batch: RolloutBatch,
+    *,
+    data_root: str | Path = "data",
+    history_length: int = 2,
+    temperature: float = 5.0,
+    max_prompt_tokens: int = 1024,
+    batch_size: int = 64,
+    workers: int = 1,
+    progress: bool = True,
+) -> np.ndarray:
     """HCAPO's `hindsight_logprob` (n_rows,) for an ALFWorld batch, under `policy` (e.g. the warm start): the one-batch
     case of `hindsight_for_batches`."""
-    return hindsight_for_batches(policy, [batch], data_root=data_root, history_length=history_length,
-                                 temperature=temperature, max_prompt_tokens=max_prompt_tokens, batch_size=batch_size,
-                                 workers=workers, progress=progress)[0]
+    return hindsight_for_batches(
+        policy,
+        [batch],
+        data_root=data_root,
+        history_length=history_length,
+        temperature=temperature,
+        max_prompt_tokens=max_prompt_tokens,
+        batch_size=batch_size,
+        workers=workers,
+        progress=progress,
+    )[0]
 
 
 _WORKER: dict = {}  # the policy and scoring options of this process (the parent, or a worker set up by _init_worker)
@@ -79,16 +107,45 @@ def _score_bucket(members_rows: list[tuple[str, str, str, list[int]]]) -> np.nda
     from scpo.train.hindsight import hindsight_logprob
 
     w = _WORKER
-    singles = [Trajectory(task_id="", seed=0, index=0, steps=[Step(
-        observation="", action=a, reward=0.0, next_observation=f, prompt=p,
-        extras={"response_ids": list(ans) + [w["eos"]]})]) for p, f, a, ans in members_rows]
-    return hindsight_logprob(w["policy"], singles, temperature=w["temperature"],
-                             max_prompt_tokens=w["max_prompt_tokens"], batch_size=w["batch_size"])
+    singles = [
+        Trajectory(
+            task_id="",
+            seed=0,
+            index=0,
+            steps=[
+                Step(
+                    observation="",
+                    action=a,
+                    reward=0.0,
+                    next_observation=f,
+                    prompt=p,
+                    extras={"response_ids": list(ans) + [w["eos"]]},
+                )
+            ],
+        )
+        for p, f, a, ans in members_rows
+    ]
+    return hindsight_logprob(
+        w["policy"],
+        singles,
+        temperature=w["temperature"],
+        max_prompt_tokens=w["max_prompt_tokens"],
+        batch_size=w["batch_size"],
+    )
 
 
-def hindsight_for_batches(policy, batches: list[RolloutBatch], *, data_root: str | Path = "data",
-                          history_length: int = 2, temperature: float = 5.0, max_prompt_tokens: int = 1024,
-                          batch_size: int = 64, workers: int = 1, progress: bool = True) -> list[np.ndarray]:
+def hindsight_for_batches(
+    policy,
+    batches: list[RolloutBatch],
+    *,
+    data_root: str | Path = "data",
+    history_length: int = 2,
+    temperature: float = 5.0,
+    max_prompt_tokens: int = 1024,
+    batch_size: int = 64,
+    workers: int = 1,
+    progress: bool = True,
+) -> list[np.ndarray]:
     """HCAPO's `hindsight_logprob` for each of several ALFWorld batches (e.g. one per eps), scoring every distinct row
     once over all of them.
 
@@ -113,16 +170,22 @@ def hindsight_for_batches(policy, batches: list[RolloutBatch], *, data_root: str
     distinct = list(unique)
     tok = policy.tokenizer
     answers = tok([action_answer(a) for _, _, a in distinct], add_special_tokens=False)["input_ids"]
-    prompt_len = [len(x) for x in policy.encode_prompts([hindsight_prompt(p, f) for p, f, _ in distinct],
-                                                        max_prompt_tokens)]
+    prompt_len = [
+        len(x) for x in policy.encode_prompts([hindsight_prompt(p, f) for p, f, _ in distinct], max_prompt_tokens)
+    ]
     buckets: dict[tuple[int, int], list[int]] = {}
     for i, (n, ans) in enumerate(zip(prompt_len, answers)):
         buckets.setdefault((n, len(ans)), []).append(i)
     # longest buckets first, so that the workers finish together
     members = sorted(buckets.values(), key=lambda m: -len(m) * prompt_len[m[0]])
     jobs = [[(*distinct[i], answers[i]) for i in m] for m in members]
-    options = dict(policy=policy, eos=tok.eos_token_id, temperature=temperature, max_prompt_tokens=max_prompt_tokens,
-                   batch_size=batch_size)
+    options = {
+        "policy": policy,
+        "eos": tok.eos_token_id,
+        "temperature": temperature,
+        "max_prompt_tokens": max_prompt_tokens,
+        "batch_size": batch_size,
+    }
     scores = np.empty(len(distinct))
     with tqdm(total=len(distinct), desc="hindsight scores", unit="row", disable=not progress, leave=False) as bar:
         if workers == 1 or len(jobs) < 2:
@@ -136,8 +199,9 @@ def hindsight_for_batches(policy, batches: list[RolloutBatch], *, data_root: str
         else:
             import multiprocessing as mp
 
-            with mp.get_context("spawn").Pool(workers, initializer=_init_worker, initargs=({**options, "threads": 1},)
-                                              ) as pool:
+            with mp.get_context("spawn").Pool(
+                workers, initializer=_init_worker, initargs=({**options, "threads": 1},)
+            ) as pool:
                 for m, vals in zip(members, pool.imap(_score_bucket, jobs)):
                     scores[m] = vals
                     bar.update(len(m))
