@@ -289,7 +289,7 @@ def fidelity(
     reports_dir: Path = typer.Option(Path("reports"), help="where tables/ and figures/ go"),
 ) -> None:
     """Credit fidelity of every estimator against the planner's oracle progress (ALFWorld): tables and a figure."""
-    from scpo.analysis.fidelity_report import write_fidelity_report
+    from scpo.fidelity.report import write_fidelity_report
 
     extra = {
         k: v

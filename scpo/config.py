@@ -14,8 +14,9 @@ wrong type or out-of-range value raises `ConfigError` whose message names the do
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Mapping
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, create_model, field_validator, model_validator
@@ -41,19 +42,31 @@ class DataConfig(StrictModel):
     root: str = Field("data", description="where prepared data goes (gitignored, a DVC output)")
     shared_dir: str = Field("../shared/data", description="read-only copies of the public data, if present")
     alfworld_source: Literal["auto", "env", "shared", "download"] = Field(
-        "auto", description="auto: $ALFWORLD_DATA, else shared_dir/alfworld/*.tar.gz, else alfworld-download")
+        "auto", description="auto: $ALFWORLD_DATA, else shared_dir/alfworld/*.tar.gz, else alfworld-download"
+    )
     alfworld_require_all: bool = Field(
-        True, description="true: the official game counts per split are required; false: any non-empty split will do "
-                          "(small sets such as tests/fixtures)")
-    webshop_source: str | None = Field(None, description="directory with the public WebShop files, or WebShop's own "
-                                       "items_shuffle*.json + items_ins_v2*.json (None: shared_dir/webshop, then the "
-                                       "internet)")
-    webshop_n_products: int = Field(2000, ge=10, description="products in the WebShop catalogue (generated, or the first "
-                                    "n of WebShop's product file)")
-    webshop_n_goals: int | None = Field(1000, ge=10, description="goals drawn by weight, as WebShop's limit_goals "
-                                        "(None: all)")
-    webshop_goals: Literal["synthetic", "human"] = Field("synthetic", description="WebShop's goal mode: every option "
-                                                         "combination's synthetic instruction, or the human instructions")
+        True,
+        description="true: the official game counts per split are required; false: any non-empty split will do "
+        "(small sets such as tests/fixtures)",
+    )
+    webshop_source: str | None = Field(
+        None,
+        description="directory with the public WebShop files, or WebShop's own "
+        "items_shuffle*.json + items_ins_v2*.json (None: shared_dir/webshop, then the "
+        "internet)",
+    )
+    webshop_n_products: int = Field(
+        2000,
+        ge=10,
+        description="products in the WebShop catalogue (generated, or the first n of WebShop's product file)",
+    )
+    webshop_n_goals: int | None = Field(
+        1000, ge=10, description="goals drawn by weight, as WebShop's limit_goals (None: all)"
+    )
+    webshop_goals: Literal["synthetic", "human"] = Field(
+        "synthetic",
+        description="WebShop's goal mode: every option combination's synthetic instruction, or the human instructions",
+    )
     seed: int = 0
 
 
@@ -77,36 +90,53 @@ class _EnvCommon(StrictModel):
 
 
 # env.<name>: one section per trainable environment, its options model from the environment's spec
-EnvConfig = create_model("EnvConfig", __base__=_EnvCommon, **{
-    name: (spec.options, spec.options()) for name, spec in ((n, env_registry.env_spec(n))
-                                                               for n in env_registry.trainable())})
+EnvConfig = create_model(
+    "EnvConfig",
+    __base__=_EnvCommon,
+    **{
+        name: (spec.options, spec.options())
+        for name, spec in ((n, env_registry.env_spec(n)) for n in env_registry.trainable())
+    },
+)
 
 
 class PolicyConfig(StrictModel):
     profile: str = Field("tiny", description="'tiny', 'smollm2-135m', or any Hub name / local path")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32", description="compute dtype: generation, evaluation and the frozen reference run in it; the trained "
-        "weights stay float32 (optimizer updates of 1e-6 vanish in 16-bit weights) under autocast to this dtype")
+        "float32",
+        description="compute dtype: generation, evaluation and the frozen reference run in it; the trained "
+        "weights stay float32 (optimizer updates of 1e-6 vanish in 16-bit weights) under autocast to this dtype",
+    )
     lora: bool = False
     lora_r: int = Field(16, ge=1)
     lora_alpha: int = Field(32, ge=1)
     # tiny profile
-    tiny_hidden_size: int = Field(64, ge=8, description="tiny: a 2-layer Llama, ~0.2M parameters, word-level BPE "
-                                  "tokenizer")
+    tiny_hidden_size: int = Field(
+        64, ge=8, description="tiny: a 2-layer Llama, ~0.2M parameters, word-level BPE tokenizer"
+    )
     tiny_layers: int = Field(2, ge=1)
     tiny_heads: int = Field(4, ge=1)
     tiny_vocab_size: int = Field(2048, ge=64)
-    max_prompt_tokens: int = Field(1024, ge=16, description="the prompt budget of environments not listed in "
-                                   "max_prompt_tokens_by_env (tiny tokens: ALFWorld prompts ~300, max ~800; WebShop "
-                                   "~630, max ~950)")
+    max_prompt_tokens: int = Field(
+        1024,
+        ge=16,
+        description="the prompt budget of environments not listed in "
+        "max_prompt_tokens_by_env (tiny tokens: ALFWorld prompts ~300, max ~800; WebShop "
+        "~630, max ~950)",
+    )
     max_prompt_tokens_by_env: dict[str, Annotated[int, Field(ge=16)]] = Field(
-        default_factory=dict, description="the prompt budget per environment (verl-agent's GiGPO scripts: ALFWorld "
-        "2048, WebShop 4096); the config resolves it into max_prompt_tokens for env.name")
+        default_factory=dict,
+        description="the prompt budget per environment (verl-agent's GiGPO scripts: ALFWorld "
+        "2048, WebShop 4096); the config resolves it into max_prompt_tokens for env.name",
+    )
     prompt_overflow: Literal["truncate_left", "error"] = Field(
-        "truncate_left", description="a prompt over the budget: keep its last tokens, or stop with an error naming its "
-        "length (verl's data.truncation='error', the reference scripts' setting)")
-    max_new_tokens: int = Field(32, ge=1, description="tiny answers are action-only: <action>go to desk 1</action> is "
-                                "6 tokens, a search ~15")
+        "truncate_left",
+        description="a prompt over the budget: keep its last tokens, or stop with an error naming its "
+        "length (verl's data.truncation='error', the reference scripts' setting)",
+    )
+    max_new_tokens: int = Field(
+        32, ge=1, description="tiny answers are action-only: <action>go to desk 1</action> is 6 tokens, a search ~15"
+    )
 
     @field_validator("max_prompt_tokens_by_env", mode="after")
     @classmethod
@@ -122,18 +152,27 @@ class RolloutConfig(StrictModel):
     top_p: float = Field(1.0, gt=0, le=1)
     batch_size: int = Field(64, ge=1, description="prompts per generate call")
     vllm_gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vLLM's share of GPU memory")
-    vllm_enforce_eager: bool = Field(False, description="vLLM without CUDA graphs / torch.compile: starts in seconds, "
-                                     "decodes slower (debugging, short runs)")
+    vllm_enforce_eager: bool = Field(
+        False,
+        description="vLLM without CUDA graphs / torch.compile: starts in seconds, "
+        "decodes slower (debugging, short runs)",
+    )
     vllm_model_runner: Literal["v1", "default"] = Field(
-        "v1", description="v1: vLLM's V1 GPU model runner (VLLM_USE_V2_MODEL_RUNNER=0), the one whose weight sync a "
-        "GPU check has to verify first; default: whichever vLLM picks (V2 for most dense models from vLLM 0.24)")
+        "v1",
+        description="v1: vLLM's V1 GPU model runner (VLLM_USE_V2_MODEL_RUNNER=0), the one whose weight sync a "
+        "GPU check has to verify first; default: whichever vLLM picks (V2 for most dense models from vLLM 0.24)",
+    )
     vllm_sync_path: Literal["auto", "load_weights", "reload_weights"] = Field(
-        "auto", description="how trainer weights enter vLLM: the model's load_weights (TRL's colocate path), the "
+        "auto",
+        description="how trainer weights enter vLLM: the model's load_weights (TRL's colocate path), the "
         "worker's reload_weights (re-runs post-load processing), or auto: reload_weights only where vLLM repacked "
-        "its weights at load (the CPU backend), else load_weights")
+        "its weights at load (the CPU backend), else load_weights",
+    )
     action_choice: Literal["generate", "admissible"] = Field(
-        "admissible", description="generate: free-text answers (the papers' setting); admissible: transformers engine "
-        "draws the answer among the admissible commands by the model's likelihood (for tiny CPU policies)")
+        "admissible",
+        description="generate: free-text answers (the papers' setting); admissible: transformers engine "
+        "draws the answer among the admissible commands by the model's likelihood (for tiny CPU policies)",
+    )
 
 
 class SFTConfig(StrictModel):
@@ -146,47 +185,78 @@ class SFTConfig(StrictModel):
 class TrainConfig(StrictModel):
     seed: int = 0
     iterations: int = Field(6, ge=0)
-    lr: float = Field(1e-3, gt=0, description="learning rate of the RL updates (the tiny policy's; the gpu profile "
-                      "sets 1e-6 for 1.5B+ models)")
+    lr: float = Field(
+        1e-3,
+        gt=0,
+        description="learning rate of the RL updates (the tiny policy's; the gpu profile sets 1e-6 for 1.5B+ models)",
+    )
     clip_ratio: float = Field(0.2, gt=0, lt=1)
     kl_coef: float = Field(0.01, ge=0, description="low-variance KL to the reference policy")
     entropy_coef: float = Field(0.001, ge=0)
     ppo_epochs: int = Field(1, ge=1)
-    minibatch_size: int = Field(64, ge=1, description="steps per optimizer step (environments not listed in "
-                                "minibatch_size_by_env)")
+    minibatch_size: int = Field(
+        64, ge=1, description="steps per optimizer step (environments not listed in minibatch_size_by_env)"
+    )
     minibatch_size_by_env: dict[str, PositiveInt] = Field(
-        default_factory=dict, description="steps per optimizer step per environment (verl-agent's GiGPO scripts: "
-        "ALFWorld 256, WebShop 64); the config resolves it into minibatch_size for env.name")
+        default_factory=dict,
+        description="steps per optimizer step per environment (verl-agent's GiGPO scripts: "
+        "ALFWorld 256, WebShop 64); the config resolves it into minibatch_size for env.name",
+    )
     minibatch_order: Literal["length_buckets", "collected"] = Field(
-        "length_buckets", description="length_buckets: shuffled minibatches of similar-length steps (less padding); "
-        "collected: consecutive steps in the order they were collected (verl's split of the batch, one GPU)")
-    micro_batch_size: int | None = Field(None, ge=1, description="steps per forward / backward pass; the minibatch's "
-                                         "gradient is accumulated over them (None: the whole minibatch at once)")
+        "length_buckets",
+        description="length_buckets: shuffled minibatches of similar-length steps (less padding); "
+        "collected: consecutive steps in the order they were collected (verl's split of the batch, one GPU)",
+    )
+    micro_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="steps per forward / backward pass; the minibatch's "
+        "gradient is accumulated over them (None: the whole minibatch at once)",
+    )
     max_grad_norm: float = Field(1.0, gt=0)
-    dual_clip_c: float | None = Field(None, gt=1, description="dual-clip PPO bound: a negative-advantage token's loss "
-                                      "is at most -c A (verl's clip_ratio_c = 3); None: plain clipping")
+    dual_clip_c: float | None = Field(
+        None,
+        gt=1,
+        description="dual-clip PPO bound: a negative-advantage token's loss "
+        "is at most -c A (verl's clip_ratio_c = 3); None: plain clipping",
+    )
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of the RL updates (verl's default 0.01)")
-    skip_zero_advantage: bool = Field(True, description="leave steps with advantage exactly 0 (e.g. every step of a group "
-                                      "whose rollouts all got the same reward) out of the update")
+    skip_zero_advantage: bool = Field(
+        True,
+        description="leave steps with advantage exactly 0 (e.g. every step of a group "
+        "whose rollouts all got the same reward) out of the update",
+    )
     ratio_over: Literal["admissible", "tokens"] = Field(
-        "admissible", description="steps whose answer was chosen among admissible commands: ratio, KL and entropy over "
-        "that choice (the sampling distribution) or over the answer's tokens")
+        "admissible",
+        description="steps whose answer was chosen among admissible commands: ratio, KL and entropy over "
+        "that choice (the sampling distribution) or over the answer's tokens",
+    )
     checkpoint_every: int = Field(5, ge=1)
-    keep_checkpoints: int | None = Field(3, ge=1, description="keep the newest k checkpoints of a run (None: all); the "
-                                         "run's final model/ is always kept")
+    keep_checkpoints: int | None = Field(
+        3, ge=1, description="keep the newest k checkpoints of a run (None: all); the run's final model/ is always kept"
+    )
     out_dir: str = "runs"
     init_from: str | None = Field(None, description="RL start: an SFT run dir or model dir (None: fresh profile model)")
     rl_start: Literal["warm_start", "base"] = Field(
-        "warm_start", description="warm_start: RL starts from train.init_from (the pipeline passes the SFT warm start); "
+        "warm_start",
+        description="warm_start: RL starts from train.init_from (the pipeline passes the SFT warm start); "
         "base: from the profile's model itself, init_from unused and the SFT stage skipped (verl-agent: the raw "
-        "Instruct model)")
+        "Instruct model)",
+    )
     kl_reference: Literal["start", "base"] = Field(
-        "start", description="the KL reference: the weights RL starts from, or the profile's base model")
-    save_rollouts_every: int = Field(1, ge=0, description="write rollouts/iter_XXXX.parquet every k iterations (0: never)")
-    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="where the policy trains and generates: auto = "
-                                                   "cuda when torch sees a GPU, else cpu")
-    torch_threads: int | None = Field(1, ge=1, description="torch CPU threads (None: torch's default); 1 is fastest for "
-                                      "the tiny model on a shared machine")
+        "start", description="the KL reference: the weights RL starts from, or the profile's base model"
+    )
+    save_rollouts_every: int = Field(
+        1, ge=0, description="write rollouts/iter_XXXX.parquet every k iterations (0: never)"
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="where the policy trains and generates: auto = cuda when torch sees a GPU, else cpu"
+    )
+    torch_threads: int | None = Field(
+        1,
+        ge=1,
+        description="torch CPU threads (None: torch's default); 1 is fastest for the tiny model on a shared machine",
+    )
     sft: SFTConfig = SFTConfig()
 
     @field_validator("minibatch_size_by_env", mode="after")
@@ -197,26 +267,42 @@ class TrainConfig(StrictModel):
 
 class EvalConfig(StrictModel):
     temperature: float = Field(0.4, ge=0)
-    n_episodes: int | None = Field(40, ge=1, description="games per split (None: all); the splits: "
-                                   "env.<name>.eval_splits")
-    episodes_per_task: int = Field(1, ge=1, description="independent episodes per game at `temperature` (repeats shrink "
-                                   "the sampling noise of the success rate; 1 = one episode per game)")
+    n_episodes: int | None = Field(
+        40, ge=1, description="games per split (None: all); the splits: env.<name>.eval_splits"
+    )
+    episodes_per_task: int = Field(
+        1,
+        ge=1,
+        description="independent episodes per game at `temperature` (repeats shrink "
+        "the sampling noise of the success rate; 1 = one episode per game)",
+    )
 
 
 class ReportConfig(StrictModel):
     methods: tuple[str, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo")
     envs: tuple[str, ...] = ("alfworld", "webshop")
     seeds: tuple[int, ...] = (0, 1, 2)
-    parallel_runs: int = Field(3, ge=1, description="seeds a DVC train / evaluate stage runs side by side, one process "
-                               "each with train.torch_threads threads (scpo.train.seed_pool); 1: one after another")
-    similarity_thresh: float = Field(0.9, gt=0, le=1, description="semantic variant of the inconsistency metric: "
-                                     "`action -> next observation` texts scoring >= this")
+    parallel_runs: int = Field(
+        3,
+        ge=1,
+        description="seeds a DVC train / evaluate stage runs side by side, one process "
+        "each with train.torch_threads threads (scpo.train.seed_pool); 1: one after another",
+    )
+    similarity_thresh: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="semantic variant of the inconsistency metric: `action -> next observation` texts scoring >= this",
+    )
     similarity_scorer: Literal["lexical", "bi_encoder", "cross_encoder"] = Field(
-        "bi_encoder", description="scorer of the semantic variant (scpo.scorers); exact same-step pairs need none")
+        "bi_encoder", description="scorer of the semantic variant (scpo.scorers); exact same-step pairs need none"
+    )
     scpo_match_scorers: tuple[Literal["lexical", "bi_encoder", "cross_encoder"], ...] = Field(
-        ("lexical", "bi_encoder"), description="scorers whose SCPO matches are checked for pairing different actions")
+        ("lexical", "bi_encoder"), description="scorers whose SCPO matches are checked for pairing different actions"
+    )
     hard_task_types: tuple[str, ...] = Field(
-        ("pick_two", "heat", "cool", "clean"), description="substrings of the task types reported as hard multi-step")
+        ("pick_two", "heat", "cool", "clean"), description="substrings of the task types reported as hard multi-step"
+    )
     credit_map_method: str = Field("scpo", description="credit maps draw the saved rollouts of this method's run")
     credit_map_seed: int = Field(0, description="... and of this seed")
 
@@ -235,19 +321,30 @@ class FidelityConfig(StrictModel):
     split: Literal["train", "valid_seen", "valid_unseen", "valid_train"] = "valid_unseen"
     n_tasks: int | None = Field(None, ge=1, description="first N games of the split (None: all)")
     seeds: tuple[int, ...] = Field((0, 1, 2), min_length=1, description="task seeds: one group per task and seed")
-    eps: tuple[float, ...] = Field((0.2, 0.4, 0.6), min_length=1, description="noise levels of the noisy-optimal policy")
+    eps: tuple[float, ...] = Field(
+        (0.2, 0.4, 0.6), min_length=1, description="noise levels of the noisy-optimal policy"
+    )
     group_size: int = Field(8, ge=2)
-    max_steps: int = Field(15, ge=1, description="episode limit of the noisy-optimal rollouts (15, the cpu profile's: "
-                           "at 50 nearly every episode wins and mixed groups vanish)")
+    max_steps: int = Field(
+        15,
+        ge=1,
+        description="episode limit of the noisy-optimal rollouts (15, the cpu profile's: "
+        "at 50 nearly every episode wins and mixed groups vanish)",
+    )
     methods: tuple[str, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo", "oracle")
-    hindsight_policy: str | None = Field(None, description="policy whose hindsight scores HCAPO uses (None: the warm "
-                                         "start <train.out_dir>/alfworld/sft/seed<train.seed>)")
+    hindsight_policy: str | None = Field(
+        None,
+        description="policy whose hindsight scores HCAPO uses (None: the warm "
+        "start <train.out_dir>/alfworld/sft/seed<train.seed>)",
+    )
     workers: int = Field(2, ge=1, description="processes scoring HCAPO's hindsight log-probs (the stage's main cost)")
     sweep_tau: tuple[float, ...] = Field((0.7, 0.8, 0.9, 1.0), description="SCPO defaults sweep: tau values")
     sweep_step_text: tuple[Literal["action_next_obs", "action", "obs_action"], ...] = ("action_next_obs", "action")
     sweep_scorer: tuple[Literal["lexical", "bi_encoder", "cross_encoder"], ...] = Field(
-        ("lexical",), description="scorers swept (bi_encoder: no better than lexical at tau 0.9 and far slower on the "
-        "CPU; add it here to re-check)")
+        ("lexical",),
+        description="scorers swept (bi_encoder: no better than lexical at tau 0.9 and far slower on the "
+        "CPU; add it here to re-check)",
+    )
     sweep_match: tuple[Literal["argmax", "first"], ...] = ("argmax", "first")
 
     @field_validator("eps")
@@ -283,7 +380,7 @@ class Config(StrictModel):
         return copy.deepcopy(self._origin)
 
     @model_validator(mode="after")
-    def _resolve_per_env(self) -> "Config":
+    def _resolve_per_env(self) -> Config:
         """`*_by_env[env.name]` replaces the plain key (as credit.norm.scale_by_env does for the credit scale)."""
         name = self.env.name
         if name in self.policy.max_prompt_tokens_by_env:
@@ -293,7 +390,7 @@ class Config(StrictModel):
         return self
 
     @model_validator(mode="after")
-    def _check_combinations(self) -> "Config":
+    def _check_combinations(self) -> Config:
         if self.rollout.engine == "vllm" and self.policy.profile == "tiny":
             raise ValueError("rollout.engine='vllm' needs a Hub/local model, not policy.profile='tiny'")
         if self.rollout.engine == "vllm" and self.rollout.action_choice != "generate":
@@ -366,8 +463,9 @@ def validate_config(raw: Mapping[str, Any], source: str = "config", origin: Mapp
     return cfg
 
 
-def load_config(path: str | Path | None = "params.yaml", profile: str | None = None,
-                overrides: Mapping[str, Any] | None = None) -> Config:
+def load_config(
+    path: str | Path | None = "params.yaml", profile: str | None = None, overrides: Mapping[str, Any] | None = None
+) -> Config:
     """Load params.yaml (or defaults when path is None), apply the profile, then `overrides`, and validate."""
     raw: dict[str, Any] = {}
     source = "defaults"
@@ -385,9 +483,18 @@ def load_config(path: str | Path | None = "params.yaml", profile: str | None = N
         raise ConfigError(f"{source}: profile = {chosen!r} is invalid; allowed: {', '.join(PROFILES)}")
     unknown_profiles = set(profiles) - set(PROFILES)
     if unknown_profiles:
-        raise ConfigError(f"{source}: unknown key 'profiles.{sorted(unknown_profiles)[0]}'; allowed: {', '.join(PROFILES)}")
+        raise ConfigError(
+            f"{source}: unknown key 'profiles.{sorted(unknown_profiles)[0]}'; allowed: {', '.join(PROFILES)}"
+        )
     raw["profile"] = chosen
     raw = apply_overrides(raw, profiles.get(chosen) or {})
     raw = apply_overrides(raw, overrides)
-    return validate_config(raw, source, origin={"params": str(Path(path).resolve()) if path is not None else None,
-                                                "profile": chosen, "overrides": dict(overrides or {})})
+    return validate_config(
+        raw,
+        source,
+        origin={
+            "params": str(Path(path).resolve()) if path is not None else None,
+            "profile": chosen,
+            "overrides": dict(overrides or {}),
+        },
+    )

@@ -41,8 +41,9 @@ LAYERS = {
     },  # scpo: __version__
     "analysis": {"config", "credit", "pipeline", "rollout_types", "scorers"},
     "reports": {"config", "pipeline"},
+    "fidelity": {"analysis", "config", "credit", "envs", "pipeline", "policy", "reports", "rollout_types", "train"},
     "integrations": {"credit", "rollout_types", "scorers"},
-    "cli": {"analysis", "config", "data", "envs", "errors", "pipeline", "policy", "train"},
+    "cli": {"analysis", "config", "data", "envs", "errors", "fidelity", "pipeline", "policy", "train"},
 }
 
 

@@ -32,8 +32,20 @@ class TableScorer(CachedScorer):
 
 def batch_from(trajs: list[tuple[int, list[str], bool]]) -> RolloutBatch:
     """trajs: (group, actions, won). Step text = action -> next_observation; next_observation = 'after ' + action."""
-    cols = {k: [] for k in ("group_id", "traj_id", "step", "reward", "action", "observation", "next_observation", "won",
-                            "group_uid")}
+    cols = {
+        k: []
+        for k in (
+            "group_id",
+            "traj_id",
+            "step",
+            "reward",
+            "action",
+            "observation",
+            "next_observation",
+            "won",
+            "group_uid",
+        )
+    }
     for i, (g, actions, won) in enumerate(trajs):
         for t, a in enumerate(actions):
             cols["group_id"].append(g)
@@ -62,9 +74,9 @@ def test_worked_example_of_the_spec():
     b1 = ep_fail - 4.75 / (9.5 / np.sqrt(2) + EPS)
     np.testing.assert_allclose(gig.advantages[[3, 4]], [b0, b1], rtol=1e-12)
     assert gig.advantages[3] == pytest.approx(-1.24, abs=0.01) and gig.advantages[4] == pytest.approx(-1.37, abs=0.01)
-    gap = 10 / (5 + EPS)                                    # A^E_ref - A^E_B = (R_A - R_B) / (sigma + eps)
+    gap = 10 / (5 + EPS)  # A^E_ref - A^E_B = (R_A - R_B) / (sigma + eps)
     np.testing.assert_allclose(res.advantages[[3, 4]], [b0 + gap, b1 + gap], rtol=1e-12)
-    assert np.all(res.advantages[[3, 4]] > 0)               # B's first two steps replay A's: positive credit
+    assert np.all(res.advantages[[3, 4]] > 0)  # B's first two steps replay A's: positive credit
     np.testing.assert_array_equal(res.advantages[[0, 1, 2, 5, 6, 7, 8]], gig.advantages[[0, 1, 2, 5, 6, 7, 8]])
     np.testing.assert_array_equal(res.diagnostics["scpo_match"], [-1, -1, -1, 0, 1, -1, -1, -1, -1])
     np.testing.assert_array_equal(res.diagnostics["scpo_ref_row"], [-1, -1, -1, 0, 1, -1, -1, -1, -1])
@@ -85,12 +97,19 @@ def test_scale_none_moves_the_raw_return_gap_and_kappa_and_scores_scale_it():
 
 
 def test_penalties_do_not_enter_the_gap():
-    cols = dict(group_id=[0] * 4, traj_id=[0, 0, 1, 1], step=[0, 1, 0, 1], reward=[0, 10, 0, 0],
-                action=["X", "Y", "X", "V"], observation=["s", "after X", "s", "after X"],
-                next_observation=["after X", "after Y", "after X", "after V"], valid=[True, True, True, False])
+    cols = {
+        "group_id": [0] * 4,
+        "traj_id": [0, 0, 1, 1],
+        "step": [0, 1, 0, 1],
+        "reward": [0, 10, 0, 0],
+        "action": ["X", "Y", "X", "V"],
+        "observation": ["s", "after X", "s", "after X"],
+        "next_observation": ["after X", "after Y", "after X", "after V"],
+        "valid": [True, True, True, False],
+    }
     b = RolloutBatch.from_columns(**cols)
     res = compute_advantages("scpo", b, scorer=TableScorer())
-    scores = np.array([10, 10, 0, -0.1])                    # R_i - pen_t, the statistics of GiGPO's episode term
+    scores = np.array([10, 10, 0, -0.1])  # R_i - pen_t, the statistics of GiGPO's episode term
     gap = 10 / (scores.std(ddof=1) + EPS)
     np.testing.assert_allclose(res.diagnostics["scpo_gap"], [0, 0, gap, gap], rtol=1e-12)
     np.testing.assert_allclose(res.diagnostics["scpo_credit"], [0, 0, gap, 0], rtol=1e-12)
@@ -110,11 +129,11 @@ def test_monotone_match_argmax_by_hand():
 def test_monotone_match_first_vs_argmax_and_the_tau_boundary():
     s = np.array([[[0.8, 0.95, 0.1], [0.2, 0.9, 0.7]]])
     j, cr, best, _ = monotone_match(s, np.array([2]), np.array([3]), tau=0.7, match="first")
-    np.testing.assert_array_equal(j[0], [0, 1])             # first j > -1 with S >= 0.7 is 0; then first j > 0 is 1
+    np.testing.assert_array_equal(j[0], [0, 1])  # first j > -1 with S >= 0.7 is 0; then first j > 0 is 1
     np.testing.assert_allclose(cr[0], [0.8, 0.9])
     np.testing.assert_allclose(best[0], [0.95, 0.9])
     j, cr, _, _ = monotone_match(s, np.array([2]), np.array([3]), tau=0.7, match="argmax")
-    np.testing.assert_array_equal(j[0], [1, 2])             # argmax j = 1 (0.95), then j = 2 at exactly tau (>=)
+    np.testing.assert_array_equal(j[0], [1, 2])  # argmax j = 1 (0.95), then j = 2 at exactly tau (>=)
     np.testing.assert_allclose(cr[0], [0.95, 0.7])
     j, cr, best, _ = monotone_match(s, np.array([2]), np.array([3]), tau=0.71, match="argmax")
     np.testing.assert_array_equal(j[0], [1, -1])
@@ -128,7 +147,7 @@ def test_monotone_match_first_vs_argmax_and_the_tau_boundary():
 def test_ties_in_scores_go_to_the_smallest_j_and_padding_is_ignored():
     s = np.array([[[0.9, 0.9, 5.0], [0.9, 0.9, 5.0]], [[0.1, 0.8, 0.0], [0.0, 0.0, 0.0]]])
     j, _, _, _ = monotone_match(s, np.array([2, 1]), np.array([2, 3]), tau=0.7)
-    np.testing.assert_array_equal(j, [[0, 1], [1, -1]])    # the 5.0 of instance 0 lies in its padding (T_ref = 2)
+    np.testing.assert_array_equal(j, [[0, 1], [1, -1]])  # the 5.0 of instance 0 lies in its padding (T_ref = 2)
 
 
 # ------------------------------------------------------------------------------------------------ the reference
@@ -150,8 +169,9 @@ def test_shortest_reference_ties_broken_by_credit_then_texts_never_by_order():
 
 
 def test_reference_all_takes_per_failure_the_most_credit():
-    b = batch_from([(0, ["A", "B", "C", "E"], True), (0, ["Q", "C"], True), (0, ["A", "B"], False),
-                    (0, ["Q", "Z"], False)])
+    b = batch_from(
+        [(0, ["A", "B", "C", "E"], True), (0, ["Q", "C"], True), (0, ["A", "B"], False), (0, ["Q", "Z"], False)]
+    )
     short = compute_advantages("scpo", b, scorer=TableScorer())
     every = compute_advantages("scpo", b, scorer=TableScorer(), reference="all")
     # shortest (Q C) shares nothing with A B but Q with Q Z; "all" gives A B the long success (2 steps credited)
@@ -166,7 +186,7 @@ def test_random_reference_is_seeded_by_content():
     runs = [compute_advantages("scpo", b, scorer=TableScorer(), reference="random", seed=s) for s in range(8)]
     # reference (A, B) credits A (j = 0); reference (C, D, E) credits D, E (j = 1, 2)
     refs = {tuple(r.diagnostics["scpo_match"][5:]) for r in runs}
-    assert refs == {(0, -1, -1), (-1, 1, 2)}                # both successes are drawn by some seed
+    assert refs == {(0, -1, -1), (-1, 1, 2)}  # both successes are drawn by some seed
     swapped = batch_from([trajs[1], trajs[0], trajs[2]])
     for s in range(8):
         again = compute_advantages("scpo", swapped, scorer=TableScorer(), reference="random", seed=s)
@@ -296,13 +316,17 @@ def test_monotone_match_equals_the_loop_definition(match):
     rng = np.random.default_rng(7)
     for _ in range(30):
         n, t_f, t_r = 3, int(rng.integers(1, 6)), int(rng.integers(1, 6))
-        s = np.round(rng.random((n, t_f, t_r)), 1)               # rounded: ties and scores equal to tau happen
+        s = np.round(rng.random((n, t_f, t_r)), 1)  # rounded: ties and scores equal to tau happen
         f_len, r_len = rng.integers(1, t_f + 1, n), rng.integers(1, t_r + 1, n)
         j, cr, best, adv = monotone_match(s, f_len, r_len, tau=0.7, match=match)
         for i in range(n):
             want = loop_match(s[i], f_len[i], r_len[i], 0.7, match)
-            got = (j[i, :f_len[i]].tolist(), cr[i, :f_len[i]].tolist(), best[i, :f_len[i]].tolist(),
-                   adv[i, :f_len[i]].tolist())
+            got = (
+                j[i, : f_len[i]].tolist(),
+                cr[i, : f_len[i]].tolist(),
+                best[i, : f_len[i]].tolist(),
+                adv[i, : f_len[i]].tolist(),
+            )
             assert got == (want[0], want[1], want[2], want[3]), (s[i], f_len[i], r_len[i])
 
 
@@ -314,8 +338,9 @@ def test_first_match_through_compute_advantages():
     assert first.diagnostics["scpo_match"][3] == 0 and first.diagnostics["scpo_score"][3] == 0.8
     assert best.diagnostics["scpo_match"][3] == 1 and best.diagnostics["scpo_score"][3] == 0.95
     # first, with the only candidate exactly at tau: credited
-    at_tau = compute_advantages("scpo", b, scorer=TableScorer({("X -> after X", "C -> after C"): 0.7}), match="first",
-                                tau=0.7)
+    at_tau = compute_advantages(
+        "scpo", b, scorer=TableScorer({("X -> after X", "C -> after C"): 0.7}), match="first", tau=0.7
+    )
     assert at_tau.diagnostics["scpo_match"][3] == 2
 
 
@@ -326,15 +351,17 @@ def test_returns_bonus_by_hand():
     advance = np.array([[1, 0, 2], [3, 0, 0]])
     got = returns_bonus(credited, advance, np.array([4, 3]), kappa_r=0.5, r_success=8.0)
     # b = kappa_r R (j* - f) / T_ref s
-    np.testing.assert_allclose(got, [[0.5 * 8 * 1 / 4 * 1, 0, 0.5 * 8 * 2 / 4 * 0.8], [0.5 * 8 * 3 / 3 * 0.9, 0, 0]],
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        got, [[0.5 * 8 * 1 / 4 * 1, 0, 0.5 * 8 * 2 / 4 * 0.8], [0.5 * 8 * 3 / 3 * 0.9, 0, 0]], rtol=1e-12
+    )
 
 
 def test_random_reference_draw_is_pinned_to_seed_and_group_uid():
     from scpo.rollout_types import stable_uid
 
-    b = batch_from([(0, ["A", "B"], True), (0, ["C", "D"], True), (0, ["E", "F", "G"], True),
-                    (0, ["A", "D", "G"], False)])
+    b = batch_from(
+        [(0, ["A", "B"], True), (0, ["C", "D"], True), (0, ["E", "F", "G"], True), (0, ["A", "D", "G"], False)]
+    )
     # successes sorted by (length, texts): AB, CD, EFG; the draw is rng([seed, int(sha1 uid of the group, 16)]).
     # The failure A D G matches A (row 0) against AB, D (row 3) against CD, G (row 6) against EFG.
     expected_ref_rows = [[0, -1, -1], [-1, 3, -1], [-1, -1, 6]]
@@ -352,11 +379,16 @@ def test_shortest_reference_weights_failures_by_their_return_gap():
     # S1 = (A, B) and S2 = (C, D) tie on length; F1 (R = 0) replays A, F2 (R = 5, not a success) replays C.
     # Total credit: S1 gives F1 (10 - 0) / sigma, S2 gives F2 (10 - 5) / sigma: S1 is the reference.
     b = RolloutBatch.from_columns(
-        group_id=[0] * 8, traj_id=[0, 0, 1, 1, 2, 2, 3, 3], step=[0, 1] * 4, reward=[0, 10, 0, 10, 0, 0, 0, 5],
+        group_id=[0] * 8,
+        traj_id=[0, 0, 1, 1, 2, 2, 3, 3],
+        step=[0, 1] * 4,
+        reward=[0, 10, 0, 10, 0, 0, 0, 5],
         action=["A", "B", "C", "D", "A", "Q", "C", "Q"],
         observation=["start", "after A", "start", "after C", "start", "after A", "start", "after C"],
         next_observation=["after A", "after B", "after C", "after D", "after A", "after Q", "after C", "after Q"],
-        won=[True] * 4 + [False] * 4, group_uid=["task0"] * 8)
+        won=[True] * 4 + [False] * 4,
+        group_uid=["task0"] * 8,
+    )
     res = compute_advantages("scpo", b, scorer=TableScorer(), scale="none")
     np.testing.assert_array_equal(res.diagnostics["scpo_ref_row"][4:], [0, -1, -1, -1])
     # the gap of F2 to S1 is 10 - 5
@@ -379,10 +411,11 @@ def test_shape_episode_adds_the_bonuses_to_the_failures_episode_return():
 def test_returns_mode_with_similarity_anchors_uses_the_scorer():
     b = batch_from([(0, ["A", "B"], True), (0, ["A", "D"], False)])
     table = {("start", "after A"): 0.0}
-    res = compute_advantages("scpo", b, scorer=TableScorer(table), mode="returns", enable_similarity=True,
-                             similarity_thresh=0.9)
+    res = compute_advantages(
+        "scpo", b, scorer=TableScorer(table), mode="returns", enable_similarity=True, similarity_thresh=0.9
+    )
     plain = compute_advantages("scpo", b, scorer=TableScorer(table), mode="returns")
-    np.testing.assert_allclose(res.advantages, plain.advantages, rtol=1e-12)   # nothing merges: same anchors
+    np.testing.assert_allclose(res.advantages, plain.advantages, rtol=1e-12)  # nothing merges: same anchors
 
 
 def test_random_reference_with_a_single_success():

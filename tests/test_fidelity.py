@@ -88,9 +88,9 @@ def test_oracle_estimator_by_hand():
 def test_benchmark_on_two_tasks_puts_the_oracle_on_top(alfworld_data_root, tmp_path):
     """noisy_fidelity end to end (2 games, 2 seeds, eps 0.5): the oracle separates q perfectly and never credits a
     q <= 0 step; the sweep returns one summary per option set."""
-    from scpo.analysis.fidelity_report import inconsistency_view
-    from scpo.analysis.fidelity_run import noisy_fidelity, scpo_sweep
     from scpo.config import load_config
+    from scpo.fidelity.report import inconsistency_view
+    from scpo.fidelity.run import noisy_fidelity, scpo_sweep
 
     cfg = load_config("params.yaml", overrides={"data.root": str(alfworld_data_root.parent)})
     tasks = [

@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scpo.analysis.oracle_rollouts import (
+from scpo.envs.alfworld import make_env
+from scpo.envs.alfworld.oracle_rollouts import (
     PlannerPool,
     label_progress,
     noisy_optimal_rollouts,
 )
-from scpo.envs.alfworld import make_env
 from scpo.rollout_types import RolloutBatch
 
 TASKS = [
@@ -95,8 +95,8 @@ def test_oracle_progress_column_round_trips(tmp_path):
 def test_hindsight_pooled_over_batches_and_workers_equals_scoring_each_row(pool):
     """hindsight_for_batches scores each distinct (prompt, final observation, action) once over all batches, with one
     or two worker processes; every row gets the value hindsight_logprob gives it scored alone."""
-    from scpo.analysis.hindsight_replay import hindsight_for_batches, replay_prompts
     from scpo.envs.prompting import action_answer
+    from scpo.fidelity.hindsight_replay import hindsight_for_batches, replay_prompts
     from scpo.policy.profiles import Policy
     from scpo.policy.tiny import build_tiny_model, train_tokenizer
     from scpo.rollout_types import Step, Trajectory

@@ -74,7 +74,9 @@ def group_fidelity(batch: RolloutBatch, advantages: np.ndarray) -> pd.DataFrame:
     and false credit hits / totals) plus its Spearman rho (NaN where A or q is constant in the group)."""
     q = batch.oracle_progress
     if q is None:
-        raise ValueError("credit fidelity needs the batch's oracle_progress column (scpo.analysis.oracle_rollouts)")
+        raise ValueError(
+            "credit fidelity needs the batch's oracle_progress column (scpo.envs.alfworld.oracle_rollouts)"
+        )
     a = np.asarray(advantages, dtype=np.float64)
     if a.shape != q.shape:
         raise ValueError(f"advantages have shape {a.shape}, the batch has {q.shape[0]} rows")

@@ -10,8 +10,18 @@ from pydantic import Field, field_validator, model_validator
 from scpo.strict_model import StrictModel
 
 __all__ = [
-    "StrictModel", "NormOptions", "GRPOOptions", "GiGPOOptions", "SCPOOptions", "ProGPOCOptions", "ProGPOROptions",
-    "G2POOptions", "HGPOOptions", "HCAPOOptions", "OracleOptions", "CreditConfig",
+    "StrictModel",
+    "NormOptions",
+    "GRPOOptions",
+    "GiGPOOptions",
+    "SCPOOptions",
+    "ProGPOCOptions",
+    "ProGPOROptions",
+    "G2POOptions",
+    "HGPOOptions",
+    "HCAPOOptions",
+    "OracleOptions",
+    "CreditConfig",
 ]
 
 Scale = Literal["std", "none"]
@@ -21,26 +31,41 @@ ScorerName = Literal["lexical", "bi_encoder", "cross_encoder"]
 class NormOptions(StrictModel):
     """norm(x, S) and the invalid-action penalty (docs/algorithms.md, "Notation")."""
 
-    scale: Scale = Field("std", description="norm(x,S) = (x-mean)/(std+eps) for 'std', x-mean for 'none'; the scale of "
-                         "environments not listed in scale_by_env")
+    scale: Scale = Field(
+        "std",
+        description="norm(x,S) = (x-mean)/(std+eps) for 'std', x-mean for 'none'; the scale of "
+        "environments not listed in scale_by_env",
+    )
     scale_by_env: dict[str, Scale] = Field(
         default_factory=lambda: {"alfworld": "std", "webshop": "none"},
         description="the scale per environment, as verl-agent's reference scripts set it (GiGPO: 'std' on ALFWorld, "
-        "'none' on WebShop); `CreditConfig.for_env(name)` applies it")
+        "'none' on WebShop); `CreditConfig.for_env(name)` applies it",
+    )
     epsilon: float = Field(1e-6, gt=0, description="eps in the std normalisation")
-    lambda_invalid: float = Field(0.1, ge=0, description="penalty subtracted from an invalid step's score, after discounting")
+    lambda_invalid: float = Field(
+        0.1, ge=0, description="penalty subtracted from an invalid step's score, after discounting"
+    )
 
 
 class GRPOOptions(StrictModel):
     stats_over: Literal["steps", "trajectories"] = Field(
-        "steps", description="episode statistics over all step rows of the group (reference) or one value per trajectory")
+        "steps",
+        description="episode statistics over all step rows of the group (reference) or one value per trajectory",
+    )
 
 
 class GiGPOOptions(StrictModel):
-    gamma: float = Field(0.95, gt=0, le=1, description="discount of the step return G_t (GiGPO Eq. 5); the one "
-                         "discount of every method (G2PO, HGPO, ProGPO, HCAPO read it here)")
+    gamma: float = Field(
+        0.95,
+        gt=0,
+        le=1,
+        description="discount of the step return G_t (GiGPO Eq. 5); the one "
+        "discount of every method (G2PO, HGPO, ProGPO, HCAPO read it here)",
+    )
     step_advantage_w: float = Field(1.0, ge=0, description="omega in A = A^E + omega A^S (GiGPO Eq. 8)")
-    enable_similarity: bool = Field(False, description="merge anchor observations whose similarity >= similarity_thresh")
+    enable_similarity: bool = Field(
+        False, description="merge anchor observations whose similarity >= similarity_thresh"
+    )
     similarity_thresh: float = Field(0.95, gt=0, le=1)
     similarity_scorer: ScorerName = "lexical"
 
@@ -50,30 +75,53 @@ class SCPOOptions(StrictModel):
     monotone progress along a successful sibling."""
 
     mode: Literal["advantage", "returns"] = Field(
-        "advantage", description="advantage: A' = A + kappa s_t (A^E_ref - A^E_i) on credited failed steps (revision 2); "
-        "returns: revision 1's bonus in GiGPO's step returns (an ablation: it cannot make credit consistent)")
+        "advantage",
+        description="advantage: A' = A + kappa s_t (A^E_ref - A^E_i) on credited failed steps (revision 2); "
+        "returns: revision 1's bonus in GiGPO's step returns (an ablation: it cannot make credit consistent)",
+    )
     match: Literal["argmax", "first"] = Field(
-        "argmax", description="candidate j* after the frontier f: the best-scoring j > f, or the first j > f scoring >= tau")
+        "argmax",
+        description="candidate j* after the frontier f: the best-scoring j > f, or the first j > f scoring >= tau",
+    )
     reference: Literal["shortest", "random", "all"] = Field(
-        "shortest", description="the successful sibling matched against: the shortest (ties by content), one drawn by "
-        "content-seeded rng, or per failure the one giving it most credit")
+        "shortest",
+        description="the successful sibling matched against: the shortest (ties by content), one drawn by "
+        "content-seeded rng, or per failure the one giving it most credit",
+    )
     step_text: Literal["action_next_obs", "action", "obs_action"] = "action_next_obs"
-    scorer: ScorerName = Field("lexical", description="frozen scorer of S[t, j] (cross_encoder is the method's intent; "
-                               "bi_encoder and lexical are fallbacks, named in every output)")
+    scorer: ScorerName = Field(
+        "lexical",
+        description="frozen scorer of S[t, j] (cross_encoder is the method's intent; "
+        "bi_encoder and lexical are fallbacks, named in every output)",
+    )
     scorer_model: str | None = Field(None, description="local path or Hub name for model scorers (None: the default)")
-    tau: float = Field(0.9, ge=0, le=1, description="minimum match score that credits a step (0.9: chosen on credit "
-                       "fidelity, notebook 07's SCPO options sweep; 0.7 before)")
-    kappa: float = Field(1.0, ge=0, le=1, description="mode advantage: share of the episode-credit gap moved to a "
-                         "credited step (1: fully like the reference's step at s_t = 1)")
-    kappa_r: float = Field(0.5, ge=0, lt=1, description="mode returns: total bonus of a failed trajectory <= kappa_r R_success")
+    tau: float = Field(
+        0.9,
+        ge=0,
+        le=1,
+        description="minimum match score that credits a step (0.9: chosen on credit "
+        "fidelity, notebook 07's SCPO options sweep; 0.7 before)",
+    )
+    kappa: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="mode advantage: share of the episode-credit gap moved to a "
+        "credited step (1: fully like the reference's step at s_t = 1)",
+    )
+    kappa_r: float = Field(
+        0.5, ge=0, lt=1, description="mode returns: total bonus of a failed trajectory <= kappa_r R_success"
+    )
     shape_episode: bool = Field(False, description="mode returns: also shape the episode advantage's returns")
     seed: int = Field(0, description="seed for reference='random' (combined with the group's uid)")
 
     @model_validator(mode="after")
-    def _returns_only_options(self) -> "SCPOOptions":
+    def _returns_only_options(self) -> SCPOOptions:
         if self.shape_episode and self.mode != "returns":
-            raise ValueError("shape_episode=True belongs to mode='returns' (revision 1); mode='advantage' never "
-                             "touches the episode term's statistics")
+            raise ValueError(
+                "shape_episode=True belongs to mode='returns' (revision 1); mode='advantage' never "
+                "touches the episode term's statistics"
+            )
         return self
 
 
@@ -91,7 +139,8 @@ class ProGPOROptions(StrictModel):
     min_members: int = Field(2, ge=1, description="m: keys with fewer members pool similar keys (semantic expansion)")
     similarity_thresh: float = Field(0.9, gt=0, le=1)
     similarity_scorer: Literal["lexical", "bi_encoder", "cross_encoder", "none"] = Field(
-        "lexical", description="scorer of the semantic expansion ('none': exact keys only)")
+        "lexical", description="scorer of the semantic expansion ('none': exact keys only)"
+    )
     prior_variance: float = Field(25.0, gt=0, description="variance given to single-member keys")
     variance_floor: float = Field(1e-6, gt=0, description="lower bound of var_d(s) (keys whose returns all agree)")
     omega_p: float = Field(1.0, ge=0, description="weight of the exact-prefix step term A^P")
@@ -133,8 +182,9 @@ class OracleOptions(StrictModel):
 
     omega: float = Field(1.0, gt=0, description="weight of the oracle progress q_t")
     episode_weight: float = Field(0.0, ge=0, description="w_E: weight of GRPO's episode advantage (0: progress only)")
-    dead_end: float = Field(10.0, gt=0, description="a step into a state the goal cannot be reached from (q = -inf) "
-                            "gets q = -dead_end")
+    dead_end: float = Field(
+        10.0, gt=0, description="a step into a state the goal cannot be reached from (q = -inf) gets q = -dead_end"
+    )
 
 
 class CreditConfig(StrictModel):
@@ -151,7 +201,7 @@ class CreditConfig(StrictModel):
     hcapo: HCAPOOptions = HCAPOOptions()
     oracle: OracleOptions = OracleOptions()
 
-    def for_env(self, env: str | None) -> "CreditConfig":
+    def for_env(self, env: str | None) -> CreditConfig:
         """This config with `norm.scale` set to the environment's reference scale (`norm.scale_by_env`, else `norm.scale`)."""
         scale = self.norm.scale_by_env.get(env, self.norm.scale) if env else self.norm.scale
         if scale == self.norm.scale:

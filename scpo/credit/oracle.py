@@ -10,7 +10,7 @@ otherwise. The estimator uses it as the step term, uncentred so that its sign is
 where A^E is GRPO's episode advantage (norm(R_i - pen_t) over the group's steps) and pen_t the invalid-action penalty.
 With w_E = 0 (default) the credit is positive exactly on the steps that bring the goal closer; w_E > 0 adds outcome
 credit for training runs. A step into a dead end (q = -inf: e.g. picking up an object no receptacle accepts, after which
-the goal cannot be reached) gets -dead_end. The batch must carry `oracle_progress` (scpo.analysis.oracle_rollouts:
+the goal cannot be reached) gets -dead_end. The batch must carry `oracle_progress` (scpo.envs.alfworld.oracle_rollouts:
 noisy-optimal rollouts, or `label_progress` on any ALFWorld rollouts). Full knowledge is a proxy: exploring steps get
 q <= 0.
 """
@@ -34,7 +34,7 @@ def compute_oracle(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> Credi
     if q is None:
         raise ValueError(
             "the oracle estimator needs the batch's oracle_progress column (q_t = V*(s_t) - V*(s_t+1)); "
-            "label ALFWorld rollouts with scpo.analysis.oracle_rollouts.label_progress"
+            "label ALFWorld rollouts with scpo.envs.alfworld.oracle_rollouts.label_progress"
         )
     if np.any(np.isnan(q) | (q == np.inf)):
         bad = np.flatnonzero(np.isnan(q) | (q == np.inf))[:5]

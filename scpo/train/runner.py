@@ -293,7 +293,7 @@ def _label_progress(env, batch: RolloutBatch) -> RolloutBatch:
             f"oracle progress needs ALFWorld's planner (scpo.envs.alfworld); env {env.name!r} is "
             f"{getattr(env.package, '__name__', env.package)!r}"
         )
-    from scpo.analysis.oracle_rollouts import PlannerPool, label_progress
+    from scpo.envs.alfworld.oracle_rollouts import PlannerPool, label_progress
 
     pool = _PLANNERS.setdefault(str(env.data_root), PlannerPool(env.data_root))
     return label_progress(batch, data_root=env.data_root, pool=pool, progress=False)

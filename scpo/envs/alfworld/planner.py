@@ -180,10 +180,10 @@ class Planner:
         spec = self.spec
         self.cands = spec.candidates
         self.cand_set = frozenset(spec.candidates)
-        self.lamps = tuple(l for l in spec.lamps if l not in self.cand_set)
+        self.lamps = tuple(lamp for lamp in spec.lamps if lamp not in self.cand_set)
         self.tracked = self.cands + self.lamps
         self.index = {o: i for i, o in enumerate(self.tracked)}
-        self.lamp_index = {l: i for i, l in enumerate(spec.lamps)}
+        self.lamp_index = {lamp: i for i, lamp in enumerate(spec.lamps)}
         self.rloc = g.recep_loc
         self.openable = g.props["openable"]
         self.target_set = frozenset(spec.targets)
@@ -214,7 +214,7 @@ class Planner:
                 where[i].append(r)
         attr = self.spec.attr
         attrs = tuple((c,) in f[attr] for c in self.cands) if attr else ()
-        tog = tuple((l,) in f["istoggled"] for l in self.spec.lamps)
+        tog = tuple((lamp,) in f["istoggled"] for lamp in self.spec.lamps)
         return (e.loc, held, tuple(frozenset(w) for w in where), frozenset(r for (r,) in f["opened"]), attrs, tog)
 
     def _start(self, engine: FastEngine) -> Key:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from scpo.analysis.fidelity import METRICS
-from scpo.analysis.fidelity_run import (
+from scpo.fidelity.run import (
     FidelityResult,
     Timer,
     cpu_seconds,

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from scpo.analysis.fidelity import METRICS, estimator_advantages, fidelity_table, summarize
-from scpo.analysis.oracle_rollouts import PlannerPool, label_progress, noisy_optimal_rollouts
+from scpo.envs.alfworld.oracle_rollouts import PlannerPool, label_progress, noisy_optimal_rollouts
 from scpo.rollout_types import RolloutBatch
 
 __all__ = [
@@ -122,7 +122,7 @@ def _hindsight(
     """HCAPO's hindsight log-probs of each batch, every distinct row scored once over all of them (None: no hcapo)."""
     if "hcapo" not in methods:
         return [None] * len(batches)
-    from scpo.analysis.hindsight_replay import hindsight_for_batches
+    from scpo.fidelity.hindsight_replay import hindsight_for_batches
 
     with timer("hcapo_hindsight"):
         return hindsight_for_batches(
