@@ -5,12 +5,11 @@
     python benchmarks/planner_check.py --exhaustive 30000     # + exhaustive full-state BFS where it fits
     python benchmarks/planner_check.py --textworld            # + plans replayed in textworld (~2.5 s per game)
 
-Per game: V* from reset <= the walkthrough length; the planner's plan wins in exactly V* steps in the fast engine (and in
-textworld); from the states of seeded random walks, A* with the heuristic equals uniform-cost search on the same actions
-and the heuristic never exceeds V*; on games where exhaustive breadth-first search over the full state (every command,
-no pruning) finishes within the state budget, its optimum equals V* (from reset and from random-walk states).
-Writes a JSON report (--out) and prints the summary.
-"""
+Per game: V* from reset <= the walkthrough length; the planner's plan wins in exactly V* steps in the fast engine (and
+in textworld); from the states of seeded random walks, A* with the heuristic equals uniform-cost search on the same
+actions and the heuristic never exceeds V*; on games where exhaustive breadth-first search over the full state (every
+command, no pruning) finishes within the state budget, its optimum equals V* (from reset and from random-walk states).
+Writes a JSON report (--out) and prints the summary."""
 
 from __future__ import annotations
 

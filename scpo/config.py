@@ -7,9 +7,9 @@ model); params.yaml lists the same values (tests/test_config.py checks that they
 Environment and credit-method names are checked against their registries (`scpo.envs.registry`, `scpo.credit.registry`).
 
 Resolution order: the stage sections of params.yaml -> the chosen profile's dotted overrides (`profiles:`) -> explicit
-overrides (CLI `--set key=value`, Papermill parameters). Everything then goes through the same validation; any unknown key,
-wrong type or out-of-range value raises `ConfigError` whose message names the dotted key, the bad value and what is allowed.
-"""
+overrides (CLI `--set key=value`, Papermill parameters). Everything then goes through the same validation; any unknown
+key, wrong type or out-of-range value raises `ConfigError` whose message names the dotted key, the bad value and what is
+allowed."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class ConfigError(ExpectedError, ValueError):
     """A config problem; the message names the dotted key, the bad value and what is allowed."""
 
 
-# ---------------------------------------------------------------------------------------------------------------- sections
+# ----------------------------------------------------------------------------------------------------------- sections
 class DataConfig(StrictModel):
     root: str = Field("data", description="where prepared data goes (gitignored, a DVC output)")
     shared_dir: str = Field("../shared/data", description="read-only copies of the public data, if present")
@@ -400,7 +400,7 @@ class Config(StrictModel):
         return self
 
 
-# ---------------------------------------------------------------------------------------------------------------- loading
+# -------------------------------------------------------------------------------------------------------- loading
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
     """['a.b=1', 'c=[1,2]'] -> {'a.b': 1, 'c': [1, 2]} (values parsed as YAML)."""
     out: dict[str, Any] = {}

@@ -68,7 +68,8 @@ def test_worked_example_of_the_spec():
     res = compute_advantages("scpo", b, scorer=TableScorer())
     # episode term: 9 rows (10, 10, 10, 0 x 6): mean 10/3, unbiased std 5
     ep_fail = -(10 / 3) / (5 + EPS)
-    # anchors: "start" {A0: 9.025, B0: 0, C0: 0} -> B0 = -(a/3) / (a/sqrt 3 + eps); "after X" {A1: 9.5, B1: 0} -> -1/sqrt2
+    # anchors: "start" {A0: 9.025, B0: 0, C0: 0} -> B0 = -(a/3) / (a/sqrt 3 + eps);
+    #          "after X" {A1: 9.5, B1: 0} -> -1/sqrt2
     a = 9.025
     b0 = ep_fail - (a / 3) / (a / np.sqrt(3) + EPS)
     b1 = ep_fail - 4.75 / (9.5 / np.sqrt(2) + EPS)

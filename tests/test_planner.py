@@ -41,7 +41,8 @@ TINY_PROBLEM = """
  (canContain CounterTopType KnifeType) (openable Fridge_bar_1) (pickupable Apple_bar_1) (pickupable Apple_bar_2)
  (pickupable Knife_bar_1) (coolable Apple_bar_1) (coolable Apple_bar_2) (inReceptacle Apple_bar_1 CounterTop_bar_1)
  (inReceptacle Knife_bar_1 CounterTop_bar_1) (inReceptacle Apple_bar_2 Fridge_bar_1)
- (objectAtLocation Apple_bar_1 loc_bar_2) (objectAtLocation Knife_bar_1 loc_bar_2) (objectAtLocation Apple_bar_2 loc_bar_1))
+ (objectAtLocation Apple_bar_1 loc_bar_2) (objectAtLocation Knife_bar_1 loc_bar_2)
+ (objectAtLocation Apple_bar_2 loc_bar_1))
 (:goal (and (exists (?r - receptacle) (exists (?o - object) (and (coolable ?o) (objectType ?o AppleType)
         (receptacleType ?r CounterTopType) (isCool ?o) (inReceptacle ?o ?r))))))
 )
@@ -114,8 +115,8 @@ def test_plan_wins_in_exactly_v_star_steps_and_within_the_walkthrough(alfworld_d
 
 def test_objects_in_two_receptacles_are_handled(alfworld_data_root):
     """ALFWorld's facts put some objects in two receptacles; a take removes one. The pan is on a stove burner *and* on
-    the countertop, so cooling it in hand already satisfies "cool pan in countertop" (the walkthrough: 4 steps); the lamp
-    on the desk and the shelf is switched from the desk (3 steps)."""
+    the countertop, so cooling it in hand already satisfies "cool pan in countertop" (the walkthrough: 4 steps); the
+    lamp on the desk and the shelf is switched from the desk (3 steps)."""
     root = alfworld_data_root.parent
     for task, want in (
         ("valid_unseen/pick_cool_then_place_in_recep-Pan-None-CounterTop-10/trial_T20190908_114622_738670", 4),
@@ -138,7 +139,8 @@ def test_equals_exhaustive_full_state_search_on_a_small_game(alfworld_data_root)
 
 @pytest.mark.parametrize("key", list(GAMES))
 def test_astar_equals_uniform_cost_search_from_random_states(key, alfworld_data_root):
-    """From the states of a seeded uniform random walk (holding stray objects, cabinets opened, ...): the heuristic never
+    """From the states of a seeded uniform random walk (holding stray objects, cabinets opened, ...): the heuristic
+    never
     exceeds V*, and A* with it returns what uniform-cost search on the same actions returns."""
     path = _path(key, alfworld_data_root)
     planner, blind = Planner(path), Planner(path, use_heuristic=False)

@@ -1,5 +1,6 @@
 """Every credit-assignment option, with its one default (source: ../shared/algorithms.md; verl-agent / the papers' code
-unless marked [ours]). The estimators take these models; params.yaml's `credit:` section validates into `CreditConfig`."""
+unless marked [ours]). The estimators take these models; params.yaml's `credit:` section validates into `CreditConfig`.
+"""
 
 from __future__ import annotations
 
@@ -202,7 +203,8 @@ class CreditConfig(StrictModel):
     oracle: OracleOptions = OracleOptions()
 
     def for_env(self, env: str | None) -> CreditConfig:
-        """This config with `norm.scale` set to the environment's reference scale (`norm.scale_by_env`, else `norm.scale`)."""
+        """This config with `norm.scale` set to the environment's reference scale (`norm.scale_by_env`, else
+        `norm.scale`)."""
         scale = self.norm.scale_by_env.get(env, self.norm.scale) if env else self.norm.scale
         if scale == self.norm.scale:
             return self

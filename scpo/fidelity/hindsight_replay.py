@@ -1,11 +1,11 @@
 """HCAPO's hindsight log-probs for rollouts that kept no prompts (saved batches, noisy-optimal groups).
 
-A RolloutBatch keeps observations and actions but not the prompts the policy saw nor the admissible lists in them. For an
-ALFWorld batch both are rebuilt by replaying each trajectory's commands in the fast engine (deterministic): the prompt of
-step t is `build_prompt(goal, o_t, admissible_t, history, t)` and the answer is `<action>a_t</action>` + EOS, as the
-tiny policy's admissible-choice sampler writes it (scpo.envs.prompting.action_answer). Then `scpo.train.hindsight.hindsight_logprob`
-scores each answer under the prompt extended by the trajectory's final observation, at HCAPO's temperature.
-"""
+A RolloutBatch keeps observations and actions but not the prompts the policy saw nor the admissible lists in them. For
+an ALFWorld batch both are rebuilt by replaying each trajectory's commands in the fast engine (deterministic): the
+prompt of step t is `build_prompt(goal, o_t, admissible_t, history, t)` and the answer is `<action>a_t</action>` + EOS,
+as the tiny policy's admissible-choice sampler writes it (scpo.envs.prompting.action_answer). Then
+`scpo.train.hindsight.hindsight_logprob` scores each answer under the prompt extended by the trajectory's final
+observation, at HCAPO's temperature."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The credit-fidelity benchmark end to end: rollouts with oracle progress -> every estimator -> fidelity tables, figures.
+"""The credit-fidelity benchmark end to end: rollouts with oracle progress -> every estimator -> fidelity tables,
+figures.
 
     res = noisy_fidelity(cfg)                    # eps grid x tasks x seeds of the noisy-optimal policy (cfg.fidelity)
     res = trained_fidelity(cfg, run_dirs)        # the saved rollouts of trained policies, labelled by replay

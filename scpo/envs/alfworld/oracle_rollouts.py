@@ -6,9 +6,9 @@ Two sources:
   in a dead end, where no command leads to the goal: e.g. holding an object no receptacle accepts). Groups of
   `group_size` episodes per (task, seed); episode i of a group draws from a generator seeded by (seed, task, i) and
   makes the same draws whatever eps is (common random numbers: eps = 0.2 and 0.4 differ only where u_t falls between).
-- `label_progress`: the saved rollouts of a trained policy (RolloutBatch), replayed command by command in the fast engine
-  (deterministic) to read the state before and after each step; a replay whose observation differs from the saved one
-  is an error.
+- `label_progress`: the saved rollouts of a trained policy (RolloutBatch), replayed command by command in the fast
+  engine (deterministic) to read the state before and after each step; a replay whose observation differs from the
+  saved one is an error.
 
 V* comes from `scpo.envs.alfworld.planner.Planner` (one per game, kept in a `PlannerPool` so its cache serves every
 seed, eps and episode of the game). A step into a dead end (no command leads to the goal any more) has q = -inf, the
@@ -74,7 +74,7 @@ def noisy_optimal_episode(
     max_steps: int = 50,
     data_root: str | Path = "data",
 ) -> Trajectory:
-    """One episode of the eps-noisy optimal policy; every step has `oracle_progress` (and `extras["v_star"]` = V*(s_t))."""
+    """One episode of the eps-noisy optimal policy; each step has `oracle_progress` and `extras["v_star"]` = V*(s_t)."""
     if not 0.0 <= eps <= 1.0:
         raise ValueError(f"eps must be in [0, 1], got {eps}")
     env = make_env(task_id, data_root, max_steps=max_steps, engine="fast")
@@ -129,7 +129,7 @@ def noisy_optimal_rollouts(
     pool: PlannerPool | None = None,
     progress: bool = True,
 ) -> RolloutBatch:
-    """Groups of `group_size` noisy-optimal episodes for every (task, seed), as one RolloutBatch with oracle_progress."""
+    """Groups of `group_size` noisy-optimal episodes per (task, seed), as one RolloutBatch with oracle_progress."""
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     pool = pool if pool is not None else PlannerPool(data_root)

@@ -1,9 +1,10 @@
-"""V*(s): the fewest steps from an ALFWorld state to the goal with full knowledge, by A* over the fast engine's own rules.
+"""V*(s): the fewest steps from an ALFWorld state to the goal with full knowledge, by A* over the fast engine's own
+rules.
 
 The search never re-states the game rules: a node's successors are the fast engine's applicable grounded actions
-(`FastEngine._refresh`) and their effects (`FastEngine._apply`) on a scratch engine loaded with the node's state; the goal
-test is the engine's own (`FastEngine._won`, the PDDL goal formula). What the planner adds is *which* actions it tries and a
-lower bound on the steps left:
+(`FastEngine._refresh`) and their effects (`FastEngine._apply`) on a scratch engine loaded with the node's state; the
+goal test is the engine's own (`FastEngine._won`, the PDDL goal formula). What the planner adds is *which* actions it
+tries and a lower bound on the steps left:
 
 **State key** (what V* depends on): the agent's location, the held object, the receptacle of every goal-relevant object
 (the objects that can fill the goal's object variables, and the lamps of look-at tasks), the set of opened receptacles,
@@ -11,8 +12,8 @@ the goal attribute (clean / hot / cool) of each candidate and whether each lamp 
 again in an optimal plan (below), and no precondition or goal reads where they are, so states that differ only there
 share V*: that is the cache key.
 
-**Pruned actions** (each removal keeps at least one optimal plan; `ALFWorld` goals never read `checked`, `opened`, `ison`,
-`issliced`, nor any fact of an irrelevant object):
+**Pruned actions** (each removal keeps at least one optimal plan; `ALFWorld` goals never read `checked`, `opened`,
+`ison`, `issliced`, nor any fact of an irrelevant object):
 - look / inventory / help / examine only add `checked`, which no precondition or goal reads -> never;
 - close only removes `opened`, which every precondition reads monotonically (open receptacles allow more) -> never;
 - take / clean / heat / cool only of goal objects (the goal's attribute only); switch only an unswitched lamp of a
@@ -348,9 +349,9 @@ class Planner:
     def heuristic(self, key: Key) -> float:
         """An admissible lower bound on V*(key) (module docstring); 0 only when the goal's condition holds.
 
-        An object may sit in several receptacles at once (ALFWorld's initial facts, e.g. a pan on two stove burners; a take
-        removes only the one it is taken from), so each object's place is a set; taking it costs the cheapest of them.
-        """
+        An object may sit in several receptacles at once (ALFWorld's initial facts, e.g. a pan on two stove burners; a
+        take removes only the one it is taken from), so each object's place is a set; taking it costs the cheapest of
+        them."""
         if not self.use_heuristic:
             return 0.0
         spec = self.spec
