@@ -11,28 +11,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from run_helpers import CORRIDOR
 from typer.testing import CliRunner
 
 from scpo.cli import app
 from scpo.config import load_config
 from scpo.train.checkpoint import CheckpointError, read_training_state, rng_state, set_rng_state, write_training_state
 
-SMOKE = {
-    "policy.tiny_hidden_size": 32,
-    "policy.tiny_layers": 1,
-    "policy.tiny_heads": 2,
-    "policy.tiny_vocab_size": 300,
-    "policy.max_new_tokens": 8,
-    "env.name": "corridor",
-    "env.corridor.max_steps": 4,
-    "rollout.n_tasks": 2,
-    "rollout.group_size": 3,
-    "train.checkpoint_every": 1,
-    "train.lr": 1e-3,
-    "credit.method": "gigpo",
-    "rollout.action_choice": "generate",
-    "train.skip_zero_advantage": False,
-}  # every iteration takes optimizer steps: a non-trivial Adam state
+SMOKE = CORRIDOR  # every iteration takes optimizer steps (skip_zero_advantage off): a non-trivial Adam state
 CLI_SETS = [arg for k, v in SMOKE.items() for arg in ("--set", f"{k}={v}")]
 
 

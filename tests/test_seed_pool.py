@@ -6,25 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
+from run_helpers import CORRIDOR
 
 from scpo.config import load_config
 from scpo.train.seed_pool import SeedRunError, evaluate_seeds, parse_seeds, train_seeds
 
 SMALL = {
-    "policy.tiny_hidden_size": 32,
-    "policy.tiny_layers": 1,
-    "policy.tiny_heads": 2,
-    "policy.tiny_vocab_size": 300,
-    "policy.max_new_tokens": 8,
-    "env.name": "corridor",
-    "env.corridor.max_steps": 4,
-    "rollout.n_tasks": 2,
-    "rollout.group_size": 3,
+    **CORRIDOR,
     "train.iterations": 2,
-    "train.checkpoint_every": 1,
     "train.rl_start": "base",
-    "train.skip_zero_advantage": False,
-    "credit.method": "gigpo",
+    "rollout.action_choice": "admissible",
     "eval.n_episodes": 3,
 }
 
