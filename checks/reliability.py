@@ -482,7 +482,7 @@ def notebook_misspelled_parameter(c: Checkout, base: Path) -> dict:
     )
     lines = o.stderr.splitlines()
     error = next(
-        (ln for ln in lines if ln.startswith("NotebookParameterError")),
+        (ln for ln in lines if ln.startswith("NotebookParameterError:")),
         next((ln for ln in lines if "Passed unknown" in ln), ""),
     )
     wrote = (out / "eval.json").exists()
