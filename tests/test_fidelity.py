@@ -115,3 +115,14 @@ def test_benchmark_on_two_tasks_puts_the_oracle_on_top(alfworld_data_root, tmp_p
         cfg, res.batches, [{"tau": 0.6, "match": "first"}, {"tau": 0.9, "match": "argmax"}], progress=False
     )
     assert set(sweep["tau"]) == {0.6, 0.9} and set(sweep["match"]) == {"first", "argmax"}
+
+
+def test_report_names_run_folders_relative_to_the_repository(tmp_path, monkeypatch):
+    """The timing JSON lists the trained runs without the absolute paths of the machine that made the report."""
+    from scpo.fidelity.report import _shown
+
+    (tmp_path / "runs" / "alfworld" / "scpo" / "seed0").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert _shown(tmp_path / "runs" / "alfworld" / "scpo" / "seed0") == "runs/alfworld/scpo/seed0"
+    assert _shown("runs/alfworld/scpo/seed0") == "runs/alfworld/scpo/seed0"
+    assert _shown("/elsewhere/run") == "/elsewhere/run"

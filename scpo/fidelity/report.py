@@ -106,6 +106,16 @@ def _write(layout: ReportLayout, name: str, df: pd.DataFrame, title: str, note: 
     return {name: str(csv)}
 
 
+def _shown(path) -> str:
+    """A run folder as the report names it: relative to the working directory (the repository root under DVC) when
+    inside it, so that reports do not carry the absolute paths of the machine that made them."""
+    path = Path(path)
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def write_fidelity_report(
     cfg, reports_dir: str | Path = "reports", *, trained: bool = True, sweep: bool = True, progress: bool = True
 ) -> tuple[dict, FidelityResult]:
@@ -177,7 +187,7 @@ def write_fidelity_report(
             timing["trained"] = {
                 **tr.seconds,
                 "rows": int(sum(b.n_rows for b in tr.batches.values())),
-                "runs": {m: [str(r) for r in rs] for m, rs in runs.items()},
+                "runs": {m: [_shown(r) for r in rs] for m, rs in runs.items()},
             }
             tr.summary.to_csv(layout.tables / "credit_fidelity_trained_full.csv", index=False)
             inc = inconsistency_view(tr.inconsistency, "policy_of")
