@@ -4,17 +4,26 @@ The trained weights stay float32 and the forward passes run under `torch.autocas
 precision, as transformers' Trainer does with `bf16=True`): an AdamW step moves a weight by about `lr`, and at the gpu
 profile's 1e-6 that is far below a bfloat16 weight's resolution (2^-8 relative, ~1e-4 for a weight of 0.02), so
 16-bit weights would not move.
+
+Autocast is scoped to each forward pass (`autocast_each_forward`), never held around a loop with optimizer steps
+inside: autocast keeps a 16-bit copy of every float32 weight that requires grad and frees it only when the outermost
+autocast block exits, so a block around the loop would keep serving the first forward's copies after every
+`optimizer.step()` (PyTorch's AMP notes: autocast should wrap only the forward pass and the loss). A caller may hold
+`forward_precision(model)` around one call during which the weights do not change (a `generate` call), so that its
+forward passes share one cast of the weights.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+from types import MethodType
 
 import torch
 
 from scpo.policy.profiles import torch_dtype
 
-__all__ = ["resolve_device", "compute_precision"]
+__all__ = ["resolve_device", "compute_precision", "autocast_each_forward", "forward_precision"]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -32,8 +41,46 @@ def resolve_device(name: str) -> torch.device:
 
 
 def compute_precision(device: torch.device, dtype: str):
-    """A context running forward passes in `dtype` over float32 weights (autocast), or a no-op for float32."""
+    """A context running forward passes in `dtype` over float32 weights (autocast), or a no-op for float32.
+
+    Enter it around forward passes between which the weights do not change (module docstring); the trainer uses it
+    through `autocast_each_forward`."""
     compute_dtype = torch_dtype(dtype)  # ValueError naming policy.dtype if unknown
     if compute_dtype == torch.float32:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=compute_dtype)
+
+
+_PRECISION_ATTR = "_scpo_compute_precision"  # (device type, dtype name) of a model wrapped by autocast_each_forward
+
+
+def autocast_each_forward(model, device: torch.device, dtype: str):
+    """Run every forward pass of `model` in its own `compute_precision(device, dtype)` block; returns `model`.
+
+    The model's `forward` is rebound to a wrapper (as accelerate's `prepare` does for mixed precision), so every caller
+    (generation, scoring, the update, SFT, the sync probe) gets a fresh weight cast, and backward passes run outside
+    autocast. float32 leaves the model as it is. Wrapping twice is an error rather than a silent double wrap."""
+    compute_dtype = torch_dtype(dtype)
+    if getattr(model, _PRECISION_ATTR, None) is not None:
+        raise ValueError(f"model already runs its forward passes under {getattr(model, _PRECISION_ATTR)}")
+    if compute_dtype == torch.float32:
+        return model
+    forward = model.forward.__func__ if hasattr(model.forward, "__func__") else model.forward
+
+    @functools.wraps(forward)
+    def forward_in_precision(self, *args, **kwargs):
+        with torch.autocast(device_type=device.type, dtype=compute_dtype):
+            return forward(self, *args, **kwargs)
+
+    model.forward = MethodType(forward_in_precision, model)  # bound to `model` (deepcopy rebinds it to the copy)
+    setattr(model, _PRECISION_ATTR, (device.type, dtype))
+    return model
+
+
+def forward_precision(model):
+    """The autocast block `autocast_each_forward` gave `model` (a no-op context for a float32 model): held around one
+    call whose forward passes see unchanged weights (one `generate`), they share one cast of the weights."""
+    wrapped = getattr(model, _PRECISION_ATTR, None)
+    if wrapped is None:
+        return contextlib.nullcontext()
+    return compute_precision(torch.device(wrapped[0]), wrapped[1])

@@ -77,6 +77,7 @@ class TransformersEngine:
         import torch
 
         from scpo.policy.padding import left_pad
+        from scpo.policy.placement import forward_precision
 
         if not prompts:
             return []
@@ -96,7 +97,7 @@ class TransformersEngine:
                 chunk = order[start : start + self.batch_size]
                 input_ids, attention = left_pad([ids[i] for i in chunk], pad)
                 width = input_ids.shape[1]
-                with torch.no_grad():
+                with torch.no_grad(), forward_precision(model):  # one weight cast for the call's decoding steps
                     seqs = model.generate(
                         input_ids=input_ids.to(model.device),
                         attention_mask=attention.to(model.device),

@@ -37,7 +37,7 @@ from scpo.envs.registry import EnvSettings, env_settings
 from scpo.pipeline.layout import run_dir as layout_run_dir
 from scpo.pipeline.manifest import write_run_manifest
 from scpo.policy import PolicyLike, create_policy, load_policy, resolve_model_dir
-from scpo.policy.placement import compute_precision, resolve_device
+from scpo.policy.placement import autocast_each_forward, resolve_device
 from scpo.policy.profiles import with_lora
 from scpo.rollout import GenerationEngine, collect_rollouts, make_engine
 from scpo.rollout_types import RolloutBatch
@@ -207,16 +207,16 @@ def run_sft(cfg: Config, run_dir: Path) -> dict:
             fixed_phrases=getattr(env.package, "PROMPT_PHRASES", ()),
             lowercase=getattr(env.package, "TINY_TOKENIZER_LOWERCASE", False),
         )
-    with compute_precision(device, cfg.policy.dtype):
-        bc = behaviour_cloning(
-            policy,
-            demos,
-            epochs=cfg.train.sft.epochs,
-            lr=cfg.train.sft.lr,
-            batch_size=cfg.train.sft.batch_size,
-            max_prompt_tokens=cfg.policy.max_prompt_tokens,
-            seed=cfg.train.seed,
-        )
+    autocast_each_forward(policy.model, device, cfg.policy.dtype)  # each forward pass in policy.dtype
+    bc = behaviour_cloning(
+        policy,
+        demos,
+        epochs=cfg.train.sft.epochs,
+        lr=cfg.train.sft.lr,
+        batch_size=cfg.train.sft.batch_size,
+        max_prompt_tokens=cfg.policy.max_prompt_tokens,
+        seed=cfg.train.seed,
+    )
     _save_model(policy, run_dir / "model")
     return {
         "stage": "sft",
@@ -338,6 +338,7 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
     policy = load_policy(ckpt / "model" if ckpt else init_dir, dtype="float32", device=device)
     if cfg.policy.lora and not hasattr(policy.model, "peft_config"):
         policy.model = with_lora(policy.model, cfg.policy.lora_r, cfg.policy.lora_alpha)
+    autocast_each_forward(policy.model, device, cfg.policy.dtype)  # each forward pass in policy.dtype, fresh casts
     reference = None
     if cfg.train.kl_coef > 0:  # the weights RL starts from, or the profile's base model (train.kl_reference)
         ref_dir = init_dir if cfg.train.kl_reference == "start" else _profile_model_dir(cfg, env, run_dir)
@@ -349,72 +350,71 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
     pool = env.package.list_tasks(env.train_split, data_root=env.data_root)
     pad_id = policy.tokenizer.pad_token_id
 
-    with compute_precision(device, cfg.policy.dtype):  # every forward pass of the loop in policy.dtype
-        for it in tqdm(
-            range(start, cfg.train.iterations),
-            desc=f"rl {cfg.credit.method}",
-            initial=start,
-            total=cfg.train.iterations,
-            unit="iter",
-        ):
-            seed_everything(iteration_seed(cfg.train.seed, it))
-            t_iter = time.perf_counter()
+    for it in tqdm(
+        range(start, cfg.train.iterations),
+        desc=f"rl {cfg.credit.method}",
+        initial=start,
+        total=cfg.train.iterations,
+        unit="iter",
+    ):
+        seed_everything(iteration_seed(cfg.train.seed, it))
+        t_iter = time.perf_counter()
 
-            # 1. rollouts: N per task, same seed, all envs batched through generation
-            trajectories, timing = iteration_rollouts(cfg, env, engine, pool, it)
-            batch = RolloutBatch.from_trajectories(trajectories)
-            if method_spec(cfg.credit.method).oracle:  # the oracle estimator: q_t from the planner
-                batch = _label_progress(env, batch)
+        # 1. rollouts: N per task, same seed, all envs batched through generation
+        trajectories, timing = iteration_rollouts(cfg, env, engine, pool, it)
+        batch = RolloutBatch.from_trajectories(trajectories)
+        if method_spec(cfg.credit.method).oracle:  # the oracle estimator: q_t from the planner
+            batch = _label_progress(env, batch)
 
-            # 2. credit assignment (pure estimators; HCAPO's hindsight log-probs come from the policy)
-            t0 = time.perf_counter()
-            credit = _credit(cfg, batch, trajectories, policy)
-            credit_s = time.perf_counter() - t0
+        # 2. credit assignment (pure estimators; HCAPO's hindsight log-probs come from the policy)
+        t0 = time.perf_counter()
+        credit = _credit(cfg, batch, trajectories, policy)
+        credit_s = time.perf_counter() - t0
 
-            # 3. policy update, then push the new weights to the generation engine
-            t0 = time.perf_counter()
-            samples, n_steps = update_samples(trajectories, credit.advantages, cfg.train.skip_zero_advantage)
-            gen = torch.Generator().manual_seed(iteration_seed(cfg.train.seed, it))
-            update = ppo_update(
-                policy.model,
-                reference,
+        # 3. policy update, then push the new weights to the generation engine
+        t0 = time.perf_counter()
+        samples, n_steps = update_samples(trajectories, credit.advantages, cfg.train.skip_zero_advantage)
+        gen = torch.Generator().manual_seed(iteration_seed(cfg.train.seed, it))
+        update = ppo_update(
+            policy.model,
+            reference,
+            optimizer,
+            samples,
+            pad_id=pad_id,
+            train_cfg=cfg.train,
+            temperature=cfg.rollout.temperature or 1.0,
+            generator=gen,
+        )
+        engine.sync_weights(policy)
+        update_s = time.perf_counter() - t0
+
+        # 4. metrics, saved rollouts, checkpoint
+        row = {
+            "iteration": it,
+            **rollout_metrics(trajectories, batch),
+            **credit_metrics(batch, credit),
+            **{f"losses/{k}": v for k, v in update.items()},
+            "losses/frac_steps_updated": len(samples) / max(n_steps, 1),
+            "perf/env_s": timing.env_s,
+            "perf/gen_s": timing.gen_s,
+            "perf/credit_s": credit_s,
+            "perf/update_s": update_s,
+            "perf/iter_s": time.perf_counter() - t_iter,
+            "perf/steps": float(batch.n_rows),
+            "perf/response_tokens": float(sum(len(s.response_ids) for s in samples)),
+        }
+        log.log(row)
+        if cfg.train.save_rollouts_every and (it + 1) % cfg.train.save_rollouts_every == 0:
+            batch.to_parquet(run_dir / "rollouts" / f"iter_{it:04d}.parquet")
+        if (it + 1) % cfg.train.checkpoint_every == 0 or it + 1 == cfg.train.iterations:
+            save_checkpoint(
+                run_dir,
+                it + 1,
+                policy,
                 optimizer,
-                samples,
-                pad_id=pad_id,
-                train_cfg=cfg.train,
-                temperature=cfg.rollout.temperature or 1.0,
-                generator=gen,
+                {"method": cfg.credit.method, "provenance": record},
+                keep=cfg.train.keep_checkpoints,
             )
-            engine.sync_weights(policy)
-            update_s = time.perf_counter() - t0
-
-            # 4. metrics, saved rollouts, checkpoint
-            row = {
-                "iteration": it,
-                **rollout_metrics(trajectories, batch),
-                **credit_metrics(batch, credit),
-                **{f"losses/{k}": v for k, v in update.items()},
-                "losses/frac_steps_updated": len(samples) / max(n_steps, 1),
-                "perf/env_s": timing.env_s,
-                "perf/gen_s": timing.gen_s,
-                "perf/credit_s": credit_s,
-                "perf/update_s": update_s,
-                "perf/iter_s": time.perf_counter() - t_iter,
-                "perf/steps": float(batch.n_rows),
-                "perf/response_tokens": float(sum(len(s.response_ids) for s in samples)),
-            }
-            log.log(row)
-            if cfg.train.save_rollouts_every and (it + 1) % cfg.train.save_rollouts_every == 0:
-                batch.to_parquet(run_dir / "rollouts" / f"iter_{it:04d}.parquet")
-            if (it + 1) % cfg.train.checkpoint_every == 0 or it + 1 == cfg.train.iterations:
-                save_checkpoint(
-                    run_dir,
-                    it + 1,
-                    policy,
-                    optimizer,
-                    {"method": cfg.credit.method, "provenance": record},
-                    keep=cfg.train.keep_checkpoints,
-                )
 
     log.close()
     _save_model(policy, run_dir / "model")

@@ -83,8 +83,10 @@ def behaviour_cloning(
     max_prompt_tokens: int,
     seed: int = 0,
     progress: bool = True,
+    on_step=None,
 ) -> dict[str, float]:
-    """AdamW on the answer-token NLL; returns the mean loss of the first and last epochs, steps and seconds."""
+    """AdamW on the answer-token NLL; returns the mean loss of the first and last epochs, steps and seconds.
+    `on_step(loss)`, if given, is called with each optimizer step's loss (loss curves)."""
     if not demos:
         raise ValueError("behaviour_cloning got no demonstrations (did every expert replay fail?)")
     prompt_ids, answer_ids = encode_demos(policy, demos, max_prompt_tokens)
@@ -108,6 +110,8 @@ def behaviour_cloning(
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             losses.append(float(loss.detach()))
+            if on_step is not None:
+                on_step(losses[-1])
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
         epoch_losses.append(float(np.mean(losses)))
