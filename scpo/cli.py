@@ -121,7 +121,7 @@ def train(
 ) -> None:
     """Behaviour-cloning warm start (--stage sft) or group RL (--stage rl --method NAME) into an empty run directory
     (or --resume it, or --overwrite it)."""
-    from scpo.train.runner import run_training
+    from scpo.train.run import run_training
 
     extra = {k: v for k, v in {"credit.method": method, "env.name": env, "train.seed": seed}.items() if v is not None}
     cfg = _config(params, profile, sets, extra, debug)
@@ -242,20 +242,21 @@ def sweep(
 
 @app.command("credit-map")
 def credit_map(
-    rollouts: Path = typer.Argument(..., help="saved rollouts (.parquet / .jsonl)"),
+    rollouts: Path = typer.Argument(..., help="saved rollouts: a .parquet / .jsonl file, or a run / rollouts folder"),
     params: Path = ParamsOpt,
     profile: str | None = ProfileOpt,
     sets: list[str] | None = SetOpt,
-    group: int = typer.Option(0, help="group id to draw"),
+    iteration: int = typer.Option(-1, help="saved iteration (-1: the latest one with a mixed group)"),
+    group: int = typer.Option(-1, help="group id to draw (-1: the most informative, as notebook 04 picks it)"),
     out: Path = typer.Option(Path("reports/figures/credit_map.png"), help="figure path"),
 ) -> None:
-    """Heat map of every estimator's per-step advantages on one group of saved rollouts."""
+    """Heat map of every estimator's per-step advantages on one group of saved rollouts (notebook 04's figure)."""
     from scpo.analysis.credit_maps import credit_map_figure
 
     cfg = _config(params, profile, sets)
     with _one_line_errors():
-        path = credit_map_figure(rollouts, cfg, group=group, out=out)
-    _done(f"wrote {path}")
+        path, view, _ = credit_map_figure(rollouts, cfg, iteration=iteration, group=group, out=out)
+    _done(f"wrote {path} (iteration {view.iteration}, group {view.group})")
 
 
 @app.command()
@@ -289,7 +290,7 @@ def fidelity(
     reports_dir: Path = typer.Option(Path("reports"), help="where tables/ and figures/ go"),
 ) -> None:
     """Credit fidelity of every estimator against the planner's oracle progress (ALFWorld): tables and a figure."""
-    from scpo.fidelity.report import write_fidelity_report
+    from scpo.testbeds.fidelity_tables import write_fidelity_report
 
     extra = {
         k: v

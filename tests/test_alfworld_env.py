@@ -78,23 +78,23 @@ def test_unknown_command_is_a_no_op(data_root):
 
 def test_missing_and_corrupt_game_files_raise_clear_errors(tmp_path):
     with pytest.raises(DataError, match="not found.*nowhere"):
-        scpo.envs.make("alfworld", game_file=tmp_path / "nowhere" / "game.tw-pddl")
+        scpo.envs.make("alfworld", task_id=tmp_path / "nowhere" / "game.tw-pddl")
     bad = tmp_path / "pick_and_place_simple-X-None-Y-1" / "trial_1" / "game.tw-pddl"
     bad.parent.mkdir(parents=True)
     bad.write_text("{not json")
     for engine in alfworld.ENGINES:
         with pytest.raises(DataError, match="corrupt"):
-            scpo.envs.make("alfworld", game_file=bad, engine=engine)
+            scpo.envs.make("alfworld", task_id=bad, engine=engine)
     bad.write_text(json.dumps({"pddl_domain": "", "grammar": ""}))
     with pytest.raises(DataError, match="lacks keys"):
-        scpo.envs.make("alfworld", game_file=bad)
+        scpo.envs.make("alfworld", task_id=bad)
 
 
 def test_bad_options_are_rejected(data_root):
     task = alfworld.list_tasks("valid_seen", data_root)[0]
     with pytest.raises(ValueError, match="'warp'"):
         alfworld.make_env(task, data_root, engine="warp")
-    with pytest.raises(ValueError, match="exactly one"):
+    with pytest.raises(TypeError, match="task_id"):
         scpo.envs.make("alfworld")
     with pytest.raises(ValueError, match="max_steps"):
         alfworld.make_env(task, data_root, max_steps=0)

@@ -6,10 +6,16 @@ import numpy as np
 import pytest
 
 from scpo.analysis.credit_maps import credit_map_figure, draw_credit_maps, group_step_matrix, scpo_matches
-from scpo.analysis.estimators import rollout_only_methods
-from scpo.analysis.rollout_files import iteration_files, iteration_of, load_rollouts, mixed_groups, pick_group
+from scpo.analysis.rollout_files import (
+    choose_view,
+    iteration_files,
+    iteration_of,
+    load_rollouts,
+    mixed_groups,
+    pick_group,
+)
+from scpo.batch import RolloutBatch
 from scpo.config import load_config
-from scpo.rollout_types import RolloutBatch
 
 
 def _batch() -> RolloutBatch:
@@ -71,8 +77,20 @@ def test_rollout_files_are_ordered_by_iteration(tmp_path):
         iteration_files(tmp_path / "missing")
 
 
-def test_hcapo_is_left_out_of_rollout_only_estimators():
-    assert rollout_only_methods(["grpo", "hcapo", "scpo"]) == ["grpo", "scpo"]
+def test_choose_view_takes_the_latest_iteration_with_a_mixed_group(tmp_path):
+    b = _batch()
+    lost = b.select(b.group_id == 1)  # no mixed group
+    b.to_parquet(tmp_path / "rollouts" / "iter_0000.parquet")
+    b.to_parquet(tmp_path / "rollouts" / "iter_0001.parquet")
+    lost.to_parquet(tmp_path / "rollouts" / "iter_0002.parquet")
+    view = choose_view(tmp_path)
+    assert (view.iteration, view.group) == (1, 0) and sorted(view.batches) == [0, 1, 2]
+    assert (choose_view(tmp_path, iteration=2).iteration, choose_view(tmp_path, iteration=2).group) == (2, 1)
+    assert choose_view(tmp_path / "rollouts" / "iter_0000.parquet", group=1).group == 1
+    with pytest.raises(ValueError, match="iteration 5 is not saved.*saved: \\[0, 1, 2\\]"):
+        choose_view(tmp_path, iteration=5)
+    with pytest.raises(ValueError, match="group 4 is not in iteration 1"):
+        choose_view(tmp_path, group=4)
 
 
 def test_draw_writes_a_png(tmp_path):
@@ -90,8 +108,10 @@ def test_credit_map_figure_on_saved_synthetic_rollouts(tmp_path, repo_root):
     run = tmp_path / "alfworld" / "scpo" / "seed0"
     batch.to_parquet(run / "rollouts" / "iter_0000.parquet")
     cfg = load_config(repo_root / "params.yaml", overrides={"report.methods": ["grpo", "gigpo", "scpo", "hcapo"]})
-    out = credit_map_figure(run, cfg, group=-1, out=tmp_path / "fig.png")
+    out, view, results = credit_map_figure(run, cfg, group=-1, out=tmp_path / "fig.png")
     assert out.exists() and out.stat().st_size > 10_000
+    assert view.iteration == 0 and view.group == pick_group(batch)
+    assert list(results) == ["grpo", "gigpo", "scpo"]  # HCAPO needs the policy: left out of the saved rollouts' maps
 
 
 def test_cli_credit_map(tmp_path, repo_root):

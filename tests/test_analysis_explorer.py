@@ -14,9 +14,9 @@ from pydantic import Field
 from scpo.analysis.explorer import CreditExplorer, explore, interactive_session, option_controls, trajectory_html
 from scpo.analysis.explorer_data import CreditCache, RolloutCatalogue, group_table, group_view, shared_scale
 from scpo.analysis.explorer_figure import MATCH_BINS, group_figure
+from scpo.batch import RolloutBatch
 from scpo.credit import CreditConfig, compute_advantages
 from scpo.credit.options import SCPOOptions, StrictModel
-from scpo.rollout_types import RolloutBatch
 
 LONG = "You are in the middle of a room. " + "Looking quickly around you, you see a drawer. " * 12
 
@@ -129,18 +129,18 @@ def test_cache_recomputes_only_what_reads_scpo_options_and_keeps_the_scorer_opti
 
 
 def test_cache_credits_each_batch_at_its_environments_scale_like_the_static_maps(repo_root):
-    from scpo.analysis.estimators import compute_all
     from scpo.config import load_config
+    from scpo.estimators import estimate
 
     cfg = load_config(repo_root / "params.yaml")  # norm.scale_by_env: webshop -> none
     b = _batch()
     shop = RolloutBatch(**{**b.columns(), "env_name": np.full(b.n_rows, "webshop", dtype=object)})
     cache = CreditCache(cfg.credit)
     got = cache.results(RolloutCatalogue.from_source(shop), "batch", 0, ["gigpo", "scpo"], {})
-    want = compute_all(shop, cfg, ["gigpo", "scpo"])
+    want = estimate(shop, ["gigpo", "scpo"], cfg)
     for m in ("gigpo", "scpo"):
         np.testing.assert_array_equal(got[m].advantages, want[m].advantages)
-    std_scale = compute_advantages("gigpo", shop, cfg.credit).advantages
+    std_scale = compute_advantages("gigpo", shop, cfg.credit, scale="std").advantages
     assert not np.allclose(got["gigpo"].advantages, std_scale)
 
 
@@ -370,7 +370,7 @@ def test_explorer_switches_runs_and_iterations(tmp_path):
 
 def test_explore_rejects_bad_arguments():
     b = _batch()
-    with pytest.raises(ValueError, match="no rollout-only estimator"):
+    with pytest.raises(ValueError, match=r"no estimator among \[.hcapo.\] runs on saved rollouts alone"):
         explore(b, methods=["hcapo"])
     with pytest.raises(KeyError, match="unknown credit methods \\['gae'\\]; available: grpo"):
         explore(b, methods=["gigpo", "gae"])

@@ -18,7 +18,7 @@ from scpo.analysis.inconsistency import (
     semantic_pairs,
     step_texts,
 )
-from scpo.rollout_types import RolloutBatch
+from scpo.batch import RolloutBatch
 from scpo.scorers.base import CachedScorer
 
 
@@ -125,7 +125,7 @@ def test_trajectory_level_credit_disagrees_where_step_credit_agrees():
 
 
 def test_counts_pool_exactly_over_files():
-    from scpo.analysis.inconsistency_report import summarise_inconsistency
+    from scpo.analysis.inconsistency_tables import summarise_inconsistency
 
     b = _batch()
     target = np.zeros(b.n_rows)

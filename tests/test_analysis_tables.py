@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from scpo.config import load_config
-from scpo.reports.curves import load_histories, wide_curves
-from scpo.reports.published import published_by_method, published_table
-from scpo.reports.tables import (
+from scpo.tables.curves import load_histories, wide_curves
+from scpo.tables.published import published_by_method, published_table
+from scpo.tables.success import (
     comparison_table,
     format_mean_std,
     load_eval_runs,

@@ -18,32 +18,45 @@ PYTHON_FILES = sorted(
 # subpackage -> the subpackages it may import (top-level modules count as subpackages)
 LAYERS = {
     "errors": set(),
-    "rollout_types": set(),
+    "batch": set(),
     "strict_model": set(),
     "scorers": set(),
-    "envs": {"data", "rollout_types", "strict_model"},  # data: ALFWorld's game-file reader
+    "envs": {"data", "batch", "strict_model"},  # data: ALFWorld's game-file reader
     "data": {"envs", "errors"},  # prepare-data builds the WebShop catalogue
-    "credit": {"rollout_types", "scorers", "strict_model"},
-    "policy": {"envs", "errors"},  # the answer tags become tokens of the tiny tokenizer
-    "rollout": {"envs", "policy", "rollout_types"},
+    "credit": {"batch", "scorers", "strict_model"},
+    "policy": {"batch", "envs", "errors"},  # the answer tags become tokens of the tiny tokenizer
+    "rollout": {"envs", "policy", "batch"},
     "config": {"credit", "envs", "errors", "strict_model"},
     "pipeline": {"config", "errors"},
+    "estimators": {"batch", "config", "credit", "envs", "policy"},
     "train": {
+        "batch",
         "config",
         "credit",
         "envs",
         "errors",
+        "estimators",
         "pipeline",
         "policy",
         "rollout",
-        "rollout_types",
         "scpo",
     },  # scpo: __version__
-    "analysis": {"config", "credit", "pipeline", "rollout_types", "scorers"},
-    "reports": {"config", "pipeline"},
-    "fidelity": {"analysis", "config", "credit", "envs", "pipeline", "policy", "reports", "rollout_types", "train"},
-    "integrations": {"credit", "rollout_types", "scorers"},
-    "cli": {"analysis", "config", "data", "envs", "errors", "fidelity", "pipeline", "policy", "train"},
+    "analysis": {"batch", "config", "credit", "estimators", "pipeline", "scorers"},
+    "tables": {"config", "pipeline"},
+    "testbeds": {
+        "analysis",
+        "batch",
+        "config",
+        "credit",
+        "envs",
+        "estimators",
+        "pipeline",
+        "policy",
+        "tables",
+        "train",
+    },
+    "integrations": {"credit", "batch", "scorers"},
+    "cli": {"analysis", "config", "data", "envs", "errors", "pipeline", "policy", "testbeds", "train"},
 }
 
 

@@ -37,7 +37,7 @@ def _plant(path: Path, marker: Path) -> None:
 
 
 def _rl(out: Path, iterations: int, resume: bool = False) -> dict:
-    from scpo.train.runner import run_training
+    from scpo.train.run import run_training
 
     cfg = load_config("params.yaml", profile="smoke", overrides={**SMOKE, "train.iterations": iterations})
     return run_training(cfg, stage="rl", out_dir=out, resume=resume)

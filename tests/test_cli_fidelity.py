@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_fidelity_passes_its_options_and_prints_the_written_files_as_json(tmp_path, monkeypatch):
-    import scpo.fidelity.report as fidelity_report
+    import scpo.testbeds.fidelity_tables as fidelity_report
 
     seen = {}
 

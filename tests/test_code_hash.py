@@ -77,8 +77,8 @@ def test_a_notebook_file_changes_only_with_the_code_it_reaches(tmp_path):
 def test_the_training_notebook_reaches_the_trainer_every_estimator_and_every_environment(repo_root):
     modules = {line.split()[0] for line in code_hash_lines(repo_root / "notebooks" / "02_train.ipynb", repo_root)}
     assert {
-        "scpo.train.runner",
-        "scpo.train.hindsight",
+        "scpo.train.run",
+        "scpo.policy.hindsight",
         "scpo.credit.scpo",
         "scpo.credit.hcapo",
         "scpo.envs.alfworld",
@@ -86,4 +86,4 @@ def test_the_training_notebook_reaches_the_trainer_every_estimator_and_every_env
         "scpo.envs.corridor",
         "scpo.rollout.vllm_engine",
     } <= modules
-    assert "scpo.pipeline.sweep" not in modules and "scpo.reports.paper" not in modules
+    assert "scpo.pipeline.sweep" not in modules and "scpo.tables.paper" not in modules

@@ -10,10 +10,10 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from scpo.batch import RolloutBatch
 from scpo.credit import compute_advantages
 from scpo.credit.grouping import combine_codes
 from scpo.credit.result import CreditResult
-from scpo.rollout_types import RolloutBatch
 
 EPS = 1e-6
 TIGHT = {"rtol": 1e-12, "atol": 1e-12}
@@ -805,7 +805,7 @@ def test_hcapo_messages_in_full_and_column_inputs():
         ValueError,
         match=r"^hcapo needs hindsight_logprob \(n_rows,\): the mean token log-prob of each "
         r"step's response under the hindsight prompt at temperature 5\. It calls the "
-        r"policy, so the trainer computes it \(scpo\.train\.hindsight\) and passes it to "
+        r"policy, so the trainer computes it \(scpo\.policy\.hindsight\) and passes it to "
         r"compute_advantages\('hcapo', batch, hindsight_logprob=\.\.\.\)$",
     ):
         compute_hcapo(b, CreditConfig())

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from scpo.batch import RolloutBatch
 from scpo.credit import CreditConfig, available_methods, compute_advantages
 from scpo.credit.grouping import check_rows, combine_codes, discounted_returns, segment_norm
-from scpo.rollout_types import RolloutBatch
 
 EPS = 1e-6
 SQ2 = 1 / np.sqrt(2)

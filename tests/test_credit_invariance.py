@@ -7,8 +7,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scpo.batch import RolloutBatch
 from scpo.credit import available_methods, compute_advantages
-from scpo.rollout_types import RolloutBatch
 
 ROOMS = ["kitchen", "desk 1", "drawer 2", "fridge 1", "sink 1"]
 

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scpo.batch import RolloutBatch
 from scpo.credit import compute_advantages
 from scpo.credit.progpo_c import coverage_episode_term
 from scpo.credit.progpo_r import ObservationSimilarity, depth_potential, fuse_potentials
-from scpo.rollout_types import RolloutBatch
 
 EPS = 1e-6
 

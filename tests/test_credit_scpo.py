@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scpo.batch import RolloutBatch
 from scpo.credit import compute_advantages
 from scpo.credit.grouping import discounted_returns
 from scpo.credit.options import SCPOOptions
 from scpo.credit.scpo import monotone_match
-from scpo.rollout_types import RolloutBatch
 from scpo.scorers import make_scorer
 from scpo.scorers.base import CachedScorer
 
@@ -358,7 +358,7 @@ def test_returns_bonus_by_hand():
 
 
 def test_random_reference_draw_is_pinned_to_seed_and_group_uid():
-    from scpo.rollout_types import stable_uid
+    from scpo.batch import stable_uid
 
     b = batch_from(
         [(0, ["A", "B"], True), (0, ["C", "D"], True), (0, ["E", "F", "G"], True), (0, ["A", "D", "G"], False)]

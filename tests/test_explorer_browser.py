@@ -72,13 +72,12 @@ def _tau_that_changes_scpo(run: Path, iteration: int, group: int) -> float:
     config (once a reference is fully traversed, lowering tau can change nothing)."""
     import numpy as np
 
-    from scpo.analysis.estimators import batch_env
+    from scpo.batch import RolloutBatch
     from scpo.config import load_config
     from scpo.credit import compute_advantages
-    from scpo.rollout_types import RolloutBatch
 
     batch = RolloutBatch.read(run / "rollouts" / f"iter_{iteration:04d}.parquet")
-    credit = load_config(REPO / "params.yaml", profile="smoke").credit.for_env(batch_env(batch))
+    credit = load_config(REPO / "params.yaml", profile="smoke").credit
     rows = batch.group_id == group
     default = compute_advantages("scpo", batch, credit).advantages[rows]
     for tau in (0.2, 0.4, 0.6, 0.8, 0.9, 0.95, 1.0):

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from scpo.analysis.fidelity import group_fidelity, group_view, summarize
+from scpo.analysis.fidelity_metrics import group_fidelity, group_view, summarize
+from scpo.batch import RolloutBatch
 from scpo.credit import available_methods, compute_advantages
-from scpo.rollout_types import RolloutBatch
 
 
 def _batch(seed_of_group=(0, 0, 0)):
@@ -89,8 +89,8 @@ def test_benchmark_on_two_tasks_puts_the_oracle_on_top(alfworld_data_root, tmp_p
     """noisy_fidelity end to end (2 games, 2 seeds, eps 0.5): the oracle separates q perfectly and never credits a
     q <= 0 step; the sweep returns one summary per option set."""
     from scpo.config import load_config
-    from scpo.fidelity.report import inconsistency_view
-    from scpo.fidelity.run import noisy_fidelity, scpo_sweep
+    from scpo.testbeds.fidelity import noisy_fidelity, scpo_sweep
+    from scpo.testbeds.fidelity_tables import inconsistency_view
 
     cfg = load_config("params.yaml", overrides={"data.root": str(alfworld_data_root.parent)})
     tasks = [
@@ -119,7 +119,7 @@ def test_benchmark_on_two_tasks_puts_the_oracle_on_top(alfworld_data_root, tmp_p
 
 def test_report_names_run_folders_relative_to_the_repository(tmp_path, monkeypatch):
     """The timing JSON lists the trained runs without the absolute paths of the machine that made the report."""
-    from scpo.fidelity.report import _shown
+    from scpo.testbeds.fidelity_tables import _shown
 
     (tmp_path / "runs" / "alfworld" / "scpo" / "seed0").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from scpo.batch import RolloutBatch, Step, Trajectory
+from scpo.policy.hindsight import hindsight_logprob, hindsight_prompt
 from scpo.policy.profiles import Policy
 from scpo.policy.tiny import build_tiny_model, train_tokenizer
-from scpo.rollout_types import Step, Trajectory
-from scpo.train.hindsight import hindsight_logprob, hindsight_prompt
 
 
 @pytest.fixture(scope="module")
@@ -33,20 +33,27 @@ def _traj(policy, answers, final="The door opens. You win."):
                 next_observation=f"room {k + 1}",
                 prompt=f"Step {k}. You are in room {k} of 3.",
                 response=ans,
-                extras={"prompt_ids": [], "response_ids": ids},
+                prompt_ids=[],
+                response_ids=ids,
             )
         )
     steps[-1].next_observation = final
     return Trajectory(task_id="t", seed=0, index=0, steps=steps)
 
 
+def _batch(*trajectories) -> RolloutBatch:
+    return RolloutBatch.from_trajectories(
+        [Trajectory(task_id=t.task_id, seed=t.seed, index=i, steps=t.steps) for i, t in enumerate(trajectories)]
+    )
+
+
 def test_hindsight_logprob_equals_manual_tempered_mean(policy):
     traj = _traj(policy, ["<action>go east</action>", "<action>open door</action>"])
-    got = hindsight_logprob(policy, [traj], temperature=5.0, max_prompt_tokens=200)
+    got = hindsight_logprob(policy, _batch(traj), temperature=5.0, max_prompt_tokens=200)
     for k, step in enumerate(traj.steps):
         text = policy.format_prompt(hindsight_prompt(step.prompt, "The door opens. You win."))
         prompt_ids = policy.tokenizer(text, add_special_tokens=False)["input_ids"]
-        resp = step.extras["response_ids"]
+        resp = step.response_ids
         with torch.no_grad():
             logits = policy.model(torch.tensor([prompt_ids + resp])).logits[0] / 5.0
         logp = torch.log_softmax(logits, -1)
@@ -56,9 +63,9 @@ def test_hindsight_logprob_equals_manual_tempered_mean(policy):
 
 def test_hindsight_depends_on_final_observation_and_temperature(policy):
     answers = ["<action>go east</action>"]
-    won = hindsight_logprob(policy, [_traj(policy, answers)], temperature=5.0)
-    lost = hindsight_logprob(policy, [_traj(policy, answers, final="Nothing happens.")], temperature=5.0)
-    cold = hindsight_logprob(policy, [_traj(policy, answers)], temperature=1.0)
+    won = hindsight_logprob(policy, _batch(_traj(policy, answers)), temperature=5.0)
+    lost = hindsight_logprob(policy, _batch(_traj(policy, answers, final="Nothing happens.")), temperature=5.0)
+    cold = hindsight_logprob(policy, _batch(_traj(policy, answers)), temperature=1.0)
     assert won[0] != lost[0]
     # a higher temperature flattens the distribution: mean log-prob moves towards -log(V)
     assert abs(won[0] + np.log(len(policy.tokenizer))) < abs(cold[0] + np.log(len(policy.tokenizer)))
@@ -66,6 +73,6 @@ def test_hindsight_depends_on_final_observation_and_temperature(policy):
 
 def test_empty_answer_scores_zero_and_rows_align(policy):
     traj = _traj(policy, ["<action>go east</action>", "x"])
-    traj.steps[1].extras["response_ids"] = []
-    out = hindsight_logprob(policy, [traj, _traj(policy, ["<action>look</action>"])])
+    traj.steps[1].response_ids = []
+    out = hindsight_logprob(policy, _batch(traj, _traj(policy, ["<action>look</action>"])))
     assert out.shape == (3,) and out[1] == 0.0 and out[0] < 0 and out[2] < 0

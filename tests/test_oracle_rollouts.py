@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scpo.batch import RolloutBatch
 from scpo.envs.alfworld import make_env
 from scpo.envs.alfworld.oracle_rollouts import (
     PlannerPool,
     label_progress,
     noisy_optimal_rollouts,
 )
-from scpo.rollout_types import RolloutBatch
 
 TASKS = [
     "valid_unseen/pick_heat_then_place_in_recep-Apple-None-Fridge-10/trial_T20190906_182259_116320",
@@ -92,15 +92,34 @@ def test_oracle_progress_column_round_trips(tmp_path):
         RolloutBatch.from_trajectories(trajs)
 
 
+def test_noisy_optimal_steps_carry_the_prompt_a_policy_would_have_seen(pool):
+    """Each step's prompt is the ALFWorld prompt built from the goal, the observation, the admissible commands and
+    the last two steps, as the collector builds it."""
+    from scpo.envs.alfworld import build_prompt, make_env
+
+    batch = noisy_optimal_rollouts(
+        TASKS[:1], [0], 0.3, group_size=2, max_steps=6, data_root=pool.data_root, pool=pool, progress=False
+    )
+    assert batch.has_prompts and not batch.has_tokens
+    for rows in batch.trajectory_rows():
+        env = make_env(str(batch.task_id[rows[0]]), pool.data_root, max_steps=100)
+        obs, info = env.reset()
+        history = []
+        for t, r in enumerate(rows):
+            assert obs == batch.observation[r]
+            want = build_prompt(info["goal"], obs, list(info["admissible_commands"]), history, t, history_length=2)
+            assert batch.prompt[r] == want
+            history.append((obs, str(batch.action[r])))
+            obs, _, _, info = env.step(str(batch.action[r]))
+
+
 def test_hindsight_pooled_over_batches_and_workers_equals_scoring_each_row(pool):
-    """hindsight_for_batches scores each distinct (prompt, final observation, action) once over all batches, with one
-    or two worker processes; every row gets the value hindsight_logprob gives it scored alone."""
+    """hindsight_scores scores each distinct (prompt, final observation, action) once over all batches, with one or
+    two worker processes; every row gets the value hindsight_logprob gives it scored alone."""
     from scpo.envs.prompting import action_answer
-    from scpo.fidelity.hindsight_replay import hindsight_for_batches, replay_prompts
+    from scpo.policy.hindsight import hindsight_logprob, hindsight_scores
     from scpo.policy.profiles import Policy
     from scpo.policy.tiny import build_tiny_model, train_tokenizer
-    from scpo.rollout_types import Step, Trajectory
-    from scpo.train.hindsight import hindsight_logprob
 
     a = noisy_optimal_rollouts(
         TASKS[:1], [0], 0.2, group_size=3, max_steps=8, data_root=pool.data_root, pool=pool, progress=False
@@ -108,40 +127,28 @@ def test_hindsight_pooled_over_batches_and_workers_equals_scoring_each_row(pool)
     b = noisy_optimal_rollouts(
         TASKS[:1], [0], 0.5, group_size=3, max_steps=8, data_root=pool.data_root, pool=pool, progress=False
     )
-    trajs = [replay_prompts(x, data_root=pool.data_root, progress=False) for x in (a, b)]
-    texts = [s.prompt + " " + s.action for ts in trajs for t in ts for s in t.steps]
+    texts = [p + " " + act for x in (a, b) for p, act in zip(x.prompt, x.action)]
     tok = train_tokenizer(texts, vocab_size=400)
     policy = Policy(
         model=build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=3).eval(), tokenizer=tok, profile="tiny"
     )
-    one = hindsight_for_batches(policy, [a, b], data_root=pool.data_root, progress=False)
-    two = hindsight_for_batches(policy, [a, b], data_root=pool.data_root, workers=2, progress=False)
-    for x, ts, got1, got2 in zip((a, b), trajs, one, two):
-        rows = [
-            Trajectory(
-                task_id="",
-                seed=0,
-                index=0,
-                steps=[
-                    Step(
-                        observation="",
-                        action=s.action,
-                        reward=0.0,
-                        next_observation=t.steps[-1].next_observation,
-                        prompt=s.prompt,
-                        extras={
-                            "response_ids": tok(action_answer(s.action), add_special_tokens=False)["input_ids"]
-                            + [tok.eos_token_id]
-                        },
-                    )
-                ],
-            )
-            for t in ts
-            for s in t.steps
+    one = hindsight_scores(policy, [a, b], progress=False)
+    two = hindsight_scores(policy, [a, b], workers=2, progress=False)
+    for x, got1, got2 in zip((a, b), one, two):
+        answers = [
+            tok(action_answer(act), add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for act in x.action
         ]
-        want = np.array([hindsight_logprob(policy, [r], max_prompt_tokens=1024)[0] for r in rows])
+        cols = x.columns()
+        cols.update(prompt_ids=[[]] * x.n_rows, response_ids=answers, candidate_ids=[None] * x.n_rows)
+        with_answers = RolloutBatch(**cols)
+        want = np.array(
+            [
+                hindsight_logprob(policy, with_answers.select(np.arange(x.n_rows) == r), max_prompt_tokens=1024)[0]
+                for r in range(x.n_rows)
+            ]
+        )
         assert got1.shape == (x.n_rows,) and np.all(got1 < 0)
         np.testing.assert_allclose(got1, want, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(got1, got2)
     with pytest.raises(ValueError, match="workers must be >= 1, got 0"):
-        hindsight_for_batches(policy, [a], data_root=pool.data_root, workers=0, progress=False)
+        hindsight_scores(policy, [a], workers=0, progress=False)

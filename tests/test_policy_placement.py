@@ -110,8 +110,8 @@ def test_rl_loop_forward_after_updates_equals_a_fresh_context(tmp_path, monkeypa
     """Inside the RL loop, after each iteration's optimizer steps, a bfloat16 forward of the trained model gives what
     a fresh autocast block gives with the current weights (one autocast block around the loop would serve the first
     forward's weight casts for the whole run)."""
-    import scpo.train.runner as runner
-    from scpo.train.runner import run_training
+    import scpo.train.rl_loop as runner
+    from scpo.train.run import run_training
 
     checks = []
     real_update = runner.ppo_update
@@ -134,7 +134,7 @@ def test_rl_loop_forward_after_updates_equals_a_fresh_context(tmp_path, monkeypa
 def test_sft_in_bfloat16_lowers_the_loss_as_float32_does(tmp_path):
     """Behaviour cloning of the tiny policy (corridor demos, 24 optimizer steps) in bfloat16 autocast ends near the
     float32 run's loss; with stale weight casts it stayed at the first epoch's loss."""
-    from scpo.train.runner import run_training
+    from scpo.train.run import run_training
 
     sft = {"train.sft.n_demos": 24, "train.sft.epochs": 6, "train.sft.batch_size": 8}
     ratios = {}

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from scpo.policy.logprobs import response_logprobs
 from scpo.policy.scoring import candidate_scores, choice_log_distribution
 from scpo.policy.tiny import build_tiny_model, train_tokenizer
-from scpo.train.logprobs import response_logprobs
 
 TEXT = ["go east go west open door look take apple 1 from table 1 room of"] * 4
 

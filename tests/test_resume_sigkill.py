@@ -18,7 +18,7 @@ SCRIPT = """
 import sys, time
 from scpo.config import load_config
 from scpo.envs import corridor
-from scpo.train.runner import run_training
+from scpo.train.run import run_training
 
 slow = float(sys.argv[3])
 make_env = corridor.make_env

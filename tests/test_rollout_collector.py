@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from scpo.batch import RolloutBatch
 from scpo.envs import corridor
 from scpo.rollout import collect_rollouts
 from scpo.rollout.generation import Generation
-from scpo.rollout_types import RolloutBatch
 
 
 class ScriptedEngine:
@@ -139,5 +139,10 @@ def test_steps_keep_the_token_ids_the_trainer_needs():
     free, _ = collect_rollouts(
         corridor, ["corridor-walk-3-0-4"], 1, _expert_engine(), env_name="corridor", max_steps=2, progress=False
     )
-    assert choice[0].steps[0].extras == {"prompt_ids": [1, 2], "response_ids": [4], "candidate_ids": [[3], [4]]}
-    assert free[0].steps[0].extras == {"prompt_ids": [1, 2], "response_ids": [3]}
+    step = choice[0].steps[0]
+    assert (step.prompt_ids, step.response_ids, step.candidate_ids) == ([1, 2], [4], [[3], [4]])
+    step = free[0].steps[0]
+    assert (step.prompt_ids, step.response_ids, step.candidate_ids) == ([1, 2], [3], None)
+    batch = RolloutBatch.from_trajectories(choice)  # the batch carries them, and so do its saved rollouts
+    assert batch.prompt_ids[0] == [1, 2] and batch.response_ids[0] == [4] and batch.candidate_ids[0] == [[3], [4]]
+    assert batch.prompt[0].startswith("You are an agent in a corridor")

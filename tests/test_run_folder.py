@@ -84,7 +84,7 @@ SLOW_RUN = """
 import sys, time
 from scpo.config import load_config
 from scpo.envs import corridor
-from scpo.train.runner import run_training
+from scpo.train.run import run_training
 
 make_env = corridor.make_env
 def slow_make_env(*a, **k):

@@ -77,8 +77,8 @@ def test_cross_encoder_from_a_local_tiny_model(tmp_path):
     np.testing.assert_array_equal(s.score(pairs[:1]), scores[:1])
     assert s.stats["cache_hits"] == 1
     # the same scorer drives SCPO
+    from scpo.batch import RolloutBatch
     from scpo.credit import compute_advantages
-    from scpo.rollout_types import RolloutBatch
 
     b = RolloutBatch.from_columns(
         group_id=[0, 0, 0, 0],

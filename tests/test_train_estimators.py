@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 import torch
 
+from scpo.batch import RolloutBatch
 from scpo.config import load_config
 from scpo.credit import available_methods
 from scpo.credit.registry import METHODS
 from scpo.envs import corridor
-from scpo.rollout_types import RolloutBatch
 
 SMOKE = {
     "policy.tiny_hidden_size": 32,
@@ -39,7 +39,7 @@ SMOKE = {
 
 @pytest.fixture(scope="module")
 def sft_run(tmp_path_factory):
-    from scpo.train.runner import run_training
+    from scpo.train.run import run_training
 
     root = tmp_path_factory.mktemp("runs")
     cfg = load_config("params.yaml", profile="smoke", overrides={**SMOKE, "train.out_dir": str(root)})
@@ -64,7 +64,7 @@ PLANNER_METHODS = [m for m in available_methods() if METHODS[m].oracle]
 @pytest.mark.parametrize("method", available_methods())
 def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path, alfworld_data_root):
     """On the corridor env; the methods that need ALFWorld's planner (the oracle) on real ALFWorld games."""
-    from scpo.train.runner import run_training
+    from scpo.train.run import run_training
 
     env = "alfworld" if method in PLANNER_METHODS else "corridor"
     _, sft = sft_run
@@ -116,7 +116,7 @@ def test_steps_without_signal_move_the_policy_only_when_not_skipped(skip, sft_ru
     import torch
     from safetensors.torch import load_file
 
-    from scpo.train.runner import run_training
+    from scpo.train.run import run_training
 
     _, sft = sft_run
     cfg = load_config(
@@ -195,7 +195,7 @@ def test_rl_start_base_ignores_the_warm_start_and_sft_is_skipped(sft_run, tmp_pa
     saved model is the start."""
     from safetensors.torch import load_file
 
-    from scpo.train.runner import run_training
+    from scpo.train.run import run_training
 
     _, sft = sft_run
     base = {**SMOKE, "train.iterations": 0, "train.init_from": sft["run_dir"], "train.out_dir": str(tmp_path)}
@@ -219,7 +219,7 @@ def test_rl_start_base_ignores_the_warm_start_and_sft_is_skipped(sft_run, tmp_pa
 def test_kl_reference_base_measures_kl_to_the_profile_model(sft_run, tmp_path, monkeypatch):
     """From the warm start, the KL to the start is 0 at the first minibatch and small after; the KL to the profile's
     (untrained) model is that of two different policies (train.kl_reference: base)."""
-    from scpo.train.runner import run_training
+    from scpo.train.run import run_training
 
     _, sft = sft_run
     kl = {}

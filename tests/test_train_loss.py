@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from scpo.train.logprobs import pack, response_logprobs
+from scpo.policy.logprobs import pack, response_logprobs
 from scpo.train.loss import clipped_surrogate, low_var_kl, masked_mean, policy_loss
 
 

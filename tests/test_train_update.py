@@ -148,8 +148,7 @@ def test_zero_advantage_steps_count_in_the_token_mean_when_kept():
     """verl-agent keeps steps whose advantage is 0 (train.skip_zero_advantage: false in the gpu profile): they add no
     policy gradient but their tokens count in the token-mean. A = 1 on a 3-token answer and A = 0 on a 2-token one:
     at ratio 1 the policy-gradient loss is -(1 * 3 + 0 * 2) / 5 = -0.6, against -1 when the zero step is left out."""
-    import types
-
+    from scpo.batch import RolloutBatch
     from scpo.train.update import update_samples
 
     tok, model, reference = _tiny_pair()
@@ -157,10 +156,18 @@ def test_zero_advantage_steps_count_in_the_token_mean_when_kept():
     a3 = tok("go east", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     a2 = tok("go", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     assert (len(a3), len(a2)) == (3, 2)
-    step = lambda ans: types.SimpleNamespace(extras={"prompt_ids": prompt, "response_ids": ans})  # noqa: E731
-    trajectories = [types.SimpleNamespace(steps=[step(a3), step(a2)])]
+    batch = RolloutBatch.from_columns(
+        group_id=[0, 0],
+        traj_id=[0, 0],
+        step=[0, 1],
+        reward=[0.0, 0.0],
+        prompt=["room 1 of 3"] * 2,
+        prompt_ids=[prompt, prompt],
+        response_ids=[a3, a2],
+        candidate_ids=[None, None],
+    )
     for skip, pg, n in ((False, -0.6, 2), (True, -1.0, 1)):
-        samples, n_steps = update_samples(trajectories, np.array([1.0, 0.0]), skip)
+        samples, n_steps = update_samples(batch, np.array([1.0, 0.0]), skip)
         assert (len(samples), n_steps) == (n, 2)
         train_cfg = load_config(
             None, overrides={"train.lr": 1e-12, "train.kl_coef": 0.0, "train.entropy_coef": 0.0}

@@ -138,17 +138,17 @@ TINY = (
 METHOD_CHECK = f"""
 import json
 import numpy as np
-from scpo.analysis.estimators import rollout_only_methods
 from scpo.config import load_config
 from scpo.credit import compute_advantages
 from scpo.credit.synthetic import synthetic_batch
-from scpo.train.runner import run_training
+from scpo.estimators import estimate
+from scpo.train.run import run_training
 
 b = synthetic_batch(n_groups=3, group_size=4, max_steps=6, seed=1)
 res = compute_advantages("my_method", b, scale=2.0)
 mean = np.array([b.episode_return[b.group_id == g].mean() for g in b.group_id])
 assert np.allclose(res.advantages, 2.0 * (b.episode_return - mean))
-assert rollout_only_methods(["my_method", "hcapo"]) == ["my_method"]
+assert list(estimate(b, ["my_method", "hcapo"], unmet="skip")) == ["my_method"]  # HCAPO: no policy here
 cfg = load_config("params.yaml", profile="smoke", overrides={{**{TINY}, "env.name": "corridor",
                   "env.corridor.max_steps": 4, "credit.method": "my_method", "credit.my_method.scale": 2.0}})
 summary = run_training(cfg, stage="rl")
@@ -161,7 +161,7 @@ import json
 import scpo.envs
 from scpo.config import load_config
 from scpo.train.evaluate import run_evaluation
-from scpo.train.runner import run_training
+from scpo.train.run import run_training
 
 env = scpo.envs.make("echo", task_id="echo-apple")
 env.reset()

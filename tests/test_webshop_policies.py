@@ -143,7 +143,7 @@ def test_tiny_tokenizer_folds_case_for_webshop_so_a_shown_asin_is_the_clicked_on
 
     corpus = ["Instruction: [SEP] find a mug [SEP] B09RPRRNVP [SEP] Plain Mug", "<action>click[b09rprrnvp]</action>"]
     folded = train_tokenizer(corpus, vocab_size=300, fixed_phrases=webshop.PROMPT_PHRASES, lowercase=True)
-    assert webshop.TINY_TOKENIZER_LOWERCASE is True
+    assert webshop.SPEC.tokenizer_lowercase is True
     assert folded.tokenize("B09RPRRNVP") == folded.tokenize("b09rprrnvp")
     assert folded.tokenize("<action>x</action>") == ["<action>", "x", "</action>"] and "</action>" in TAG_TOKENS
     phrase = next(p for p in webshop.PROMPT_PHRASES if any(c.isupper() for c in p))

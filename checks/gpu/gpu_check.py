@@ -117,8 +117,8 @@ def _config(args, engine: str, policy_dir: Path):
 
 def _prompts(cfg, n: int):
     """Prompts of expert-demonstration steps of the first training games (first steps and steps with history)."""
+    from scpo.envs.demos import expert_demonstrations
     from scpo.envs.registry import env_settings
-    from scpo.train.sft import expert_demonstrations
 
     env = env_settings(cfg)
     tasks = env.package.list_tasks(env.train_split, data_root=env.data_root, limit=max(8, n // 4))
@@ -149,11 +149,11 @@ def engine_stage(args) -> dict:
     from vllm import SamplingParams
 
     from scpo.policy import load_policy
+    from scpo.policy.logprobs import response_logprobs
     from scpo.policy.placement import compute_precision
     from scpo.rollout.engine import TransformersEngine
     from scpo.rollout.vllm_engine import VLLMEngine, WeightSyncError
     from scpo.rollout.vllm_weights import compare_with_trainer
-    from scpo.train.logprobs import response_logprobs
     from scpo.train.sft import behaviour_cloning
 
     device = _device()
@@ -298,7 +298,7 @@ def rl_stage(args) -> dict:
         standin = True
     import pandas as pd
 
-    from scpo.train.runner import run_training
+    from scpo.train.run import run_training
 
     mdir = model_dir(args.model, Path(args.models_dir))
     cfg = _config(args, args.engine, mdir)

@@ -36,8 +36,8 @@ import torch
 
 def demo_prompts(cfg, n: int) -> tuple[list[str], list]:
     """Prompts of expert-demonstration steps of the first training games (first steps and steps with history)."""
+    from scpo.envs.demos import expert_demonstrations
     from scpo.envs.registry import env_settings
-    from scpo.train.sft import expert_demonstrations
 
     env = env_settings(cfg)
     tasks = env.package.list_tasks(env.train_split, data_root=env.data_root, limit=max(8, n // 4))
@@ -108,11 +108,11 @@ def _timed(fn):
 
 def engine_check(args) -> dict:
     from scpo.policy import load_policy
+    from scpo.policy.logprobs import response_logprobs
     from scpo.policy.placement import compute_precision
     from scpo.policy.smollm2 import ensure_smollm2
     from scpo.rollout.engine import TransformersEngine
     from scpo.rollout.vllm_engine import VLLMEngine
-    from scpo.train.logprobs import response_logprobs
     from scpo.train.sft import behaviour_cloning
 
     cfg = check_config(args, "transformers")
@@ -275,7 +275,7 @@ def rl_check(args) -> dict:
     except ImportError:
         sys.modules["dvclive"] = dvclive_standin()
         standin = True
-    from scpo.train.runner import run_training
+    from scpo.train.run import run_training
 
     cfg = check_config(args, args.engine)
     summary = run_training(cfg, stage="rl")

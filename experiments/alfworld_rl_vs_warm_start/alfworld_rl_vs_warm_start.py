@@ -40,7 +40,7 @@ from alfworld_training_trend_control import first_and_last_third  # this folder:
 
 from scpo.config import load_config, parse_overrides
 from scpo.train.evaluate import run_evaluation
-from scpo.train.runner import run_training
+from scpo.train.run import run_training
 
 
 def main() -> None:

@@ -18,11 +18,12 @@ import pandas as pd
 import torch
 
 from scpo.config import load_config
+from scpo.envs.demos import expert_demonstrations
 from scpo.envs.registry import env_package
 from scpo.policy import create_policy
 from scpo.policy.placement import autocast_each_forward, compute_precision
 from scpo.train.seeding import seed_everything, set_threads
-from scpo.train.sft import behaviour_cloning, expert_demonstrations
+from scpo.train.sft import behaviour_cloning
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

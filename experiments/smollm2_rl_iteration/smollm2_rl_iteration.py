@@ -16,7 +16,7 @@ import json
 import time
 
 from scpo.config import load_config
-from scpo.train.runner import run_training
+from scpo.train.run import run_training
 
 
 def main() -> None:

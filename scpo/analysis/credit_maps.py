@@ -16,10 +16,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scpo.analysis.rollout_files import RolloutView, choose_view
+from scpo.batch import RolloutBatch
 from scpo.config import Config
-from scpo.rollout_types import RolloutBatch
 
-__all__ = ["group_step_matrix", "trajectory_labels", "scpo_matches", "draw_credit_maps", "credit_map_figure"]
+__all__ = [
+    "group_step_matrix",
+    "trajectory_labels",
+    "scpo_matches",
+    "draw_credit_maps",
+    "credit_map_title",
+    "credit_map_figure",
+]
 
 
 def group_step_matrix(batch: RolloutBatch, group: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -212,27 +220,36 @@ def draw_credit_maps(
     return out
 
 
+def credit_map_title(cfg: Config, view: RolloutView, label: str | None = None) -> str:
+    """The credit map's title: which rollouts (`label`, default the source's run), iteration, group, and SCPO's
+    settings."""
+    return (
+        f"Credit maps · {label or view.source}, iteration {view.iteration}, group {view.group} · SCPO revision 2 "
+        f"({cfg.credit.scpo.mode}), scorer {cfg.credit.scpo.scorer}"
+    )
+
+
 def credit_map_figure(
-    rollouts_path: str | Path,
+    source: str | Path,
     cfg: Config,
+    *,
+    iteration: int = -1,
     group: int = -1,
     out: str | Path = "credit_map.png",
     methods: tuple[str, ...] | None = None,
-) -> Path:
-    """Load saved rollouts (a file, or a run/rollouts folder: its latest iteration), run every rollout-only estimator
-    of `methods` (default: report.methods) on them, and draw `group` (-1: the most informative, see `pick_group`)."""
-    from scpo.analysis.estimators import compute_all
-    from scpo.analysis.rollout_files import load_rollouts, pick_group
+    label: str | None = None,
+) -> tuple[Path, RolloutView, dict]:
+    """Draw the credit maps of saved rollouts: `choose_view(source, iteration, group)`, every estimator of `methods`
+    (default: report.methods) whose needs the rollouts meet (`scpo.estimators.estimate`), one figure at `out`.
+    Returns (figure path, the view drawn, {method: CreditResult}). Notebook 04 and `scpo credit-map` both draw
+    through this."""
+    from scpo.estimators import estimate
 
-    batch, file = load_rollouts(rollouts_path)
-    group = pick_group(batch) if group < 0 else int(group)
-    results = compute_all(batch, cfg, methods or cfg.report.methods)
+    view = choose_view(source, iteration, group)
+    batch, g = view.batch, view.group
+    results = estimate(batch, methods or cfg.report.methods, cfg, unmet="skip")
     anchor = results["gigpo"].diagnostics.get("anchor_group_size") if "gigpo" in results else None
-    matches = scpo_matches(batch, group, results["scpo"].diagnostics) if "scpo" in results else None
-    run = "/".join(Path(file).resolve().parts[-5:-2])  # <env>/<method>/seed<k> of the run that saved the rollouts
-    title = (
-        f"Credit maps on the rollouts of run {run}, {Path(file).stem}, group {group}; SCPO revision 2, "
-        f"scorer {cfg.credit.scpo.scorer}"
-    )
+    matches = scpo_matches(batch, g, results["scpo"].diagnostics) if "scpo" in results else None
     advantages = {m: r.advantages for m, r in results.items()}
-    return draw_credit_maps(batch, group, advantages, anchor, matches, Path(out), title)
+    path = draw_credit_maps(batch, g, advantages, anchor, matches, Path(out), credit_map_title(cfg, view, label))
+    return path, view, results

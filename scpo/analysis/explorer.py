@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from scpo.analysis.estimators import rollout_only_methods
 from scpo.analysis.explorer_data import CreditCache, GroupView, RolloutCatalogue, group_table, group_view
 from scpo.analysis.explorer_figure import group_figure, same_structure, update_in_place
 from scpo.analysis.rollout_files import pick_group
 from scpo.credit import CreditConfig, available_methods
+from scpo.credit.registry import method_spec
 from scpo.scorers.base import ScorerError
 
 __all__ = ["explore", "CreditExplorer", "interactive_session", "option_controls"]
@@ -163,9 +163,12 @@ class CreditExplorer:
         unknown = [m for m in methods if m not in available_methods()]
         if unknown:
             raise KeyError(f"unknown credit methods {unknown}; available: {', '.join(available_methods())}")
-        self.methods = rollout_only_methods(methods)
+        self.methods = [m for m in methods if not method_spec(m).policy_scores]  # the policy is not loaded here
         if not self.methods:
-            raise ValueError(f"no rollout-only estimator among {list(methods)}; available: {available_methods()}")
+            raise ValueError(
+                f"no estimator among {list(methods)} runs on saved rollouts alone (HCAPO needs the policy); "
+                f"available: {available_methods()}"
+            )
         self._holding = False
         self.figure = None
         self._drawn: tuple | None = None  # (run, iteration, group) the figure shows
@@ -306,6 +309,10 @@ class CreditExplorer:
                 raise ValueError("no estimator selected: switch one on")
             batch = self.catalogue.batch(run, it)
             results = self.cache.results(self.catalogue, run, it, [*methods, "gigpo"], self.scpo_options())
+            missing = [m for m in methods if m not in results]  # needs these rollouts do not meet (oracle progress)
+            methods = [m for m in methods if m in results]
+            if not methods:
+                raise ValueError(f"these rollouts do not carry what {missing} need (oracle progress)")
             computed = time.perf_counter()
             self.view = group_view(batch, g, results, methods, text_chars=self.text_chars)
             mix = group_table(batch).set_index("group").loc[g]
@@ -330,7 +337,9 @@ class CreditExplorer:
         self.status.value = (
             f"<span style='color:#555'>credit {1000 * (computed - start):.0f} ms, figure "
             f"{1000 * (took - (computed - start)):.0f} ms; colour limit |A| = {self.view.vmax:.3g} "
-            f"(99% quantile over the shown panels)</span>"
+            f"(99% quantile over the shown panels)"
+            + (f"; not shown: {', '.join(missing)} (these rollouts carry no oracle progress)" if missing else "")
+            + "</span>"
         )
         return took
 

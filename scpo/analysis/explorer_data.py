@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 
 from scpo.analysis.credit_maps import group_step_matrix, scpo_matches, trajectory_labels
-from scpo.analysis.estimators import batch_env, rollout_only_methods
 from scpo.analysis.rollout_files import iteration_files, iteration_of
-from scpo.credit import CreditConfig, CreditResult, compute_advantages, resolve_config
-from scpo.credit.registry import METHODS
-from scpo.rollout_types import RolloutBatch
+from scpo.batch import RolloutBatch
+from scpo.credit import CreditConfig, CreditResult
+from scpo.credit.registry import method_spec
+from scpo.estimators import estimate, unmet_need
 
 __all__ = [
     "RolloutCatalogue",
@@ -186,9 +186,10 @@ class CreditCache:
     """{method: CreditResult} per (run, iteration, options): a control change recomputes only what it changes.
 
     `options` are SCPO's (keys of `SCPOOptions`); a method is recomputed for new options only when it reads the scpo
-    section (registry `METHODS[m].sections`). Each batch is credited at its environment's reference scale
-    (`CreditConfig.for_env` of its env_name, as `compute_all`). The scorer is built once per (name, model) by
-    `compute_advantages` (`scpo.credit.registry.default_scorer`), so its pair cache survives every redraw."""
+    section (its registry spec's `sections`). Credit comes from `scpo.estimators.estimate` (the environment's
+    reference scale read from the batch); a method whose needs the batch does not meet (HCAPO without a policy, the
+    oracle without oracle progress) is left out. The scorer is built once per (name, model) by the registry, so its
+    pair cache survives every redraw."""
 
     config: CreditConfig
     _results: OrderedDict = field(default_factory=OrderedDict, repr=False)  # the KEEP_RESULTS most recent
@@ -198,15 +199,15 @@ class CreditCache:
     ) -> dict[str, CreditResult]:
         frozen = json.dumps(dict(options), sort_keys=True, default=str)
         batch = catalogue.batch(run, iteration)
-        config = self.config.for_env(batch_env(batch))  # the environment's reference scale, as the pipeline's maps
         out = {}
-        for m in rollout_only_methods(methods):
-            key = (run, int(iteration), m, frozen if "scpo" in METHODS[m].sections else "")
+        for m in methods:
+            if unmet_need(m, batch) is not None:
+                continue
+            reads_scpo = "scpo" in method_spec(m).sections
+            key = (run, int(iteration), m, frozen if reads_scpo else "")
             if key not in self._results:
-                # options go through resolve_config: SCPO's field `scorer` would collide with compute_advantages' own
-                # `scorer=` keyword (a scorer object)
-                cfg = resolve_config("scpo", config, **options) if "scpo" in METHODS[m].sections else config
-                _remember(self._results, key, compute_advantages(m, batch, cfg), KEEP_RESULTS)
+                opts = {"scpo": dict(options)} if reads_scpo else None
+                _remember(self._results, key, estimate(batch, [m], self.config, options=opts)[m], KEEP_RESULTS)
             self._results.move_to_end(key)
             out[m] = self._results[key]
         return out

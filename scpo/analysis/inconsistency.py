@@ -26,7 +26,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from scpo.rollout_types import RolloutBatch
+from scpo.batch import RolloutBatch
 
 __all__ = [
     "PAIR_KINDS",

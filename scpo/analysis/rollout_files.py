@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from scpo.rollout_types import RolloutBatch
+from scpo.batch import RolloutBatch
 
-__all__ = ["iteration_files", "iteration_of", "load_rollouts", "mixed_groups", "pick_group"]
+__all__ = [
+    "iteration_files",
+    "iteration_of",
+    "load_rollouts",
+    "mixed_groups",
+    "pick_group",
+    "RolloutView",
+    "choose_view",
+]
 
 _ITER = re.compile(r"iter_(\d+)\.(parquet|jsonl)$")
 
@@ -59,3 +68,37 @@ def pick_group(batch: RolloutBatch) -> int:
     mixed = mixed_groups(batch)
     candidates = mixed if len(mixed) else np.flatnonzero(sizes)
     return int(candidates[np.argmax(sizes[candidates])])
+
+
+@dataclass
+class RolloutView:
+    """The saved rollouts an analysis draws: every saved iteration of `source`, the chosen one and its group."""
+
+    source: Path
+    batches: dict[int, RolloutBatch]
+    iteration: int
+    group: int
+
+    @property
+    def batch(self) -> RolloutBatch:
+        return self.batches[self.iteration]
+
+
+def choose_view(source: str | Path, iteration: int = -1, group: int = -1) -> RolloutView:
+    """`source` (a rollout file, or a run / rollouts folder) with the iteration and group to draw: `iteration` -1 is the
+    latest saved iteration holding a mixed group (won and lost siblings), else the latest; `group` -1 is `pick_group`
+    of that iteration. The credit maps of notebook 04 and of `scpo credit-map` both choose through this."""
+    source = Path(source)
+    files = [source] if source.is_file() else iteration_files(source)
+    batches = {iteration_of(f): RolloutBatch.read(f) for f in files}
+    if iteration >= 0:
+        if iteration not in batches:
+            raise ValueError(f"iteration {iteration} is not saved under {source}; saved: {sorted(batches)}")
+        chosen = iteration
+    else:
+        chosen = max((i for i, b in batches.items() if len(mixed_groups(b))), default=max(batches))
+    batch = batches[chosen]
+    chosen_group = pick_group(batch) if group < 0 else int(group)
+    if chosen_group not in set(batch.group_id.tolist()):
+        raise ValueError(f"group {group} is not in iteration {chosen} of {source}; groups: 0..{batch.group_id.max()}")
+    return RolloutView(source, batches, chosen, chosen_group)

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from scpo.batch import RolloutBatch
 from scpo.credit.gigpo import anchor_groups
 from scpo.credit.grouping import invalid_penalty, next_row_in_trajectory, segment_norm, segment_sizes
 from scpo.credit.grpo import episode_advantage, group_stats
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
-from scpo.rollout_types import RolloutBatch
 
 __all__ = ["node_values", "compute_g2po"]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scpo.batch import RolloutBatch
 from scpo.credit.grouping import (
     combine_codes,
     discounted_returns,
@@ -22,7 +23,6 @@ from scpo.credit.grouping import (
 from scpo.credit.grpo import episode_advantage, group_stats
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
-from scpo.rollout_types import RolloutBatch
 
 __all__ = ["anchor_groups", "similarity_anchor_groups", "gigpo_from_returns", "compute_gigpo"]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from scpo.batch import RolloutBatch
 from scpo.credit.grouping import invalid_penalty, segment_norm, segment_sizes, trajectory_first_rows
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
-from scpo.rollout_types import RolloutBatch
 
 __all__ = ["episode_advantage", "episode_statistics", "compute_grpo", "group_stats"]
 

@@ -1,6 +1,6 @@
 """HCAPO (Hindsight Credit Assignment PO): the pure formula, given the hindsight log-probs the trainer computes.
 
-The trainer (`scpo/train/hindsight.py`) re-scores each step's response with the prompt extended by the trajectory's
+The trainer (`scpo/policy/hindsight.py`) re-scores each step's response with the prompt extended by the trajectory's
 final observation, at temperature 5, and passes `hindsight_logprob[r]` = mean token log-prob of row r's response. Then
 
     pi_H(a_t) = exp(hindsight_logprob_t)
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from scpo.batch import RolloutBatch
 from scpo.credit.grouping import invalid_penalty, segment_norm, segment_sizes
 from scpo.credit.grpo import episode_advantage, group_stats
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
-from scpo.rollout_types import RolloutBatch
 
 __all__ = ["hindsight_ratio", "compute_hcapo"]
 
@@ -46,7 +46,7 @@ def compute_hcapo(
         raise ValueError(
             "hcapo needs hindsight_logprob (n_rows,): the mean token log-prob of each step's response under "
             "the hindsight prompt at temperature 5. It calls the policy, so the trainer computes it "
-            "(scpo.train.hindsight) and passes it to compute_advantages('hcapo', batch, hindsight_logprob=...)"
+            "(scpo.policy.hindsight) and passes it to compute_advantages('hcapo', batch, hindsight_logprob=...)"
         )
     lp = np.asarray(hindsight_logprob, dtype=np.float64).reshape(-1)
     if len(lp) != batch.n_rows or not np.all(np.isfinite(lp)):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scpo.batch import RolloutBatch
 from scpo.credit.grouping import (
     combine_codes,
     discounted_returns,
@@ -25,7 +26,6 @@ from scpo.credit.grouping import (
 from scpo.credit.grpo import group_stats
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
-from scpo.rollout_types import RolloutBatch
 
 __all__ = ["context_clusters", "hgpo_step_advantage", "compute_hgpo"]
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from scpo.batch import RolloutBatch
 from scpo.credit.grouping import invalid_penalty, segment_sizes
 from scpo.credit.grpo import episode_advantage, group_stats
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
-from scpo.rollout_types import RolloutBatch
 
 __all__ = ["compute_oracle"]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scpo.batch import RolloutBatch
 from scpo.credit.gigpo import anchor_groups, compute_gigpo, gigpo_from_returns, similarity_anchor_groups
 from scpo.credit.grouping import (
     combine_codes,
@@ -28,7 +29,6 @@ from scpo.credit.grouping import (
 )
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
-from scpo.rollout_types import RolloutBatch
 
 __all__ = ["first_visit_coverage", "coverage_episode_term", "compute_progpo_c"]
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scpo.batch import RolloutBatch
 from scpo.credit.grouping import (
     combine_codes,
     discounted_returns,
@@ -35,7 +36,6 @@ from scpo.credit.grouping import (
 from scpo.credit.grpo import episode_advantage, group_stats
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
-from scpo.rollout_types import RolloutBatch
 
 __all__ = ["prefix_groups", "ObservationSimilarity", "depth_potential", "fuse_potentials", "compute_progpo_r"]
 

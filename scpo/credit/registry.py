@@ -10,7 +10,7 @@ registry.
 
 Each `MethodSpec` also declares what the method needs beyond the batch, so callers ask the spec, never the name: a
 frozen `scorer` (per config), `policy_scores` (per-row scores computed with the policy, passed as `hindsight_logprob`:
-HCAPO's hindsight log-probs, `scpo.train.hindsight`) or an `oracle` (per-step oracle progress carried by the rollouts).
+HCAPO's hindsight log-probs, `scpo.policy.hindsight`) or an `oracle` (per-step oracle progress carried by the rollouts).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from scpo.batch import RolloutBatch
 from scpo.credit.g2po import compute_g2po
 from scpo.credit.gigpo import compute_gigpo
 from scpo.credit.grouping import check_rows, shared_codes
@@ -35,7 +36,6 @@ from scpo.credit.progpo_c import compute_progpo_c
 from scpo.credit.progpo_r import compute_progpo_r
 from scpo.credit.result import CreditResult
 from scpo.credit.scpo import compute_scpo
-from scpo.rollout_types import RolloutBatch
 
 __all__ = [
     "compute_advantages",
@@ -144,18 +144,22 @@ def compute_advantages(
     hindsight_logprob: np.ndarray | None = None,
     **options: Any,
 ) -> CreditResult:
-    """Per-step advantages of `method` on `batch` (see `CreditResult`). Pure: reads the batch, returns new arrays."""
+    """Per-step advantages of `method` on `batch` (see `CreditResult`). Pure: reads the batch, returns new arrays.
+
+    The batch's environment (`RolloutBatch.env`) picks its reference scale (`CreditConfig.for_env`: the
+    environment's entry of `norm.scale_by_env`, else `norm.scale`) before `options` apply, so an explicit `scale`
+    option wins."""
     spec = method_spec(method)
     if isinstance(scorer, str):  # a scorer's name is the method's `scorer` option (SCPO's), not a scorer object
         options["scorer"], scorer = scorer, None
-    cfg = resolve_config(method, config, **options)
     if not isinstance(batch, RolloutBatch):
         raise TypeError(f"batch must be a RolloutBatch, got {type(batch).__name__}")
+    cfg = resolve_config(method, (config if config is not None else CreditConfig()).for_env(batch.env), **options)
     check_rows(batch.traj_id, batch.step)
     if spec.policy_scores and hindsight_logprob is None:
         raise ValueError(
             f"credit method {method!r} needs hindsight_logprob (n_rows,), per-row scores of the policy: "
-            "the trainer computes it (scpo.train.hindsight.hindsight_logprob) and passes it to "
+            "the trainer computes it (scpo.policy.hindsight.hindsight_logprob) and passes it to "
             f"compute_advantages({method!r}, batch, hindsight_logprob=...)"
         )
     if scorer is None and (need := spec.scorer(cfg)) is not None:

@@ -39,12 +39,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scpo.batch import RolloutBatch, stable_uid
 from scpo.credit.gigpo import compute_gigpo
 from scpo.credit.grouping import invalid_penalty, trajectory_first_rows
 from scpo.credit.grpo import episode_statistics
 from scpo.credit.options import CreditConfig, SCPOOptions
 from scpo.credit.result import CreditResult
-from scpo.rollout_types import RolloutBatch, stable_uid
 
 __all__ = [
     "step_texts",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scpo.rollout_types import RolloutBatch
+from scpo.batch import RolloutBatch
 
 __all__ = ["synthetic_batch"]
 

@@ -28,10 +28,8 @@ class TextEnv(Protocol):
 
 
 class EnvPackage(Protocol):
-    """An environment package: a module with these functions (and a `SPEC`, see `scpo.envs.spec`).
-
-    The optional module attribute `PROMPT_PHRASES` (the prompt template's fixed text) becomes single tokens of the tiny
-    policy's tokenizer."""
+    """An environment package: a module with these functions and a `SPEC` (`scpo.envs.spec.EnvSpec`), which declares
+    what the environment offers beyond them (tokenizer hints, a planner's oracle progress)."""
 
     def list_tasks(self, split: str, data_root: str | Path = "data", limit: int | None = None) -> list[str]:
         """Task ids of `split`, sorted; the first `limit` when given."""

@@ -35,18 +35,25 @@ class EnvOptions(StrictModel):
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """One registered environment.
+    """One registered environment and what it offers beyond the `EnvPackage` contract.
 
-    name    : its name in the registry and in `env.name`
-    factory : builds one environment for `scpo.envs.make(name, **kwargs)`
-    package : the module implementing the `EnvPackage` contract (None: `make` only, not trainable)
-    options : its `EnvOptions` subclass, the `env.<name>` section of params.yaml (None when `package` is None)
+    name              : its name in the registry and in `env.name`
+    factory           : builds one environment for `scpo.envs.make(name, **kwargs)`
+    package           : the module implementing the `EnvPackage` contract (None: `make` only, not trainable)
+    options           : its `EnvOptions` subclass, the `env.<name>` section of params.yaml (None when `package` is None)
+    tokenizer_phrases : the prompt template's fixed text, made single tokens of the tiny policy's tokenizer
+    tokenizer_lowercase : whether the tiny policy's tokenizer folds case (text whose case carries no meaning)
+    oracle_progress   : "module:function" labelling a batch of its rollouts with the planner's oracle progress q_t,
+                        called as `function(batch, data_root=...)` (None: no planner; the oracle estimator cannot run)
     """
 
     name: str
     factory: Callable[..., Any]
     package: str | None = None
     options: type[EnvOptions] | None = None
+    tokenizer_phrases: tuple[str, ...] = ()
+    tokenizer_lowercase: bool = False
+    oracle_progress: str | None = None
 
     def __post_init__(self) -> None:
         if (self.package is None) != (self.options is None):
@@ -58,6 +65,13 @@ class EnvSpec:
     @property
     def trainable(self) -> bool:
         return self.package is not None
+
+    def label_progress(self, batch, data_root):
+        """`batch` with its oracle_progress column, from the environment's planner (`oracle_progress`)."""
+        if self.oracle_progress is None:
+            raise ValueError(f"environment {self.name!r} has no planner: its rollouts get no oracle progress")
+        module, _, attr = self.oracle_progress.partition(":")
+        return getattr(importlib.import_module(module), attr)(batch, data_root=data_root)
 
     def load_package(self):
         """The package module (imported once by Python)."""

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from scpo.batch import RolloutBatch
 from scpo.credit.g2po import node_values
 from scpo.credit.gigpo import similarity_anchor_groups
 from scpo.credit.grouping import combine_codes, discounted_returns, factorize, segment_norm
@@ -40,7 +41,6 @@ from scpo.credit.grpo import episode_statistics
 from scpo.credit.hgpo import hgpo_step_advantage
 from scpo.credit.options import CreditConfig, G2POOptions, GiGPOOptions, HGPOOptions, NormOptions, SCPOOptions
 from scpo.credit.scpo import match_failures, returns_bonus
-from scpo.rollout_types import RolloutBatch
 
 __all__ = [
     "compute_gigpo_outcome_advantage",

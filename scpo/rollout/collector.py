@@ -19,10 +19,10 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from scpo.batch import Step, Trajectory
 from scpo.envs.base import EnvPackage
 from scpo.envs.vector import VectorEnv
 from scpo.rollout.generation import Generation, GenerationEngine
-from scpo.rollout_types import Step, Trajectory
 
 __all__ = ["RolloutTiming", "collect_rollouts"]
 
@@ -129,7 +129,9 @@ def collect_rollouts(
                     response=gen.text,
                     prompt=prompt,
                     admissible=tuple(ep.info.get("admissible_commands", [])),
-                    extras=_token_extras(gen),
+                    prompt_ids=list(gen.prompt_ids),
+                    response_ids=list(gen.response_ids),
+                    candidate_ids=_candidates(gen),
                 )
             )
             ep.history.append((ep.obs, actions[k]))
@@ -161,9 +163,7 @@ def collect_rollouts(
     return trajectories, timing
 
 
-def _token_extras(gen: Generation) -> dict[str, Any]:
-    """What the trainer needs of a generation: prompt and answer ids, and the candidates' ids when it was a choice."""
-    extras: dict[str, Any] = {"prompt_ids": gen.prompt_ids, "response_ids": gen.response_ids}
-    if getattr(gen, "candidate_ids", None) is not None:
-        extras["candidate_ids"] = gen.candidate_ids
-    return extras
+def _candidates(gen: Generation) -> list[list[int]] | None:
+    """The ids of every answer an admissible-choice sampler chose among (None for a freely generated answer)."""
+    cands = getattr(gen, "candidate_ids", None)
+    return None if cands is None else [list(c) for c in cands]

@@ -1,4 +1,5 @@
 """Training: behaviour-cloning warm start, the group-RL loop, checkpoints, HCAPO's hindsight scoring, evaluation.
 
-Entry points: `scpo.train.runner.run_training`, `scpo.train.evaluate.run_evaluation` (imported lazily: torch is heavy).
+Entry points (imported lazily: torch is heavy): `scpo.train.run.run_training` (the run's setup: `setup`, the loop:
+`rl_loop`, SFT: `sft`), `scpo.train.evaluate.run_evaluation`.
 """

@@ -7,29 +7,30 @@ dvclive nests metric names on '/', so one name cannot be both a value and a fold
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from scpo.rollout_types import RolloutBatch
+from scpo.batch import RolloutBatch
 
 __all__ = ["rollout_metrics", "credit_metrics", "HistoryLog"]
 
 
-def rollout_metrics(trajectories: Sequence, batch: RolloutBatch) -> dict[str, float]:
-    """charts/*: success overall and per task type, task score, episode length, invalid-answer rate."""
-    won = np.array([t.won for t in trajectories], dtype=float)
+def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
+    """charts/*: success overall and per task type, task score, episode length (means over trajectories),
+    invalid-answer rate (over steps)."""
+    first = np.unique(batch.traj_id, return_index=True)[1]  # each trajectory's first row, in trajectory order
+    won = batch.won[first].astype(float)
+    types = batch.task_type[first]
     out = {
         "charts/success_rate": float(won.mean()),
-        "charts/task_score": float(np.mean([t.task_score for t in trajectories])),
-        "charts/episode_length": float(np.mean([len(t) for t in trajectories])),
+        "charts/task_score": float(np.mean(batch.task_score[first].tolist())),
+        "charts/episode_length": float(np.mean(batch.traj_len[first].tolist())),
         "charts/invalid_rate": float(1.0 - batch.valid.mean()),
     }
-    types = sorted({t.task_type for t in trajectories})
-    for tt in types:
-        out[f"charts/success_rate_by_type/{tt}"] = float(np.mean([t.won for t in trajectories if t.task_type == tt]))
+    for tt in sorted(set(types.tolist())):
+        out[f"charts/success_rate_by_type/{tt}"] = float(np.mean(batch.won[first][types == tt].tolist()))
     return out
 
 

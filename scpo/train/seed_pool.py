@@ -52,7 +52,7 @@ def parse_seeds(text: str, report_seeds: Sequence[int]) -> list[int]:
 
 
 def _train_one(cfg: Config, seed: int, stage: str) -> tuple[dict, str]:
-    from scpo.train.runner import run_training
+    from scpo.train.run import run_training
 
     cfg = cfg.model_copy(deep=True)
     cfg.train.seed = seed

@@ -10,7 +10,7 @@ import random
 import numpy as np
 import torch
 
-from scpo.rollout_types import stable_uid
+from scpo.batch import stable_uid
 
 __all__ = ["seed_everything", "iteration_seed", "set_threads"]
 

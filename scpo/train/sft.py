@@ -1,66 +1,85 @@
-"""Behaviour-cloning warm start on expert demonstrations (`scpo train --stage sft`).
+"""The behaviour-cloning warm start (`scpo train --stage sft`): `run_sft` reads top to bottom.
 
-Demonstrations: each task's expert actions (ALFWorld walkthrough, WebShop expert policy) replayed from reset; every step
-becomes (prompt as the collector would build it, answer `<action>a</action>` + EOS). `train.sft.n_demos` caps how many
-tasks are demonstrated, which caps how good the warm policy gets (group credit needs groups with mixed success).
-Loss: mean negative log-likelihood of the answer tokens (prompt tokens are context only).
+Demonstrations (`scpo.envs.demos`): each of `train.sft.n_demos` tasks' expert actions replayed from reset; every step
+becomes (prompt as the collector would build it, answer `<action>a</action>` + EOS). `n_demos` caps how good the warm
+policy gets (group credit needs groups with mixed success). Loss: mean negative log-likelihood of the answer tokens
+(prompt tokens are context only), AdamW, gradient norm clipped at 1. With `train.rl_start: base` (RL from the
+profile's model) no warm start is needed: only a summary saying so is written.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from scpo.envs.base import EnvPackage
-from scpo.envs.prompting import action_answer
-from scpo.policy import PolicyLike
-from scpo.train.logprobs import bucketed_batches, response_logprobs
+from scpo.config import Config
+from scpo.envs.demos import Demo, expert_demonstrations
+from scpo.policy import PolicyLike, load_policy
+from scpo.policy.logprobs import bucketed_batches, response_logprobs
+from scpo.policy.placement import autocast_each_forward, resolve_device
+from scpo.train.seeding import seed_everything
+from scpo.train.setup import demo_tasks, fresh_policy, identity, run_env, save_model
 
-__all__ = ["Demo", "expert_demonstrations", "encode_demos", "behaviour_cloning"]
-
-
-@dataclass
-class Demo:
-    task_id: str
-    prompt: str
-    response: str
+__all__ = ["run_sft", "encode_demos", "behaviour_cloning"]
 
 
-def expert_demonstrations(
-    env_pkg: EnvPackage,
-    task_ids: Sequence[str],
-    *,
-    data_root: str = "data",
-    max_steps: int | None = None,
-    history_length: int = 2,
-    progress: bool = True,
-) -> tuple[list[Demo], dict[str, float]]:
-    """Replay each task's expert actions; keep the steps of replays that win. Returns (demos, stats)."""
-    demos: list[Demo] = []
-    won = 0
-    for task_id in tqdm(task_ids, desc="expert demos", disable=not progress, leave=False):
-        actions = env_pkg.expert_actions(task_id, data_root=data_root)
-        env = env_pkg.make_env(task_id, data_root=data_root, max_steps=max(max_steps or 0, len(actions) + 1))
-        obs, info = env.reset()
-        goal, history, steps = str(info.get("goal", "")), [], []
-        for t, action in enumerate(actions):
-            prompt = env_pkg.build_prompt(
-                goal, obs, list(info.get("admissible_commands", [])), history, t, history_length=history_length
-            )
-            steps.append(Demo(task_id, prompt, action_answer(action)))
-            history.append((obs, action))
-            obs, _, done, info = env.step(action)
-            if done:
-                break
-        if info.get("won"):
-            won += 1
-            demos.extend(steps[:max_steps] if max_steps else steps)
-    return demos, {"n_tasks": float(len(task_ids)), "n_won": float(won), "n_steps": float(len(demos))}
+def run_sft(cfg: Config, run_dir: Path) -> dict:
+    """Behaviour cloning on `train.sft.n_demos` expert demonstrations into `run_dir` (checked and locked by
+    `scpo.train.run.run_training`); writes `model/` and returns the summary."""
+    t_start = time.perf_counter()
+    if cfg.train.rl_start == "base":
+        return {
+            "stage": "sft",
+            "env": cfg.env.name,
+            "seed": cfg.train.seed,
+            **identity(cfg),
+            "skipped": "train.rl_start=base: RL starts from the profile's model, no warm start",
+            "wall_s": time.perf_counter() - t_start,
+            "run_dir": str(run_dir),
+        }
+    env = run_env(cfg)
+    s = env.settings
+    seed_everything(cfg.train.seed)
+    demos, demo_stats = expert_demonstrations(
+        s.package,
+        demo_tasks(s, cfg),
+        data_root=s.data_root,
+        max_steps=s.max_steps,
+        history_length=cfg.env.history_length,
+    )
+    corpus = [d.prompt for d in demos] + [d.response for d in demos]
+    device = resolve_device(cfg.train.device)
+    if cfg.train.init_from:  # trained weights in float32, forward passes in policy.dtype (scpo.policy.placement)
+        policy = load_policy(cfg.train.init_from, dtype="float32", device=device)
+    else:
+        policy = fresh_policy(cfg, env, corpus, device=device)
+    autocast_each_forward(policy.model, device, cfg.policy.dtype)  # each forward pass in policy.dtype
+    bc = behaviour_cloning(
+        policy,
+        demos,
+        epochs=cfg.train.sft.epochs,
+        lr=cfg.train.sft.lr,
+        batch_size=cfg.train.sft.batch_size,
+        max_prompt_tokens=cfg.policy.max_prompt_tokens,
+        seed=cfg.train.seed,
+    )
+    save_model(policy, run_dir / "model")
+    return {
+        "stage": "sft",
+        "env": cfg.env.name,
+        "seed": cfg.train.seed,
+        **identity(cfg),
+        "n_params": sum(p.numel() for p in policy.model.parameters()),
+        "demos": demo_stats,
+        "bc": bc,
+        "wall_s": time.perf_counter() - t_start,
+        "run_dir": str(run_dir),
+    }
 
 
 def encode_demos(

@@ -20,13 +20,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from scpo.batch import RolloutBatch
+from scpo.policy.logprobs import bucketed_batches, response_logprobs
 from scpo.policy.scoring import candidate_scores, choice_log_distribution
-from scpo.train.logprobs import bucketed_batches, response_logprobs
 from scpo.train.loss import policy_loss
 
 __all__ = [
     "StepSample",
-    "samples_from_trajectories",
+    "samples_from_batch",
     "update_samples",
     "make_optimizer",
     "step_logprobs",
@@ -53,32 +54,28 @@ class StepSample:
         return self.candidates.index(self.response_ids) if self.candidates is not None else -1
 
 
-def samples_from_trajectories(trajectories, advantages: np.ndarray) -> list[StepSample]:
-    """Pair each step (row order of `RolloutBatch.from_trajectories`) with its advantage; empty answers are skipped."""
-    steps = [s for traj in trajectories for s in traj.steps]
-    if len(steps) != len(advantages):
-        raise ValueError(f"{len(steps)} steps but {len(advantages)} advantages")
-    out = []
-    for s, a in zip(steps, advantages):
-        if not s.extras.get("response_ids"):
-            continue
-        cands = s.extras.get("candidate_ids")
-        out.append(
-            StepSample(
-                list(s.extras["prompt_ids"]),
-                list(s.extras["response_ids"]),
-                float(a),
-                [list(c) for c in cands] if cands is not None else None,
-            )
-        )
-    return out
+def samples_from_batch(batch: RolloutBatch, advantages: np.ndarray) -> list[StepSample]:
+    """Each row's token ids (the batch's policy columns) with its advantage, in row order; rows without an answer are
+    skipped."""
+    if not batch.has_tokens:
+        raise ValueError("the batch carries no token ids (prompt_ids / response_ids): rollouts of a policy are needed")
+    if len(advantages) != batch.n_rows:
+        raise ValueError(f"{batch.n_rows} rows but {len(advantages)} advantages")
+    cands = batch.candidate_ids if batch.candidate_ids is not None else [None] * batch.n_rows
+    return [
+        StepSample(list(p), list(r), float(a), [list(x) for x in c] if c is not None else None)
+        for p, r, c, a in zip(batch.prompt_ids, batch.response_ids, cands, advantages)
+        if r
+    ]
 
 
-def update_samples(trajectories, advantages: np.ndarray, skip_zero_advantage: bool) -> tuple[list[StepSample], int]:
+def update_samples(
+    batch: RolloutBatch, advantages: np.ndarray, skip_zero_advantage: bool
+) -> tuple[list[StepSample], int]:
     """-> (the steps the update trains on, the number of steps with an answer). `skip_zero_advantage` leaves out steps
     whose advantage is exactly 0 (every step of a group whose rollouts all got the same reward); kept (verl-agent's
     setting), they carry no policy-gradient signal but count in the token-mean and carry KL and entropy terms."""
-    samples = samples_from_trajectories(trajectories, advantages)
+    samples = samples_from_batch(batch, advantages)
     n_steps = len(samples)
     if skip_zero_advantage:
         samples = [s for s in samples if s.advantage != 0.0]

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from scpo.envs.alfworld.env import DEFAULT_MAX_STEPS, ENGINES, SUCCESS_REWARD, AlfworldEnv, make_alfworld
+from scpo.envs.alfworld.env import DEFAULT_MAX_STEPS, ENGINES, SUCCESS_REWARD, AlfworldEnv
 from scpo.envs.alfworld.games import SPLITS, TASK_TYPES, DataError, expert_actions, game_file, list_tasks, task_type
 from scpo.envs.alfworld.prompts import PROMPT_PHRASES, build_prompt, project_action
 from scpo.envs.spec import EnvOptions, EnvSpec
@@ -23,7 +23,6 @@ __all__ = [
     "project_action",
     "PROMPT_PHRASES",
     "AlfworldEnv",
-    "make_alfworld",
     "game_file",
     "TASK_TYPES",
     "SPLITS",
@@ -80,4 +79,11 @@ class AlfworldOptions(EnvOptions):
     eval_splits: tuple[Literal[SPLITS], ...] = Field(("valid_seen", "valid_unseen"), min_length=1)
 
 
-SPEC = EnvSpec(name="alfworld", factory=make_alfworld, package=__name__, options=AlfworldOptions)
+SPEC = EnvSpec(
+    name="alfworld",
+    factory=make_env,
+    package=__name__,
+    options=AlfworldOptions,
+    tokenizer_phrases=PROMPT_PHRASES,
+    oracle_progress="scpo.envs.alfworld.oracle_rollouts:label_progress",
+)

@@ -1,6 +1,6 @@
 """The ALFWorld text environment (the `scpo.envs.TextEnv` protocol) over either engine.
 
-    env = scpo.envs.make("alfworld", game_file="data/alfworld/json_2.1.1/valid_seen/.../game.tw-pddl", engine="fast")
+    env = scpo.envs.make("alfworld", task_id="valid_seen/<task-folder>/<trial>", data_root="data", engine="fast")
     obs, info = env.reset()
     obs, reward, done, info = env.step("go to desk 1")
 
@@ -13,10 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from scpo.envs.alfworld.games import game_file as _game_file
 from scpo.envs.alfworld.games import goal_of, load_game, task_type
 
-__all__ = ["AlfworldEnv", "make_alfworld", "ENGINES", "SUCCESS_REWARD", "DEFAULT_MAX_STEPS", "make_engine"]
+__all__ = ["AlfworldEnv", "ENGINES", "SUCCESS_REWARD", "DEFAULT_MAX_STEPS", "make_engine"]
 
 ENGINES = ("fast", "textworld")
 SUCCESS_REWARD = 10.0
@@ -79,20 +78,3 @@ class AlfworldEnv:
         self._steps += 1
         self._done = won or self._steps >= self.max_steps
         return obs, SUCCESS_REWARD if won else 0.0, self._done, self._info(admissible, won)
-
-
-def make_alfworld(
-    game_file: str | Path | None = None,
-    task_id: str | None = None,
-    data_root: str | Path = "data",
-    engine: str = "fast",
-    max_steps: int | None = None,
-) -> AlfworldEnv:
-    """Registry factory: give a `game_file` path, or a `task_id` (`<split>/<task-folder>/<trial>`) under `data_root`."""
-    if (game_file is None) == (task_id is None):
-        raise ValueError(
-            "make_alfworld needs exactly one of game_file= or task_id= "
-            f"(got game_file={game_file!r}, task_id={task_id!r})"
-        )
-    path = Path(game_file) if game_file is not None else _game_file(task_id, data_root)
-    return AlfworldEnv(path, engine=engine, max_steps=max_steps, task_id=task_id)

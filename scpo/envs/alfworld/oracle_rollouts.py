@@ -25,11 +25,18 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from scpo.envs.alfworld import game_file, make_env, task_type
+from scpo.batch import RolloutBatch, Step, Trajectory, stable_uid
+from scpo.envs.alfworld import build_prompt, game_file, make_env, task_type
 from scpo.envs.alfworld.planner import Planner, PlannerStats, oracle_progress
-from scpo.rollout_types import RolloutBatch, Step, Trajectory, stable_uid
 
-__all__ = ["PlannerPool", "noisy_optimal_episode", "noisy_optimal_rollouts", "label_progress", "ENV_NAME"]
+__all__ = [
+    "PlannerPool",
+    "shared_pool",
+    "noisy_optimal_episode",
+    "noisy_optimal_rollouts",
+    "label_progress",
+    "ENV_NAME",
+]
 
 ENV_NAME = "alfworld"
 
@@ -73,8 +80,10 @@ def noisy_optimal_episode(
     *,
     max_steps: int = 50,
     data_root: str | Path = "data",
+    history_length: int = 2,
 ) -> Trajectory:
-    """One episode of the eps-noisy optimal policy; each step has `oracle_progress` and `extras["v_star"]` = V*(s_t)."""
+    """One episode of the eps-noisy optimal policy; each step has `oracle_progress`, `extras["v_star"]` = V*(s_t) and
+    the prompt a policy would have seen there (`build_prompt`, showing `history_length` past steps)."""
     if not 0.0 <= eps <= 1.0:
         raise ValueError(f"eps must be in [0, 1], got {eps}")
     env = make_env(task_id, data_root, max_steps=max_steps, engine="fast")
@@ -83,6 +92,7 @@ def noisy_optimal_episode(
     obs, info = env.reset()
     v = planner.value(engine)
     steps: list[Step] = []
+    history: list[tuple[str, str]] = []
     done = False
     while not done:
         u, pick = rng.random(), rng.random()  # both drawn every step: the same stream for every eps
@@ -90,8 +100,12 @@ def noisy_optimal_episode(
         action = planner.best_action(engine) if u >= eps else None
         if action is None:  # a random step, or no optimal one (a dead end: the goal cannot be reached any more)
             action = admissible[int(pick * len(admissible))]
+        prompt = build_prompt(
+            info["goal"], obs, list(info["admissible_commands"]), history, len(steps), history_length=history_length
+        )
         next_obs, reward, done, next_info = env.step(action)
         v_next = planner.value(engine)
+        history.append((obs, action))
         steps.append(
             Step(
                 observation=obs,
@@ -100,6 +114,7 @@ def noisy_optimal_episode(
                 next_observation=next_obs,
                 valid=True,
                 done=done,
+                prompt=prompt,
                 oracle_progress=oracle_progress(v, v_next),
                 extras={"v_star": v},
             )
@@ -128,8 +143,10 @@ def noisy_optimal_rollouts(
     data_root: str | Path = "data",
     pool: PlannerPool | None = None,
     progress: bool = True,
+    history_length: int = 2,
 ) -> RolloutBatch:
-    """Groups of `group_size` noisy-optimal episodes per (task, seed), as one RolloutBatch with oracle_progress."""
+    """Groups of `group_size` noisy-optimal episodes per (task, seed), as one RolloutBatch with oracle_progress and
+    prompts."""
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
     pool = pool if pool is not None else PlannerPool(data_root)
@@ -140,20 +157,38 @@ def noisy_optimal_rollouts(
             for task in task_ids:
                 planner = pool.get(task)
                 trajs += [
-                    noisy_optimal_episode(task, seed, i, eps, planner, max_steps=max_steps, data_root=data_root)
+                    noisy_optimal_episode(
+                        task,
+                        seed,
+                        i,
+                        eps,
+                        planner,
+                        max_steps=max_steps,
+                        data_root=data_root,
+                        history_length=history_length,
+                    )
                     for i in range(group_size)
                 ]
                 bar.update(1)
     return RolloutBatch.from_trajectories(trajs)
 
 
+_POOLS: dict[str, PlannerPool] = {}  # one planner pool per data root and process: its caches serve every call
+
+
+def shared_pool(data_root: str | Path) -> PlannerPool:
+    """This process's planner pool for `data_root` (created on first use)."""
+    return _POOLS.setdefault(str(data_root), PlannerPool(data_root))
+
+
 def label_progress(
-    batch: RolloutBatch, *, data_root: str | Path = "data", pool: PlannerPool | None = None, progress: bool = True
+    batch: RolloutBatch, *, data_root: str | Path = "data", pool: PlannerPool | None = None, progress: bool = False
 ) -> RolloutBatch:
     """`batch` (ALFWorld rollouts, e.g. a trained policy's saved iteration) with its oracle_progress column filled by
-    replaying each trajectory's commands from reset in the fast engine. ValueError if a replayed observation differs
-    from the saved one (the rollouts were not played on these game files)."""
-    pool = pool if pool is not None else PlannerPool(data_root)
+    replaying each trajectory's commands from reset in the fast engine (`pool`: default `shared_pool(data_root)`).
+    ValueError if a replayed observation differs from the saved one (the rollouts were not played on these game
+    files)."""
+    pool = pool if pool is not None else shared_pool(data_root)
     q = np.zeros(batch.n_rows)
     order = np.lexsort((batch.step, batch.traj_id))
     bounds = np.flatnonzero(np.diff(batch.traj_id[order])) + 1

@@ -47,15 +47,11 @@ __all__ = [
     "SUCCESS_REWARD",
     "DEFAULT_MAX_STEPS",
     "TASK_TYPES",
-    "TINY_TOKENIZER_LOWERCASE",
     "WebShopOptions",
     "SPEC",
 ]
 
 TASK_TYPES = ("human", "synthetic")  # the goal's instruction: written by a person or by WebShop's template
-# the tiny policy's tokenizer folds case: WebShop shows an ASIN as "B09RPRRNVP" and clicks it as "click[b09rprrnvp]",
-# and a small model can only learn to click the product it read if both are the same tokens
-TINY_TOKENIZER_LOWERCASE = True
 
 
 def list_tasks(split: str, data_root: str | Path = "data", limit: int | None = None) -> list[str]:
@@ -96,4 +92,13 @@ class WebShopOptions(EnvOptions):
     eval_splits: tuple[Literal[SPLITS], ...] = Field(("test",), min_length=1)
 
 
-SPEC = EnvSpec(name="webshop", factory=make_webshop, package=__name__, options=WebShopOptions)
+SPEC = EnvSpec(
+    name="webshop",
+    factory=make_webshop,
+    package=__name__,
+    options=WebShopOptions,
+    tokenizer_phrases=PROMPT_PHRASES,
+    # the tiny policy's tokenizer folds case: WebShop shows an ASIN as "B09RPRRNVP" and clicks it as
+    # "click[b09rprrnvp]", and a small model can only learn to click the product it read if both are the same tokens
+    tokenizer_lowercase=True,
+)

@@ -15,7 +15,7 @@ import math
 import random
 import re
 
-from scpo.rollout_types import stable_uid
+from scpo.batch import stable_uid
 
 __all__ = [
     "product_rng",

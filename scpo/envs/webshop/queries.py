@@ -20,7 +20,7 @@ import functools
 import random
 import re
 
-from scpo.rollout_types import stable_uid
+from scpo.batch import stable_uid
 
 __all__ = ["expert_query", "search_candidates", "N_SEARCH_CANDIDATES"]
 

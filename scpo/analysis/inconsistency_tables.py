@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from scpo.analysis.estimators import batch_env, compute_all
 from scpo.analysis.inconsistency import (
     COUNT_COLUMNS,
     PAIR_KINDS,
@@ -20,10 +19,10 @@ from scpo.analysis.inconsistency import (
     semantic_pairs,
 )
 from scpo.analysis.rollout_files import iteration_files, iteration_of
+from scpo.batch import RolloutBatch
 from scpo.config import Config
 from scpo.credit.grouping import discounted_returns
 from scpo.pipeline.layout import run_dir
-from scpo.rollout_types import RolloutBatch
 
 __all__ = [
     "control_target",
@@ -56,7 +55,9 @@ def control_target(batch: RolloutBatch, gamma: float) -> tuple[np.ndarray, str]:
 
 def inconsistency_of_batch(batch: RolloutBatch, cfg: Config, semantic_scorer=None) -> pd.DataFrame:
     """Counts (see `inconsistency_counts`) of every rollout-only estimator of report.methods on `batch`."""
-    results = compute_all(batch, cfg, cfg.report.methods)
+    from scpo.estimators import estimate
+
+    results = estimate(batch, cfg.report.methods, cfg, unmet="skip")  # HCAPO needs the policy: not recomputed
     semantic = (
         semantic_pairs(batch, semantic_scorer, cfg.report.similarity_thresh) if semantic_scorer is not None else None
     )
@@ -135,7 +136,7 @@ def scpo_match_actions(batch: RolloutBatch, cfg: Config, scorer_names: tuple[str
     from scpo.credit import compute_advantages
     from scpo.credit.registry import default_scorer
 
-    credit = cfg.credit.for_env(batch_env(batch))
+    credit = cfg.credit
     rows = []
     for name in scorer_names:
         model = cfg.credit.scpo.scorer_model if name == cfg.credit.scpo.scorer else None

@@ -1,8 +1,10 @@
 """The one data model every part of scpo speaks: Step, Trajectory, RolloutBatch.
 
 Flow: environments + policy produce `Trajectory` objects (lists of `Step`); `RolloutBatch.from_trajectories` turns a
-list of them into a columnar view (one row per step, numpy arrays) that the pure credit estimators read; `to_parquet` /
-`read` persist a batch so notebooks can load saved rollouts.
+list of them into the batch, the one artefact of an iteration (one row per step, numpy arrays): the credit estimators,
+the update, the metrics, HCAPO's hindsight scores and the explorer all read it. Besides the environment's columns it
+carries the policy's view of each step (the prompt text and the prompt, answer and candidate token ids), so saved
+rollouts can be re-scored and re-trained on without replaying an environment. `to_parquet` / `read` persist a batch.
 
 Ids are deterministic: a group is (task_id, seed), a trajectory is (task_id, seed, index); their uids are content
 hashes, never uuid4, so the same rollouts always get the same ids.
@@ -34,8 +36,9 @@ class Step:
 
     `observation` / `next_observation` are the raw environment texts (no prompt, no history): GiGPO's anchor states.
     `valid` is False when the response lacked the required format or the action was not admissible (invalid penalty).
-    `prompt` is the full text the policy saw; token-level fields (ids, log-probs) live in `extras` when the trainer
-    needs them.
+    `prompt` is the full text the policy saw; `prompt_ids` / `response_ids` its tokens and the answer's (EOS
+    included), `candidate_ids` every answer an admissible-choice sampler chose among (None for free generation).
+    `extras` holds anything else a producer wants to keep in memory (not saved).
     """
 
     observation: str
@@ -47,6 +50,9 @@ class Step:
     response: str = ""
     prompt: str = ""
     admissible: tuple[str, ...] = ()
+    prompt_ids: list[int] | None = None
+    response_ids: list[int] | None = None
+    candidate_ids: list[list[int]] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     oracle_progress: float | None = None  # q_t = V*(s_t) - V*(s_{t+1}) where a planner knows V* (ALFWorld fast engine)
 
@@ -108,6 +114,9 @@ _NUM_COLUMNS = {
 }
 # columns a batch may lack (files written before they existed stay readable): name -> dtype
 _OPTIONAL_COLUMNS = {"oracle_progress": np.float64}
+# the policy's view of each step (ragged, object arrays), present when the rollouts came from a policy: name -> depth
+# of nesting (1: a str or a list of ints per row; 2: a list of int lists, or None, per row)
+_POLICY_COLUMNS = {"prompt": 0, "prompt_ids": 1, "response_ids": 1, "candidate_ids": 2}
 
 
 @dataclass
@@ -129,6 +138,9 @@ class RolloutBatch:
     seed              : int64
     oracle_progress   : float64 or None (optional) q_t = V*(s_t) - V*(s_{t+1}) from an optimal planner with full
                         knowledge (scpo.envs.alfworld.planner); None when the rollouts carry no planner labels
+    prompt            : object (str) or None (optional) the text the policy saw
+    prompt_ids, response_ids : object (list[int]) or None (optional) its tokens; the answer's tokens (empty: no answer)
+    candidate_ids     : object (list[list[int]] per row, None where the answer was generated freely) or None
     """
 
     group_id: np.ndarray
@@ -152,6 +164,10 @@ class RolloutBatch:
     task_type: np.ndarray
     env_name: np.ndarray
     oracle_progress: np.ndarray | None = None
+    prompt: np.ndarray | None = None
+    prompt_ids: np.ndarray | None = None
+    response_ids: np.ndarray | None = None
+    candidate_ids: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.step)
@@ -166,6 +182,12 @@ class RolloutBatch:
                 if len(col) != n:
                     raise ValueError(f"RolloutBatch column {name!r} has {len(col)} rows, expected {n} (rows of 'step')")
                 setattr(self, name, col)
+        for name in _POLICY_COLUMNS:
+            col = getattr(self, name)
+            if col is not None:
+                if len(col) != n:
+                    raise ValueError(f"RolloutBatch column {name!r} has {len(col)} rows, expected {n} (rows of 'step')")
+                setattr(self, name, _object_column(col))
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -173,6 +195,7 @@ class RolloutBatch:
         """Flatten trajectories into rows. Group codes follow first appearance of (env_name, task_id, seed)."""
         cols: dict[str, list] = {k: [] for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}
         progress: list[float | None] = []
+        policy_view: dict[str, list] = {k: [] for k in _POLICY_COLUMNS}
         group_codes: dict[str, int] = {}
         for t_code, traj in enumerate(trajectories):
             if not traj.steps:
@@ -201,12 +224,18 @@ class RolloutBatch:
                 cols["task_type"].append(traj.task_type)
                 cols["env_name"].append(traj.env_name)
                 progress.append(s.oracle_progress)
+                for k in _POLICY_COLUMNS:
+                    policy_view[k].append(getattr(s, k))
         labelled = [q is not None for q in progress]
         if any(labelled) and not all(labelled):
             raise ValueError(
                 f"{labelled.count(False)} of {len(progress)} steps lack oracle_progress; label all or none"
             )
-        return cls(**_to_arrays(cols), oracle_progress=np.asarray(progress, np.float64) if any(labelled) else None)
+        return cls(
+            **_to_arrays(cols),
+            oracle_progress=np.asarray(progress, np.float64) if any(labelled) else None,
+            **_policy_view(policy_view),
+        )
 
     @classmethod
     def from_columns(cls, **columns: Iterable) -> RolloutBatch:
@@ -219,12 +248,12 @@ class RolloutBatch:
         missing = [k for k in required if k not in columns]
         if missing:
             raise ValueError(f"RolloutBatch.from_columns needs columns {missing}")
-        known = (*_NUM_COLUMNS, *_STR_COLUMNS, *_OPTIONAL_COLUMNS)
+        known = (*_NUM_COLUMNS, *_STR_COLUMNS, *_OPTIONAL_COLUMNS, *_POLICY_COLUMNS)
         unknown = set(columns) - set(known)
         if unknown:
             raise ValueError(f"unknown RolloutBatch columns {sorted(unknown)}; known: {sorted(known)}")
-        optional = {k: columns[k] for k in _OPTIONAL_COLUMNS if columns.get(k) is not None}
-        cols = {k: list(v) for k, v in columns.items() if k not in _OPTIONAL_COLUMNS}
+        optional = {k: columns[k] for k in (*_OPTIONAL_COLUMNS, *_POLICY_COLUMNS) if columns.get(k) is not None}
+        cols = {k: list(v) for k, v in columns.items() if k not in (*_OPTIONAL_COLUMNS, *_POLICY_COLUMNS)}
         n = len(cols["step"])
         traj = np.asarray(cols["traj_id"], dtype=np.int64)
         reward = np.asarray(cols["reward"], dtype=np.float64)
@@ -263,6 +292,12 @@ class RolloutBatch:
         return self.n_rows
 
     @property
+    def env(self) -> str | None:
+        """The environment the rollouts came from (the `env_name` column), None when it is empty or mixed."""
+        names = {str(n) for n in np.unique(self.env_name)} - {""} if self.n_rows else set()
+        return names.pop() if len(names) == 1 else None
+
+    @property
     def n_groups(self) -> int:
         return len(np.unique(self.group_id))
 
@@ -273,8 +308,31 @@ class RolloutBatch:
     def columns(self) -> dict[str, np.ndarray]:
         """Every column, the optional ones only when present."""
         out = {k: getattr(self, k) for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}
-        out.update({k: getattr(self, k) for k in _OPTIONAL_COLUMNS if getattr(self, k) is not None})
+        out.update(
+            {k: getattr(self, k) for k in (*_OPTIONAL_COLUMNS, *_POLICY_COLUMNS) if getattr(self, k) is not None}
+        )
         return out
+
+    @property
+    def has_prompts(self) -> bool:
+        """Whether the batch carries the prompt text of every step."""
+        return self.prompt is not None
+
+    @property
+    def has_tokens(self) -> bool:
+        """Whether the batch carries every step's prompt and answer token ids (rollouts of a policy)."""
+        return self.prompt_ids is not None and self.response_ids is not None
+
+    def trajectory_rows(self) -> list[np.ndarray]:
+        """The row indices of each trajectory, in trajectory-code order (rows of one trajectory are contiguous)."""
+        bounds = np.flatnonzero(np.diff(self.traj_id)) + 1
+        return np.split(np.arange(self.n_rows), bounds)
+
+    def final_observation(self) -> np.ndarray:
+        """Per row, the last next_observation of its trajectory (object array of str)."""
+        last = np.r_[np.flatnonzero(np.diff(self.traj_id)), self.n_rows - 1]
+        per_traj = self.next_observation[last]
+        return per_traj[np.repeat(np.arange(len(last)), np.diff(np.r_[-1, last]))]
 
     def select(self, mask: np.ndarray) -> RolloutBatch:
         """Rows where `mask` is True (keep whole trajectories if you want valid credit)."""
@@ -323,11 +381,15 @@ class RolloutBatch:
         if missing:
             raise ValueError(f"{path} is not a saved RolloutBatch: missing columns {missing}")
         optional = {k: df[k].to_numpy(dtype=dtype) for k, dtype in _OPTIONAL_COLUMNS.items() if k in df.columns}
-        return cls(**_to_arrays({k: df[k].tolist() for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}), **optional)
+        view = {k: [_from_stored(v, depth) for v in df[k].tolist()] for k, depth in _POLICY_COLUMNS.items() if k in df}
+        return cls(
+            **_to_arrays({k: df[k].tolist() for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}),
+            **optional,
+            **view,
+        )
 
     def to_trajectories(self) -> list[Trajectory]:
-        """Inverse of `from_trajectories` for the persisted fields (prompts, admissible sets and extras are not
-        kept)."""
+        """Inverse of `from_trajectories` for the persisted fields (admissible sets and extras are not kept)."""
         out: list[Trajectory] = []
         order = np.lexsort((self.step, self.traj_id))
         boundaries = np.flatnonzero(np.diff(self.traj_id[order])) + 1
@@ -346,6 +408,7 @@ class RolloutBatch:
                     done=bool(self.done[r]),
                     response=self.response[r],
                     oracle_progress=None if q is None else float(q[r]),
+                    **{k: getattr(self, k)[r] for k in _POLICY_COLUMNS if getattr(self, k) is not None},
                 )
                 for r in rows
             ]
@@ -380,6 +443,36 @@ def _to_arrays(cols: dict[str, list]) -> dict[str, np.ndarray]:
             arr[:] = [str(x) for x in v]
             out[k] = arr
     return out
+
+
+def _object_column(values) -> np.ndarray:
+    """A ragged column as a 1-D object array (one Python value per row, however nested)."""
+    if isinstance(values, np.ndarray) and values.dtype == object and values.ndim == 1:
+        return values
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = list(values)
+    return arr
+
+
+def _policy_view(view: dict[str, list]) -> dict[str, np.ndarray | None]:
+    """The policy columns of `from_trajectories`: `prompt` when every step has one; the token ids when every step has
+    them, with candidate_ids (None on the rows of freely generated answers); else None."""
+    out: dict[str, np.ndarray | None] = dict.fromkeys(_POLICY_COLUMNS)
+    if view["prompt"] and all(view["prompt"]):
+        out["prompt"] = _object_column(view["prompt"])
+    if view["prompt_ids"] and all(v is not None for k in ("prompt_ids", "response_ids") for v in view[k]):
+        out.update({k: _object_column(view[k]) for k in ("prompt_ids", "response_ids", "candidate_ids")})
+    return out
+
+
+def _from_stored(value, depth: int):
+    """A ragged value read back from parquet / JSON (numpy arrays, lists or None) as plain Python: str, list[int] or
+    list[list[int]]."""
+    if value is None or depth == 0:
+        return value
+    if depth == 1:
+        return [int(x) for x in value]
+    return [[int(x) for x in c] for c in value]
 
 
 def _json_default(o: Any) -> Any:

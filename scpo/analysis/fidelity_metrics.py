@@ -16,13 +16,13 @@ the map needs it, so "false credit" includes credit for useful exploration. Read
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from scpo.rollout_types import RolloutBatch
+from scpo.batch import RolloutBatch
 
 __all__ = [
     "METRICS",
@@ -31,7 +31,6 @@ __all__ = [
     "group_fidelity",
     "fidelity_table",
     "summarize",
-    "estimator_advantages",
     "group_view",
 ]
 
@@ -119,28 +118,6 @@ def group_fidelity(batch: RolloutBatch, advantages: np.ndarray) -> pd.DataFrame:
             "rank_corr": rho,
         }
     )
-
-
-def estimator_advantages(
-    batch: RolloutBatch,
-    methods: Sequence[str],
-    credit_cfg=None,
-    *,
-    hindsight_logprob: np.ndarray | None = None,
-    scorer=None,
-    options: Mapping[str, Mapping] | None = None,
-) -> dict[str, np.ndarray]:
-    """{method: advantages} on `batch`, every method through `scpo.credit.compute_advantages` (HCAPO with the given
-    hindsight log-probs; `options[method]` overrides that method's options)."""
-    from scpo.credit import compute_advantages
-
-    out = {}
-    for m in methods:
-        kw = {"hindsight_logprob": hindsight_logprob} if m == "hcapo" else {}
-        out[m] = compute_advantages(
-            m, batch, credit_cfg, scorer=scorer, **kw, **dict((options or {}).get(m, {}))
-        ).advantages
-    return out
 
 
 def fidelity_table(batch: RolloutBatch, advantages: Mapping[str, np.ndarray], **labels) -> pd.DataFrame:

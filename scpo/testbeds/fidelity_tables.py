@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from scpo.analysis.fidelity import METRICS
-from scpo.fidelity.run import (
+from scpo.analysis.fidelity_metrics import METRICS
+from scpo.pipeline.layout import ReportLayout, run_dir
+from scpo.tables.success import write_table
+from scpo.testbeds.fidelity import (
     FidelityResult,
     Timer,
     cpu_seconds,
@@ -29,8 +31,6 @@ from scpo.fidelity.run import (
     scpo_sweep,
     trained_fidelity,
 )
-from scpo.pipeline.layout import ReportLayout, run_dir
-from scpo.reports.tables import write_table
 
 __all__ = ["PROXY_NOTE", "readable", "trained_runs", "sweep_grid", "write_fidelity_report"]
 

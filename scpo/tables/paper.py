@@ -15,9 +15,9 @@ from pathlib import Path
 
 from scpo.config import Config
 from scpo.pipeline.layout import ReportLayout
-from scpo.reports.curves import load_histories, plot_curves, wide_curves
-from scpo.reports.published import PUBLISHED_SCALE, published_by_method, published_table
-from scpo.reports.tables import (
+from scpo.tables.curves import load_histories, plot_curves, wide_curves
+from scpo.tables.published import PUBLISHED_SCALE, published_by_method, published_table
+from scpo.tables.success import (
     comparison_table,
     load_eval_runs,
     our_scale_label,

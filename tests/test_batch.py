@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scpo.rollout_types import RolloutBatch, Step, Trajectory, stable_uid
+from scpo.batch import RolloutBatch, Step, Trajectory, stable_uid
 
 
 def _traj(task: str, seed: int, index: int, rewards: list[float], valid: list[bool] | None = None) -> Trajectory:

@@ -3,13 +3,13 @@ figures.
 
     res = noisy_fidelity(cfg)                    # eps grid x tasks x seeds of the noisy-optimal policy (cfg.fidelity)
     res = trained_fidelity(cfg, run_dirs)        # the saved rollouts of trained policies, labelled by replay
-    res.summary / res.by_task_type / res.groups  # tables (scpo.analysis.fidelity.summarize)
+    res.summary / res.by_task_type / res.groups  # tables (scpo.analysis.fidelity_metrics.summarize)
     plot_fidelity_vs_eps(res.summary, path)      # the four metrics vs eps, one line per estimator, 95% intervals
 
-Every estimator goes through `scpo.credit.compute_advantages` with `cfg.credit.for_env("alfworld")` (ALFWorld's
-reference scale); HCAPO reads the hindsight log-probs of
-`cfg.fidelity.hindsight_policy` (default: the ALFWorld warm start). Timings are wall and process-CPU seconds per phase.
-Full knowledge is a proxy: exploring steps have q <= 0 (see scpo.analysis.fidelity).
+Every estimator goes through `scpo.estimators.estimate` (at ALFWorld's reference scale, read from the batch); HCAPO
+reads the hindsight log-probs of `cfg.fidelity.hindsight_policy` (default: the ALFWorld warm start), scored once over
+all batches (`scpo.policy.hindsight.hindsight_scores`). Timings are wall and process-CPU seconds per phase.
+Full knowledge is a proxy: exploring steps have q <= 0 (see scpo.analysis.fidelity_metrics).
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scpo.analysis.fidelity import METRICS, estimator_advantages, fidelity_table, summarize
+from scpo.analysis.fidelity_metrics import METRICS, fidelity_table, summarize
+from scpo.batch import RolloutBatch
 from scpo.envs.alfworld.oracle_rollouts import PlannerPool, label_progress, noisy_optimal_rollouts
-from scpo.rollout_types import RolloutBatch
+from scpo.estimators import estimate
 
 __all__ = [
     "FidelityResult",
@@ -123,14 +124,12 @@ def _hindsight(
     """HCAPO's hindsight log-probs of each batch, every distinct row scored once over all of them (None: no hcapo)."""
     if "hcapo" not in methods:
         return [None] * len(batches)
-    from scpo.fidelity.hindsight_replay import hindsight_for_batches
+    from scpo.policy.hindsight import hindsight_scores
 
     with timer("hcapo_hindsight"):
-        return hindsight_for_batches(
+        return hindsight_scores(
             policy,
             batches,
-            data_root=cfg.data.root,
-            history_length=cfg.env.history_length,
             temperature=cfg.credit.hcapo.temperature,
             max_prompt_tokens=cfg.policy.max_prompt_tokens,
             workers=cfg.fidelity.workers,
@@ -140,7 +139,8 @@ def _hindsight(
 
 def _estimate(cfg, batch: RolloutBatch, methods: Sequence[str], hindsight, timer: Timer) -> dict:
     with timer("estimators"):
-        return estimator_advantages(batch, methods, cfg.credit.for_env("alfworld"), hindsight_logprob=hindsight)
+        results = estimate(batch, methods, cfg.credit, hindsight_logprob=hindsight)
+        return {m: r.advantages for m, r in results.items()}
 
 
 def oracle_inconsistency(batch: RolloutBatch, advantages: Mapping[str, np.ndarray]) -> pd.DataFrame:
@@ -190,6 +190,7 @@ def noisy_fidelity(
                 data_root=cfg.data.root,
                 pool=pool,
                 progress=progress,
+                history_length=cfg.env.history_length,
             )
             for e in eps
         ]
@@ -335,7 +336,7 @@ def scpo_sweep(
 
     rows = []
     for opts in tqdm(list(grid), desc="scpo sweep", unit="config", disable=not progress, leave=False):
-        credit = cfg.credit.for_env("alfworld").model_copy(deep=True)
+        credit = cfg.credit.model_copy(deep=True)
         for k, v in opts.items():  # set on the section: `scorer=` of compute_advantages is the scorer object
             setattr(credit.scpo, k, v)
         tables = []
