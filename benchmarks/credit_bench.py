@@ -19,7 +19,9 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from scpo.batch import RolloutBatch
 from scpo.credit import available_methods, compute_advantages
+from scpo.credit.registry import method_spec
 from scpo.credit.synthetic import synthetic_batch
 from scpo.scorers import make_scorer
 from scpo.scorers.tiny import build_tiny_cross_encoder
@@ -57,14 +59,18 @@ def main() -> None:
         f"{len(np.unique(batch.observation))} distinct observations, success rate {batch.won.mean():.2f}, "
         f"all-failed groups {np.mean(won_groups == 0):.2f}"
     )
-    lp = -np.random.default_rng(0).random(batch.n_rows)
+    rng = np.random.default_rng(0)
+    lp = -rng.random(batch.n_rows)  # what a method declaring `policy_scores` (HCAPO) gets from the policy
+    cols = batch.columns()
+    cols["oracle_progress"] = rng.choice([1.0, 0.0, -1.0], size=batch.n_rows)  # what an `oracle` method reads
+    batch = RolloutBatch(**cols)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
         f"\n{'estimator':<28}{'min ms':>8}{'median ms':>11}{'CPU ms':>8}   (limit 20 ms; judged on the process CPU "
         "time, which waiting for a busy core does not inflate)"
     )
     for method in available_methods():
-        extra = {"hindsight_logprob": lp} if method == "hcapo" else {}
+        extra = {"hindsight_logprob": lp} if method_spec(method).policy_scores else {}
         best, med, cpu = timed(
             lambda method=method, extra=extra: compute_advantages(method, batch, **extra), args.repeats
         )

@@ -33,7 +33,7 @@ def _first(batch):
 def test_eps_zero_is_optimal_every_step_is_progress(pool):
     b = noisy_optimal_rollouts(TASKS, [0], 0.0, group_size=2, data_root=pool.data_root, pool=pool, progress=False)
     assert b.won.all() and np.all(b.oracle_progress == 1.0)
-    v0 = [pool.get(t).value(make_env(t, pool.data_root)._engine) for t in TASKS]
+    v0 = [pool.get(t).value(make_env(t, pool.data_root).engine) for t in TASKS]
     assert sorted(set(b.traj_len.tolist())) == sorted(set(v0))
 
 
@@ -47,7 +47,7 @@ def test_q_telescopes_and_groups_share_a_seed(pool):
         TASKS[:1], [5], 0.3, group_size=4, max_steps=20, data_root=pool.data_root, pool=pool, progress=False
     )
     assert list(a.action) == list(again.action) and len(set(a.group_uid)) == 1
-    v0 = pool.get(TASKS[0]).value(make_env(TASKS[0], pool.data_root)._engine)
+    v0 = pool.get(TASKS[0]).value(make_env(TASKS[0], pool.data_root).engine)
     sums = np.bincount(a.traj_id, weights=a.oracle_progress)
     won = a.won[_first(a)]
     assert np.all(sums[won] == v0) and np.all(sums[~won] <= v0)

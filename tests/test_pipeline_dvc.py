@@ -63,14 +63,63 @@ def test_every_listed_param_exists(stages, params):
             _lookup(params, key)  # raises KeyError naming the missing key
 
 
+def _method_params_file(stage) -> str | None:
+    files = [str(d.def_path) for d in stage.deps if str(d.def_path).startswith("reports/method_params/")]
+    assert len(files) <= 1, files
+    return files[0] if files else None
+
+
+def _reads(stage, dotted: str) -> bool:
+    """Whether `stage` depends on params.yaml's `dotted` key: listed (or a section above it), or through its method's
+    options file (reports/method_params/<method>.yaml, which holds the sections the method reads)."""
+    if any(dotted.startswith(k + ".") or k == dotted for k in _param_keys(stage)):
+        return True
+    file = _method_params_file(stage)
+    if file is None:
+        return False
+    from scpo.config import load_config
+    from scpo.pipeline.method_params import method_params
+
+    tree = method_params(load_config(REPO / "params.yaml"), Path(file).stem)
+    try:
+        _lookup(tree, dotted)
+    except KeyError:
+        return False
+    return True
+
+
 def test_a_credit_parameter_reaches_only_the_stages_that_read_it(stages):
-    readers = {
-        n
-        for n, s in stages.items()
-        if any("credit.scpo.tau".startswith(k + ".") or k == "credit.scpo.tau" for k in _param_keys(s))
-    }
+    readers = {n for n, s in stages.items() if _reads(s, "credit.scpo.tau")}
     expected = {n for n in stages if n.startswith("train@scpo-") or n.startswith("credit_maps@")}
-    assert readers == expected | {"semantic_inconsistency", "credit_fidelity"}
+    assert readers == expected | {"method_params", "semantic_inconsistency", "credit_fidelity"}
+    gigpo_gamma = {n for n, s in stages.items() if _reads(s, "credit.gigpo.gamma") and n.startswith("train@")}
+    uses_gigpo = {m for m, spec in _methods().items() if "gigpo" in spec.sections}
+    assert gigpo_gamma == {n for n in stages if n.startswith("train@") and n[6:].rsplit("-", 1)[0] in uses_gigpo}
+    assert "grpo" not in _methods()["hgpo"].sections and not _reads(stages["train@hgpo-alfworld"], "credit.grpo")
+
+
+def _methods():
+    from scpo.credit.registry import METHODS
+
+    return METHODS
+
+
+def test_each_train_stage_reads_its_methods_sections_from_the_registry(stages):
+    """A train stage's credit params are its method's file only (no section listed by hand), and the file holds
+    exactly the sections the method's registry spec reads, resolved from params.yaml."""
+    from scpo.config import load_config
+    from scpo.pipeline.method_params import method_params
+
+    cfg = load_config(REPO / "params.yaml")
+    for name, stage in stages.items():
+        if not name.startswith("train@"):
+            continue
+        method = name[len("train@") :].rsplit("-", 1)[0]
+        assert _method_params_file(stage) == f"reports/method_params/{method}.yaml", name
+        assert not [k for k in _param_keys(stage) if k.startswith("credit")], name
+        written = method_params(cfg, method)["credit"]
+        assert list(written) == [*_methods()[method].sections, "success_reward"]
+        assert written["norm"] == cfg.credit.norm.model_dump(mode="json")
 
 
 def test_commands_run_notebooks_with_their_declared_parameters(stages):
@@ -78,7 +127,7 @@ def test_commands_run_notebooks_with_their_declared_parameters(stages):
 
     declared = {nb.name: set(pm.inspect_notebook(str(nb))) for nb in NOTEBOOKS}
     for name, stage in stages.items():
-        if name == "code_hash":
+        if name in ("code_hash", "method_params"):
             continue
         mkdir, sep, run = stage.cmd.partition(" && ")
         argv = shlex.split(run)
@@ -95,11 +144,11 @@ def test_commands_run_notebooks_with_their_declared_parameters(stages):
 
 
 def test_stages_depend_on_code_hashes_not_on_the_package_folders(stages):
-    """A docstring edit must re-run nothing but `code_hash`: no stage but it depends on scpo/ sources directly, and it
-    writes the file of every notebook."""
+    """A docstring edit must re-run nothing but `code_hash` and `method_params` (both cheap): no other stage depends on
+    scpo/ sources directly, and code_hash writes the file of every notebook."""
     for name, stage in stages.items():
         scpo_deps = [d.def_path for d in stage.deps if str(d.def_path).startswith("scpo")]
-        assert scpo_deps == (["scpo"] if name == "code_hash" else []), f"{name}: {scpo_deps}"
+        assert scpo_deps == (["scpo"] if name in ("code_hash", "method_params") else []), f"{name}: {scpo_deps}"
     written = {o.def_path for o in stages["code_hash"].outs}
     assert written == {f"reports/code_hash/{nb.stem}.txt" for nb in NOTEBOOKS}
 
@@ -132,7 +181,9 @@ def test_every_dependency_exists_in_a_fresh_clone(stages, params):
         for dep in stage.deps:
             path = str(dep.def_path)
             if getattr(dep, "params", None) is not None:
-                assert path == "params.yaml" or path.endswith("manifest.json"), (name, path)
+                assert (
+                    path == "params.yaml" or path.endswith("manifest.json") or path.startswith("reports/method_params/")
+                ), (name, path)
                 continue
             assert any(t == path or t.startswith(path.rstrip("/") + "/") for t in tracked), (name, path)
 

@@ -1,6 +1,6 @@
 """Credit fidelity: how well an estimator's step advantages A agree with the planner's oracle progress q (ALFWorld).
 
-Definitions (../shared/algorithms.md, "Measuring credit"), all *within groups* (the steps of one task and seed):
+Definitions (docs/algorithms.md, "Measuring credit"), all *within groups* (the steps of one task and seed):
 - AUC: the probability that a step with q = 1 gets a larger A than a step with q <= 0 of the same group (ties count
   1/2). Pooled over groups as Mann-Whitney counts: sum_g U_g / sum_g P_g N_g.
 - recovered progress: the share of q = 1 steps *of failed trajectories* with A > 0.

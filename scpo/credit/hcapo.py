@@ -8,7 +8,7 @@ final observation, at temperature 5, and passes `hindsight_logprob[r]` = mean to
     Q_t       = rho_t gamma^(T - 1 - t) R
     A         = A^E + omega norm(Q, steps of group g),   step term clipped to >= 0 in successful trajectories
 
-A^E is GRPO's episode advantage (norm(R_i - pen_t) over the group's steps). Source: ../shared/algorithms.md, "HCAPO".
+A^E is GRPO's episode advantage (norm(R_i - pen_t) over the group's steps). Source: docs/algorithms.md, "HCAPO".
 """
 
 from __future__ import annotations

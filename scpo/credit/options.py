@@ -1,4 +1,4 @@
-"""Every credit-assignment option, with its one default (source: ../shared/algorithms.md; verl-agent / the papers' code
+"""Every credit-assignment option, with its one default (source: docs/algorithms.md; verl-agent / the papers' code
 unless marked [ours]). The estimators take these models; params.yaml's `credit:` section validates into `CreditConfig`.
 """
 

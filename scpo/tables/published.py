@@ -1,5 +1,4 @@
-"""The published success rates we compare with, copied from ../shared/algorithms.md ("Published figures to compare
-with").
+"""The published success rates we compare with, copied from docs/algorithms.md ("Published figures").
 
 They come from other papers' models and scale (Qwen2.5-1.5B-Instruct unless marked 7B; 16 tasks x 8 rollouts, 150
 iterations), never from this repository's runs: tables print them in a separate, labelled block, and the side-by-side

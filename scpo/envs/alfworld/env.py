@@ -51,7 +51,7 @@ class AlfworldEnv:
         self.goal = goal_of(game)
         self.task_id = task_id or self.game_path.parent.as_posix()
         self.task_type = task_type(self.game_path)
-        self._engine = make_engine(self.game_path, engine)
+        self.engine = make_engine(self.game_path, engine)  # FastEngine | TextworldEngine (the planner reads FastEngine)
         self._steps = 0
         self._done = True
 
@@ -67,14 +67,14 @@ class AlfworldEnv:
         }
 
     def reset(self) -> tuple[str, dict[str, Any]]:
-        obs, admissible, won = self._engine.reset()
+        obs, admissible, won = self.engine.reset()
         self._steps, self._done = 0, False
         return obs, self._info(admissible, won)
 
     def step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
         if self._done:
             raise RuntimeError(f"step() on a finished ALFWorld episode ({self.task_id}); call reset() first")
-        obs, admissible, won = self._engine.step(str(action))
+        obs, admissible, won = self.engine.step(str(action))
         self._steps += 1
         self._done = won or self._steps >= self.max_steps
         return obs, SUCCESS_REWARD if won else 0.0, self._done, self._info(admissible, won)

@@ -201,7 +201,7 @@ class FastEngine:
         for o, r in self.facts["inreceptacle"]:
             self.contents.setdefault(r, set()).add(o)
         obs = render.intro(self)
-        return obs, self._refresh(), self._won()
+        return obs, self.admissible_actions(), self.won()
 
     def _add(self, pred: str, *args: str) -> None:
         self.facts[pred].add(args)
@@ -220,12 +220,14 @@ class FastEngine:
     def is_open_or_not_openable(self, r: str) -> bool:
         return r not in self.game.props["openable"] or (r,) in self.facts["opened"]
 
-    def _won(self) -> bool:
+    def won(self) -> bool:
+        """Whether the PDDL goal formula holds in the current state."""
         return goal_satisfied(self.game.goal, self.facts, self.game.objects_by_type)
 
     # ---------------------------------------------------------------------------------------------- admissible commands
-    def _refresh(self) -> list[str]:
-        """Applicable grounded actions -> {command: (action, args)}; returns the sorted command list."""
+    def admissible_actions(self) -> list[str]:
+        """The applicable grounded actions of the current state, kept as `commands` ({command: (action, args)});
+        returns the sorted command list."""
         g, names, here = self.game, self.game.names, self.loc
         cmds: dict[str, tuple] = {}
 
@@ -279,11 +281,12 @@ class FastEngine:
     def step(self, command: str) -> tuple[str, list[str], bool]:
         action = self.commands.get(str(command).strip())
         if action is None:
-            return NOTHING_HAPPENS, sorted(self.commands), self._won()
-        obs = self._apply(action)
-        return obs, self._refresh(), self._won()
+            return NOTHING_HAPPENS, sorted(self.commands), self.won()
+        obs = self.apply(action)
+        return obs, self.admissible_actions(), self.won()
 
-    def _apply(self, action: tuple) -> str:
+    def apply(self, action: tuple) -> str:
+        """Apply one grounded action (a value of `commands`) to the state; returns its observation text."""
         kind, args = action[0], action[1:]
         a = self.game.agent
         if kind == "goto":

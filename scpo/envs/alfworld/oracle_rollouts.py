@@ -87,7 +87,7 @@ def noisy_optimal_episode(
     if not 0.0 <= eps <= 1.0:
         raise ValueError(f"eps must be in [0, 1], got {eps}")
     env = make_env(task_id, data_root, max_steps=max_steps, engine="fast")
-    engine = env._engine
+    engine = env.engine
     rng = _rng(seed, task_id, index)
     obs, info = env.reset()
     v = planner.value(engine)
@@ -202,7 +202,7 @@ def label_progress(
                 f"replay of {task} (trajectory {batch.traj_uid[rows[0]]}) starts with another observation "
                 "than the saved one"
             )
-        v = planner.value(env._engine)
+        v = planner.value(env.engine)
         for r in rows:
             obs, _, _, _ = env.step(str(batch.action[r]))
             if obs != batch.next_observation[r]:
@@ -210,7 +210,7 @@ def label_progress(
                     f"replay of {task} (trajectory {batch.traj_uid[r]}, step {batch.step[r]}) gave "
                     f"{obs[:60]!r}, the saved rollout has {str(batch.next_observation[r])[:60]!r}"
                 )
-            v_next = planner.value(env._engine)
+            v_next = planner.value(env.engine)
             q[r] = oracle_progress(v, v_next)
             v = v_next
     cols = batch.columns()

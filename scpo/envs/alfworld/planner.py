@@ -2,9 +2,9 @@
 rules.
 
 The search never re-states the game rules: a node's successors are the fast engine's applicable grounded actions
-(`FastEngine._refresh`) and their effects (`FastEngine._apply`) on a scratch engine loaded with the node's state; the
-goal test is the engine's own (`FastEngine._won`, the PDDL goal formula). What the planner adds is *which* actions it
-tries and a lower bound on the steps left:
+(`FastEngine.admissible_actions`) and their effects (`FastEngine.apply`) on a scratch engine loaded with the node's
+state; the goal test is the engine's own (`FastEngine.won`, the PDDL goal formula). What the planner adds is *which*
+actions it tries and a lower bound on the steps left:
 
 **State key** (what V* depends on): the agent's location, the held object, the receptacle of every goal-relevant object
 (the objects that can fill the goal's object variables, and the lamps of look-at tasks), the set of opened receptacles,
@@ -296,7 +296,7 @@ class Planner:
         """The (command, grounded action) pairs worth trying in `key` (module docstring), engine order."""
         self._load(key)
         s = self.scratch
-        texts = s._refresh()  # the engine's applicable grounded actions, also kept in s.commands
+        texts = s.admissible_actions()  # the engine's applicable grounded actions, also kept in s.commands
         actions = s.commands
         loc, held, pos, opened, _, tog = key
         recep_of_tracked = set().union(*pos)
@@ -476,7 +476,7 @@ class Planner:
                 return hit[0], True
             h = self.heuristic(key)
             if h == 0:
-                if self.scratch._won():
+                if self.scratch.won():
                     return 0.0, True
                 h = 1.0
             return h, False
@@ -502,7 +502,7 @@ class Planner:
                 )
             for text, act in self._successors(key):
                 self._load(key)
-                self.scratch._apply(act)
+                self.scratch.apply(act)
                 child = self._after_apply()
                 g2 = g + 1
                 if g2 >= best_g.get(child, INF):
@@ -605,7 +605,7 @@ def exhaustive_optimum(engine: FastEngine, max_states: int = 200_000) -> int | N
 
     start = full_key(engine)
     load(start)
-    if e._won():
+    if e.won():
         return 0
     seen = {start}
     frontier = [start]
@@ -615,12 +615,12 @@ def exhaustive_optimum(engine: FastEngine, max_states: int = 200_000) -> int | N
         nxt = []
         for key in frontier:
             load(key)
-            texts = e._refresh()
+            texts = e.admissible_actions()
             actions = dict(e.commands)
             for text in texts:
                 load(key)
-                e._apply(actions[text])
-                if e._won():
+                e.apply(actions[text])
+                if e.won():
                     return depth
                 child = full_key(e)
                 if child not in seen:
