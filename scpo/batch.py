@@ -37,7 +37,8 @@ class Step:
     `observation` / `next_observation` are the raw environment texts (no prompt, no history): GiGPO's anchor states.
     `valid` is False when the response lacked the required format or the action was not admissible (invalid penalty).
     `prompt` is the full text the policy saw; `prompt_ids` / `response_ids` its tokens and the answer's (EOS
-    included), `candidate_ids` every answer an admissible-choice sampler chose among (None for free generation).
+    included), `candidate_ids` every answer an admissible-choice sampler chose among (None for free generation), and
+    `choice_logprob` the sampler's log pi(k | x) of the answer it drew among them.
     `extras` holds anything else a producer wants to keep in memory (not saved).
     """
 
@@ -53,6 +54,7 @@ class Step:
     prompt_ids: list[int] | None = None
     response_ids: list[int] | None = None
     candidate_ids: list[list[int]] | None = None
+    choice_logprob: float | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     oracle_progress: float | None = None  # q_t = V*(s_t) - V*(s_{t+1}) where a planner knows V* (ALFWorld fast engine)
 
@@ -116,7 +118,7 @@ _NUM_COLUMNS = {
 _OPTIONAL_COLUMNS = {"oracle_progress": np.float64}
 # the policy's view of each step (ragged, object arrays), present when the rollouts came from a policy: name -> depth
 # of nesting (1: a str or a list of ints per row; 2: a list of int lists, or None, per row)
-_POLICY_COLUMNS = {"prompt": 0, "prompt_ids": 1, "response_ids": 1, "candidate_ids": 2}
+_POLICY_COLUMNS = {"prompt": 0, "prompt_ids": 1, "response_ids": 1, "candidate_ids": 2, "choice_logprob": 0}
 
 
 @dataclass
@@ -141,6 +143,8 @@ class RolloutBatch:
     prompt            : object (str) or None (optional) the text the policy saw
     prompt_ids, response_ids : object (list[int]) or None (optional) its tokens; the answer's tokens (empty: no answer)
     candidate_ids     : object (list[list[int]] per row, None where the answer was generated freely) or None
+    choice_logprob    : object (float per row, None where the answer was generated freely) or None: the sampler's
+                        log pi(k | x) of the candidate it drew, at the rollout temperature
     """
 
     group_id: np.ndarray
@@ -168,6 +172,7 @@ class RolloutBatch:
     prompt_ids: np.ndarray | None = None
     response_ids: np.ndarray | None = None
     candidate_ids: np.ndarray | None = None
+    choice_logprob: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.step)
@@ -461,7 +466,9 @@ def _policy_view(view: dict[str, list]) -> dict[str, np.ndarray | None]:
     if view["prompt"] and all(view["prompt"]):
         out["prompt"] = _object_column(view["prompt"])
     if view["prompt_ids"] and all(v is not None for k in ("prompt_ids", "response_ids") for v in view[k]):
-        out.update({k: _object_column(view[k]) for k in ("prompt_ids", "response_ids", "candidate_ids")})
+        out.update(
+            {k: _object_column(view[k]) for k in ("prompt_ids", "response_ids", "candidate_ids", "choice_logprob")}
+        )
     return out
 
 
@@ -469,7 +476,7 @@ def _from_stored(value, depth: int):
     """A ragged value read back from parquet / JSON (numpy arrays, lists or None) as plain Python: str, list[int] or
     list[list[int]]."""
     if value is None or depth == 0:
-        return value
+        return None if isinstance(value, float) and value != value else value  # parquet reads a missing float as NaN
     if depth == 1:
         return [int(x) for x in value]
     return [[int(x) for x in c] for c in value]

@@ -226,6 +226,12 @@ class TrainConfig(StrictModel):
         description="leave steps with advantage exactly 0 (e.g. every step of a group "
         "whose rollouts all got the same reward) out of the update",
     )
+    old_logprobs: Literal["sampler", "recompute"] = Field(
+        "sampler",
+        description="the PPO ratio's old log-prob of an admissible-choice step: the sampler's own log pi(k | x) of the "
+        "answer it drew (the batch's choice_logprob: the same function and weights, no second pass), or recomputed "
+        "before the update; freely generated answers are always recomputed",
+    )
     ratio_over: Literal["admissible", "tokens"] = Field(
         "admissible",
         description="steps whose answer was chosen among admissible commands: ratio, KL and entropy over "

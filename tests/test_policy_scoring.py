@@ -62,3 +62,84 @@ def test_bad_inputs_name_the_problem(tiny):
         candidate_scores(model, [[1], [2]], [[[3]]], tok.pad_token_id)
     with pytest.raises(ValueError, match="at least one candidate"):
         candidate_scores(model, [[1]], [[]], tok.pad_token_id)
+
+
+# ------------------------------------------------------------------------ the fast path against plain forward passes
+def _plain_score(model, prompt, cand) -> float:
+    """log p(cand | prompt) from one unbatched forward pass over prompt + candidate (no cache, no mask)."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([list(prompt) + list(cand)])).logits[0].float()
+    logp = torch.log_softmax(logits, -1)
+    return float(sum(logp[len(prompt) - 1 + j, t] for j, t in enumerate(cand)))
+
+
+def _turn(tok, n_prompts=7, seed=0):
+    """Prompts of different lengths (two identical rows, as siblings at their first turn) and 1-5 candidates each."""
+    g = torch.Generator().manual_seed(seed)
+    words = TEXT[0].split()
+    pick = lambda n: " ".join(words[int(i)] for i in torch.randint(len(words), (n,), generator=g))  # noqa: E731
+    prompts = [_ids(tok, pick(int(torch.randint(3, 30, (1,), generator=g)))) for _ in range(n_prompts)]
+    cands = [
+        [_ids(tok, pick(int(torch.randint(1, 6, (1,), generator=g))), eos=True) for _ in range(1 + i % 5)]
+        for i in range(n_prompts)
+    ]
+    prompts[3], cands[3] = prompts[1], cands[1]
+    return prompts, cands
+
+
+@pytest.mark.parametrize("token_budget", [32768, 60])  # one chunk, or one distinct row per chunk
+def test_scores_equal_plain_unbatched_forward_passes(tiny, token_budget):
+    tok, model = tiny
+    prompts, cands = _turn(tok)
+    with torch.no_grad():
+        scores = candidate_scores(model, prompts, cands, tok.pad_token_id, token_budget=token_budget)
+    for b, (p, cs) in enumerate(zip(prompts, cands)):
+        want = torch.tensor([_plain_score(model, p, c) for c in cs])
+        assert torch.allclose(scores[b, : len(cs)], want, atol=1e-5, rtol=0), (b, scores[b], want)
+        assert torch.all(torch.isinf(scores[b, len(cs) :]))
+    assert torch.equal(scores[1], scores[3])  # the duplicate row is the same computation
+
+
+def test_duplicate_rows_pass_their_gradient_to_the_weights(tiny):
+    """A row scored once for two identical inputs gets the gradient of both: it equals the gradient of the same loss
+    computed with every row scored alone."""
+    tok, model = tiny
+    prompts, cands = _turn(tok, seed=1)
+    weights = torch.linspace(0.5, 2.0, len(prompts))
+    model.zero_grad(set_to_none=True)
+    scores = candidate_scores(model, prompts, cands, tok.pad_token_id)
+    (weights * torch.log_softmax(scores, -1)[:, 0]).sum().backward()
+    fast = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    for b, (p, cs) in enumerate(zip(prompts, cands)):
+        alone = candidate_scores(model, [p], [cs], tok.pad_token_id, token_budget=1)
+        (weights[b] * torch.log_softmax(alone, -1)[0, 0]).backward()
+    for g_fast, p in zip(fast, model.parameters()):
+        assert torch.allclose(g_fast, p.grad, atol=1e-5, rtol=1e-4)
+    model.zero_grad(set_to_none=True)
+
+
+def test_the_sampler_records_the_log_prob_it_drew_with_and_draws_from_the_models_distribution(tiny):
+    """The admissible-choice engine draws candidate k with probability softmax(s / T)[k] of the plain forward passes'
+    scores, and records log pi(k | x) of the draw (the update's old log-prob)."""
+    from scpo.policy.profiles import Policy
+    from scpo.rollout.engine import TransformersEngine
+
+    tok, model = tiny
+    policy = Policy(model=model, tokenizer=tok, profile="tiny")
+    engine = TransformersEngine(policy, max_prompt_tokens=64, max_new_tokens=8, action_choice="admissible")
+    commands = ["go east", "go west", "look", "open door"]
+    prompt = "room 1 of 3 look"
+    ids = policy.encode_prompts([prompt], 64)[0]
+    answers = [_ids(tok, f"<action>{c}</action>", eos=True) for c in commands]
+    plain = torch.tensor([_plain_score(model, ids, a) for a in answers])
+    for temperature in (1.0, 0.5):
+        expected = torch.softmax(plain / temperature, -1)
+        torch.manual_seed(0)
+        gens = engine.generate([prompt] * 2000, temperature=temperature, admissible=[commands] * 2000)
+        counts = torch.bincount(torch.tensor([commands.index(g.text[8:-9]) for g in gens]), minlength=4)
+        assert torch.allclose(counts / 2000.0, expected, atol=0.035), (counts, expected)
+        for g in gens[:20]:
+            k = commands.index(g.text[8:-9])
+            assert g.candidate_ids == answers and g.response_ids == answers[k]
+            assert abs(g.choice_logprob - float(torch.log(expected[k]))) < 1e-5

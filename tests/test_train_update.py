@@ -203,3 +203,79 @@ def test_minibatch_orders():
     assert sorted(sorted([5, 1, 4, 2, 3, 6][i] for i in b) for b in buckets) == [[1, 2], [3, 4], [5, 6]]
     with pytest.raises(ValueError, match="'sorted'"):
         minibatches([1], 1, "sorted")
+
+
+def test_update_loss_and_gradients_equal_the_unbatched_computation():
+    """One minibatch of choice steps (two sharing a prompt) and generated steps: the update's loss statistics and its
+    gradient equal the objective computed sample by sample from plain forward passes (module docstring of
+    scpo.train.loss), with old log-probs from the sampler and from a recomputation."""
+    from scpo.policy.scoring import candidate_scores, choice_log_distribution
+    from scpo.train.loss import policy_loss
+    from scpo.train.update import old_logprobs
+
+    tok, model, reference, prompt, cands = _choice_setup()
+    with torch.no_grad():
+        reference.load_state_dict({k: v + 0.01 * torch.randn_like(v) for k, v in model.state_dict().items()})
+    other = tok("go west open door", add_special_tokens=False)["input_ids"]
+    gen = tok("<action>look</action>", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    with torch.no_grad():
+        sampled = torch.log_softmax(candidate_scores(model, [prompt], [cands], tok.pad_token_id)[0], -1)
+    samples = [
+        StepSample(prompt, cands[0], 1.5, candidates=cands, old_logprob=float(sampled[0])),
+        StepSample(prompt, cands[2], -0.5, candidates=cands, old_logprob=float(sampled[2])),  # the same prompt
+        StepSample(other, cands[1], 0.7, candidates=cands[:2]),  # no sampler value: recomputed
+        StepSample(prompt, gen, -1.0),  # a generated answer: token log-probs
+    ]
+    overrides = {"train.max_grad_norm": 1e9, "train.minibatch_size": 8, "train.entropy_coef": 0.01, "train.lr": 1e-9}
+    train_cfg = load_config(None, overrides=overrides).train
+    old = old_logprobs(model, samples, tok.pad_token_id, 8, 1.0, "sampler")
+    recomputed = old_logprobs(model, samples, tok.pad_token_id, 8, 1.0, "recompute")
+    for a, b in zip(old, recomputed):
+        assert torch.allclose(a, b, atol=1e-6)  # the sampler's values are the same computation
+    assert old[0].item() == float(sampled[0]) and old[1].item() == float(sampled[2])
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    stats = ppo_update(model, reference, opt, samples, pad_id=tok.pad_token_id, train_cfg=train_cfg, progress=False)
+    fast = [p.grad.clone() for p in model.parameters()]
+
+    # the same objective, one sample at a time
+    model.zero_grad(set_to_none=True)
+    units, terms = 0, []
+    for s, o in zip(samples, old):
+        if s.candidates is not None:
+            log_pi = choice_log_distribution(candidate_scores(model, [s.prompt_ids], [s.candidates], tok.pad_token_id))
+            with torch.no_grad():
+                ref_pi = choice_log_distribution(
+                    candidate_scores(reference, [s.prompt_ids], [s.candidates], tok.pad_token_id)
+                )
+            k = s.candidates.index(s.response_ids)
+            logp, ref, ent = log_pi[:, k : k + 1], ref_pi[:, k : k + 1], -(log_pi.exp() * log_pi).sum(-1, keepdim=True)
+        else:
+            ids = torch.tensor([s.prompt_ids + s.response_ids])
+            lp = torch.log_softmax(model(input_ids=ids).logits[0, len(s.prompt_ids) - 1 : -1].float(), -1)
+            logp = lp.gather(-1, torch.tensor(s.response_ids)[:, None]).T
+            ent = -(lp.exp() * lp).sum(-1)[None]
+            with torch.no_grad():
+                rlp = torch.log_softmax(reference(input_ids=ids).logits[0, len(s.prompt_ids) - 1 : -1].float(), -1)
+            ref = rlp.gather(-1, torch.tensor(s.response_ids)[:, None]).T
+        mask = torch.ones_like(logp)
+        loss, st = policy_loss(
+            logp,
+            o[None].to(logp.dtype),
+            ref,
+            torch.tensor([s.advantage]),
+            mask,
+            ent,
+            clip_ratio=train_cfg.clip_ratio,
+            kl_coef=train_cfg.kl_coef,
+            entropy_coef=train_cfg.entropy_coef,
+        )
+        n = mask.numel()
+        (loss * n).backward()
+        units += n
+        terms.append((st, n))
+    for key in ("pg", "kl", "entropy"):
+        want = sum(st[key] * n for st, n in terms) / units
+        assert stats[key] == pytest.approx(want, abs=1e-6), key
+    for g_fast, p in zip(fast, model.parameters()):
+        assert torch.allclose(g_fast, p.grad / units, atol=1e-6, rtol=1e-4)

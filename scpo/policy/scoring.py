@@ -1,30 +1,46 @@
 """Sequence log-likelihoods of candidate answers, batched over prompts: the one scorer behind both the admissible-choice
-sampler (`TransformersEngine`, no grad) and the trainer's choice log-probs (`scpo.train.update`, with grad), so the
-PPO ratio's old log-prob is computed by the very function the sampler drew from.
+sampler (`TransformersEngine`, no grad) and the trainer's choice log-probs (`scpo.train.update`, with grad).
 
     s_bk = log p(y_bk | x_b) = sum_j log softmax(z_j)[y_bk,j]          (candidate k of prompt b, EOS included)
     log pi(k | x_b) = log softmax_k(s_b / T)[k]                          (the sampler's distribution, temperature T)
 
-One forward pass over the (left-padded) prompts fills a KV cache; it is repeated K times and all candidates are scored
-in a second pass, so a prompt is encoded once however many candidates it has. Absent candidates (prompts with fewer than
-K) score -inf.
+How it is computed (the cost is the arithmetic of one pass over each distinct prompt and its candidates):
+- rows with the same prompt and the same candidates (siblings of a group at their first turns, or after the same
+  actions) are scored once; duplicates read the same values, and gradients reach the weights through that one row;
+- the distinct rows go in chunks of similar length (at most `token_budget` padded tokens per forward pass);
+- per chunk, pass 1 runs the left-padded prompts through the decoder and keeps their KV cache; pass 2 runs each
+  prompt's candidates concatenated in one row after it, with a block mask: candidate k's tokens attend to the prompt
+  and to their own earlier tokens only, at positions that continue the prompt's (as if each candidate followed the
+  prompt alone). The prompt's KV cache is never copied per candidate;
+- the output head is applied only where a candidate token is predicted (the prompt's last position and each
+  candidate's own positions), not at every prompt position.
+Absent candidates (prompts with fewer than K) score -inf. Any decoder-only transformers model that takes a 4D boolean
+attention mask with a KV cache works (Llama, Qwen2, SmolLM2; LoRA-wrapped too); the trained model's autocast
+(`scpo.policy.placement.autocast_each_forward`) is applied here because the decoder is called directly.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from functools import cache
 
 import torch
 
-from scpo.policy.padding import left_pad, right_pad
+from scpo.policy.padding import left_pad
+from scpo.policy.placement import forward_precision
 
-__all__ = ["candidate_scores", "choice_log_distribution"]
+__all__ = ["candidate_scores", "choice_log_distribution", "TOKEN_BUDGET"]
+
+TOKEN_BUDGET = 32768  # padded tokens (prompts + candidates) per forward pass of `candidate_scores`
 
 
 def candidate_scores(
-    model, prompt_ids: Sequence[Sequence[int]], candidates: Sequence[Sequence[Sequence[int]]], pad_id: int
+    model,
+    prompt_ids: Sequence[Sequence[int]],
+    candidates: Sequence[Sequence[Sequence[int]]],
+    pad_id: int,
+    *,
+    token_budget: int = TOKEN_BUDGET,
 ) -> torch.Tensor:
     """-> s [B, K] (float32, on the model's device): the log-likelihood of every candidate answer, -inf where absent.
 
@@ -35,53 +51,93 @@ def candidate_scores(
     if any(not c for c in candidates) or any(not y for c in candidates for y in c):
         raise ValueError("every prompt needs at least one candidate, and every candidate at least one token")
     device = next(model.parameters()).device
-    b = len(prompt_ids)
-    k = max(len(c) for c in candidates)
-    width = max(len(y) for c in candidates for y in c)
-    prompt, attention = left_pad(prompt_ids, pad_id)
-    cand, cand_mask = right_pad([c[j] if j < len(c) else () for c in candidates for j in range(k)], pad_id, width)
-    cand, cand_mask = cand.view(b, k, width), cand_mask.view(b, k, width)
-    present = cand_mask[:, :, 0].bool().to(device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    k_max = max(len(c) for c in candidates)
+    keys = [(tuple(p), tuple(tuple(y) for y in c)) for p, c in zip(prompt_ids, candidates)]
+    distinct: dict[tuple, int] = {}
+    row_of = [distinct.setdefault(key, len(distinct)) for key in keys]
+    rows = list(distinct)
+    lengths = [len(p) + sum(len(y) for y in c) for p, c in rows]
+    order = sorted(range(len(rows)), key=lambda i: lengths[i])
+    parts: list[tuple[list[int], torch.Tensor]] = []
+    start = 0
+    while start < len(order):  # chunks of similar length within the token budget
+        end = start + 1
+        while end < len(order) and (end + 1 - start) * lengths[order[end]] <= token_budget:
+            end += 1
+        chunk = order[start:end]
+        with forward_precision(model):
+            parts.append((chunk, _score_chunk(model, [rows[i] for i in chunk], k_max, pad_id, device)))
+        start = end
+    scores = torch.cat([p for _, p in parts])
+    position = torch.empty(len(rows), dtype=torch.long)
+    position[torch.tensor([i for chunk, _ in parts for i in chunk])] = torch.arange(len(rows))
+    return scores[position[torch.tensor(row_of)].to(device)]
 
-    out = model(
+
+def _score_chunk(model, rows: list[tuple], k_max: int, pad_id: int, device) -> torch.Tensor:
+    """s [len(rows), k_max] for distinct (prompt ids, candidates) rows: the two passes of the module docstring."""
+    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    b = len(rows)
+    prompt, attention = left_pad([p for p, _ in rows], pad_id)
+    width_p = prompt.shape[1]
+    out = decoder(
         input_ids=prompt.to(device),
         attention_mask=attention.to(device),
-        position_ids=positions.to(device),
+        position_ids=(attention.cumsum(-1) - 1).clamp(min=0).to(device),
         use_cache=True,
     )
-    first = torch.log_softmax(out.logits[:, -1].float(), -1)  # [B, V]
-    scores = first.gather(1, cand[:, :, 0].to(device))  # [B, K]
-    if width > 1:
-        cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-        cache.batch_repeat_interleave(k)
-        flat, flat_mask = cand.view(b * k, width), cand_mask.view(b * k, width)
-        rest_attention = torch.cat([attention.repeat_interleave(k, 0), flat_mask[:, :-1]], dim=1)
-        rest_positions = attention.sum(-1).repeat_interleave(k)[:, None] + torch.arange(width - 1)[None, :]
-        rest = model(
-            input_ids=flat[:, :-1].to(device),
-            attention_mask=rest_attention.to(device),
-            position_ids=rest_positions.to(device),
-            use_cache=False,
-            **_cache_kwarg(cache),
+    first = torch.log_softmax(head(out.last_hidden_state[:, -1]).float(), -1)  # [B, V]: each candidate's first token
+
+    # the candidates of each row, concatenated: token ids, segment (candidate index, -1 on padding), offset in it
+    width_c = max(sum(len(y) for y in c) for _, c in rows)
+    ids = torch.full((b, width_c), pad_id, dtype=torch.long)
+    segment = torch.full((b, width_c), -1, dtype=torch.long)
+    offset = torch.zeros((b, width_c), dtype=torch.long)
+    for r, (_, cands) in enumerate(rows):
+        flat = [t for y in cands for t in y]
+        ids[r, : len(flat)] = torch.tensor(flat, dtype=torch.long)
+        segment[r, : len(flat)] = torch.repeat_interleave(
+            torch.arange(len(cands)), torch.tensor([len(y) for y in cands])
         )
-        logp = torch.log_softmax(rest.logits.float(), -1).gather(-1, flat[:, 1:, None].to(device)).squeeze(-1)
-        scores = scores + (logp * flat_mask[:, 1:].to(device)).sum(-1).view(b, k)
-    return scores.masked_fill(~present, float("-inf"))
+        offset[r, : len(flat)] = torch.cat([torch.arange(len(y)) for y in cands])
+    real = segment >= 0
+    same = segment[:, :, None] == segment[:, None, :]
+    causal = torch.tril(torch.ones((width_c, width_c), dtype=torch.bool))
+    own = (same & causal & real[:, :, None]) | torch.eye(width_c, dtype=torch.bool)  # padding attends to itself
+    to_prompt = attention.bool()[:, None, :].expand(b, width_c, width_p) & real[:, :, None]
+    mask = torch.cat([to_prompt, own], dim=-1)[:, None]  # [B, 1, Tc, P + Tc]
+    positions = attention.sum(-1, keepdim=True) + offset
+    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+    rest = decoder(
+        input_ids=ids.to(device),
+        attention_mask=mask.to(device),
+        position_ids=positions.to(device),
+        use_cache=False,
+        **{_cache_argument_name(decoder): cache},
+    )
+
+    # token log-probs: offset 0 from the prompt's last position, offset j > 0 from the candidate's token j - 1
+    scores = torch.zeros(b * k_max, device=device, dtype=torch.float32)
+    slot = (torch.arange(b)[:, None] * k_max + segment.clamp(min=0)).to(device)
+    starts = real & (offset == 0)
+    sb, st = starts.nonzero(as_tuple=True)
+    scores = scores.index_add(0, slot[sb, st], first[sb.to(device), ids[sb, st].to(device)])
+    inner = real & (offset > 0)
+    ib, it = inner.nonzero(as_tuple=True)
+    if len(ib):
+        hidden = rest.last_hidden_state[ib.to(device), (it - 1).to(device)]
+        logp = torch.log_softmax(head(hidden).float(), -1).gather(-1, ids[ib, it].to(device)[:, None]).squeeze(-1)
+        scores = scores.index_add(0, slot[ib, it], logp)
+    present = torch.zeros(b * k_max, dtype=torch.bool)
+    present[(torch.arange(b)[:, None] * k_max + segment.clamp(min=0))[starts]] = True
+    return scores.view(b, k_max).masked_fill(~present.view(b, k_max).to(device), float("-inf"))
+
+
+def _cache_argument_name(decoder) -> str:
+    """transformers >= 5.2x names the KV-cache argument `cache` (`past_key_values` is deprecated); older: the latter."""
+    return "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
 
 
 def choice_log_distribution(scores: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """log pi(k | x) = log_softmax(s / T) over the present candidates (-inf stays -inf); T = 0 is read as T = 1."""
     return torch.log_softmax(scores / (temperature or 1.0), dim=-1)
-
-
-@cache
-def _cache_argument_name() -> str:
-    """transformers >= 5.2x names the KV-cache argument `cache` (`past_key_values` is deprecated); older: the latter."""
-    from transformers import LlamaForCausalLM
-
-    return "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
-
-
-def _cache_kwarg(cache) -> dict:
-    return {_cache_argument_name(): cache}

@@ -132,6 +132,7 @@ def collect_rollouts(
                     prompt_ids=list(gen.prompt_ids),
                     response_ids=list(gen.response_ids),
                     candidate_ids=_candidates(gen),
+                    choice_logprob=getattr(gen, "choice_logprob", None),
                 )
             )
             ep.history.append((ep.obs, actions[k]))

@@ -14,7 +14,7 @@ from scpo.envs.prompting import action_answer
 from scpo.policy.interface import PolicyLike
 from scpo.rollout.generation import Generation, GenerationEngine
 
-__all__ = ["TransformersEngine", "make_engine", "CHOICE_CHUNK"]
+__all__ = ["TransformersEngine", "make_engine"]
 
 
 class TransformersEngine:
@@ -46,8 +46,13 @@ class TransformersEngine:
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
         self.action_choice = action_choice
+        self._answer_cache: dict[
+            str, list[int]
+        ] = {}  # answer text -> its token ids + EOS (the tokenizer never changes)
 
     def sync_weights(self, policy: PolicyLike) -> None:
+        if policy.tokenizer is not self.policy.tokenizer:
+            self._answer_cache.clear()
         self.policy = policy  # same model object: nothing to copy
 
     def generate(
@@ -119,8 +124,10 @@ class TransformersEngine:
     def _choose_all(
         self, prompts: Sequence[str], commands: Sequence[Sequence[str]], temperature: float
     ) -> list[Generation]:
-        """One answer per prompt drawn among its commands by sequence likelihood (see the class docstring); prompts are
-        scored `CHOICE_CHUNK` at a time by `scpo.policy.scoring.candidate_scores`."""
+        """One answer per prompt drawn among its commands by sequence likelihood (see the class docstring): every
+        prompt scored in one `scpo.policy.scoring.candidate_scores` call (identical rows once, similar lengths
+        together), answers drawn prompt by prompt. Each generation carries `choice_logprob`, log pi(k | x) of its draw
+        at the sampling temperature (T = 0: at T = 1), which the update reads as the PPO ratio's old log-prob."""
         import torch
 
         from scpo.policy.scoring import candidate_scores, choice_log_distribution
@@ -131,40 +138,44 @@ class TransformersEngine:
         prompt_ids = self.policy.encode_prompts(prompts, self.max_prompt_tokens, self.prompt_overflow)
         out: list[Generation | None] = [None] * len(prompts)
         answers = [[action_answer(c) for c in cmds] for cmds in commands]
-        cands = [
-            [ids + [tok.eos_token_id] for ids in tok(a, add_special_tokens=False)["input_ids"]] if a else []
-            for a in answers
-        ]
+        cands = [self._answer_ids(a) for a in answers]
         for i in (i for i, c in enumerate(cands) if not c):  # nothing to choose from: an empty (invalid) answer
             out[i] = Generation(text="", prompt_ids=prompt_ids[i], response_ids=[tok.eos_token_id])
         todo = [i for i, c in enumerate(cands) if c]
+        if not todo:
+            return out  # type: ignore[return-value]
         was_training = model.training
         model.eval()
         try:
-            for start in range(0, len(todo), CHOICE_CHUNK):
-                chunk = todo[start : start + CHOICE_CHUNK]
-                with torch.no_grad():
-                    scores = candidate_scores(
-                        model, [prompt_ids[i] for i in chunk], [cands[i] for i in chunk], tok.pad_token_id
-                    ).cpu()
-                for row, i in enumerate(chunk):
-                    s = scores[row, : len(cands[i])]
-                    if temperature > 0:
-                        pick = int(torch.multinomial(choice_log_distribution(s, temperature).exp(), 1))
-                    else:
-                        pick = int(s.argmax())
-                    out[i] = Generation(
-                        text=answers[i][pick],
-                        prompt_ids=prompt_ids[i],
-                        response_ids=cands[i][pick],
-                        candidate_ids=cands[i],
-                    )
+            with torch.no_grad():
+                scores = candidate_scores(
+                    model, [prompt_ids[i] for i in todo], [cands[i] for i in todo], tok.pad_token_id
+                )
+                log_pi = choice_log_distribution(scores, temperature).cpu()
+            for row, i in enumerate(todo):
+                lp = log_pi[row, : len(cands[i])]
+                pick = int(torch.multinomial(lp.exp(), 1)) if temperature > 0 else int(lp.argmax())
+                out[i] = Generation(
+                    text=answers[i][pick],
+                    prompt_ids=prompt_ids[i],
+                    response_ids=cands[i][pick],
+                    candidate_ids=cands[i],
+                    choice_logprob=float(lp[pick]),
+                )
         finally:
             model.train(was_training)
         return out  # type: ignore[return-value]
 
+    def _answer_ids(self, answers: Sequence[str]) -> list[list[int]]:
+        """Token ids (+ EOS) of each answer, tokenized once per distinct answer text over the engine's life."""
+        tok = self.policy.tokenizer
+        new = [a for a in dict.fromkeys(answers) if a not in self._answer_cache]
+        if new:
+            for a, ids in zip(new, tok(new, add_special_tokens=False)["input_ids"]):
+                self._answer_cache[a] = list(ids) + [tok.eos_token_id]
+        return [self._answer_cache[a] for a in answers]
 
-CHOICE_CHUNK = 8  # prompts scored together by the admissible-choice sampler (their KV cache is repeated K times)
+
 _PLACEHOLDER = re.compile(r"<[^<>]+>")
 
 

@@ -16,13 +16,15 @@ class Generation:
     """One sampled answer: decoded `text`, the (truncated) prompt token ids it was conditioned on and the answer's ids.
 
     `candidate_ids` are the token ids of every answer the sampler chose among (admissible choice only; `response_ids` is
-    one of them), so the trainer can compute the probability of the choice that was actually sampled.
+    one of them), so the trainer can compute the probability of the choice that was actually sampled;
+    `choice_logprob` is that probability's log as the sampler drew it, log pi(k | x) at the sampling temperature.
     """
 
     text: str
     prompt_ids: list[int] = field(default_factory=list)
     response_ids: list[int] = field(default_factory=list)
     candidate_ids: list[list[int]] | None = None
+    choice_logprob: float | None = None
 
 
 class GenerationEngine(Protocol):

@@ -32,6 +32,7 @@ __all__ = [
     "make_optimizer",
     "step_logprobs",
     "batched_logprobs",
+    "old_logprobs",
     "minibatches",
     "ppo_update",
 ]
@@ -48,6 +49,7 @@ class StepSample:
     response_ids: list[int]
     advantage: float
     candidates: list[list[int]] | None = None
+    old_logprob: float | None = None  # the sampler's log pi(k | x) of this choice, when it recorded one
 
     @property
     def choice(self) -> int:
@@ -61,10 +63,18 @@ def samples_from_batch(batch: RolloutBatch, advantages: np.ndarray) -> list[Step
         raise ValueError("the batch carries no token ids (prompt_ids / response_ids): rollouts of a policy are needed")
     if len(advantages) != batch.n_rows:
         raise ValueError(f"{batch.n_rows} rows but {len(advantages)} advantages")
-    cands = batch.candidate_ids if batch.candidate_ids is not None else [None] * batch.n_rows
+    none = [None] * batch.n_rows
+    cands = batch.candidate_ids if batch.candidate_ids is not None else none
+    sampled = batch.choice_logprob if batch.choice_logprob is not None else none
     return [
-        StepSample(list(p), list(r), float(a), [list(x) for x in c] if c is not None else None)
-        for p, r, c, a in zip(batch.prompt_ids, batch.response_ids, cands, advantages)
+        StepSample(
+            list(p),
+            list(r),
+            float(a),
+            [list(x) for x in c] if c is not None else None,
+            float(lp) if lp is not None and c is not None else None,
+        )
+        for p, r, c, lp, a in zip(batch.prompt_ids, batch.response_ids, cands, sampled, advantages)
         if r
     ]
 
@@ -139,18 +149,42 @@ def batched_logprobs(
     model, samples: Sequence[StepSample], pad_id: int, batch_size: int, temperature: float = 1.0
 ) -> list[torch.Tensor]:
     """Per-sample 1-D tensors of `step_logprobs` under `model` (no grad: a choice step gives one value, a generated one
-    a value per answer token), in length-sorted minibatches of `batch_size`, returned in the order of `samples`."""
+    a value per answer token), returned in the order of `samples`: the choice steps in one call (the scorer chunks
+    them by length itself), the generated ones in length-sorted minibatches of `batch_size`."""
     out: list[torch.Tensor | None] = [None] * len(samples)
-    order = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + len(samples[i].response_ids))
+    chosen = [i for i, s in enumerate(samples) if s.candidates is not None]
+    generated = sorted(
+        (i for i, s in enumerate(samples) if s.candidates is None),
+        key=lambda i: len(samples[i].prompt_ids) + len(samples[i].response_ids),
+    )
+    calls = ([chosen] if chosen else []) + [generated[k : k + batch_size] for k in range(0, len(generated), batch_size)]
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
+        for idx in calls:
             logp, mask, _ = step_logprobs(model, [samples[i] for i in idx], pad_id, temperature)
             for row, i in enumerate(idx):
                 out[i] = logp[row, : int(mask[row].sum())].cpu()
     model.train(was_training)
+    return out  # type: ignore[return-value]
+
+
+def old_logprobs(
+    model, samples: Sequence[StepSample], pad_id: int, batch_size: int, temperature: float, source: str = "sampler"
+) -> list[torch.Tensor]:
+    """The PPO ratio's old log-probs, per sample as `batched_logprobs` gives them: with `source="sampler"` a choice step
+    that carries the sampler's log pi(k | x) (`StepSample.old_logprob`) reads it, every other sample is recomputed
+    under `model` before any update."""
+    if source not in ("sampler", "recompute"):
+        raise ValueError(f"train.old_logprobs={source!r} is not one of 'sampler', 'recompute'")
+    reuse = [source == "sampler" and s.candidates is not None and s.old_logprob is not None for s in samples]
+    todo = [i for i, r in enumerate(reuse) if not r]
+    computed = batched_logprobs(model, [samples[i] for i in todo], pad_id, batch_size, temperature) if todo else []
+    out: list[torch.Tensor | None] = [
+        torch.tensor([s.old_logprob], dtype=torch.float32) if r else None for s, r in zip(samples, reuse)
+    ]
+    for i, value in zip(todo, computed):
+        out[i] = value
     return out  # type: ignore[return-value]
 
 
@@ -202,10 +236,10 @@ def ppo_update(
     if not samples:
         return {"n_updates": 0.0}
     if train_cfg.ratio_over == "tokens":
-        samples = [replace(s, candidates=None) for s in samples]
+        samples = [replace(s, candidates=None, old_logprob=None) for s in samples]
     bs = train_cfg.minibatch_size
     micro = train_cfg.micro_batch_size or bs  # steps per forward / backward pass
-    old = batched_logprobs(model, samples, pad_id, micro, temperature)
+    old = old_logprobs(model, samples, pad_id, micro, temperature, train_cfg.old_logprobs)
     use_ref = ref_model is not None and train_cfg.kl_coef > 0
     ref = batched_logprobs(ref_model, samples, pad_id, micro, temperature) if use_ref else None
     device = next(model.parameters()).device
