@@ -237,6 +237,13 @@ class TrainConfig(StrictModel):
         description="steps whose answer was chosen among admissible commands: ratio, KL and entropy over "
         "that choice (the sampling distribution) or over the answer's tokens",
     )
+    panel_size: int | None = Field(
+        None,
+        ge=1,
+        description="RL draws its tasks from a fixed panel of this many training tasks, stratified over task types "
+        "(scpo.train.panel); None: from the whole training split",
+    )
+    panel_seed: int = Field(0, description="which tasks make the panel (train.panel_size)")
     checkpoint_every: int = Field(5, ge=1)
     keep_checkpoints: int | None = Field(
         3, ge=1, description="keep the newest k checkpoints of a run (None: all); the run's final model/ is always kept"

@@ -305,3 +305,33 @@ def test_a_scorer_name_passed_as_scorer_is_the_methods_scorer_option():
     np.testing.assert_array_equal(by_name, compute_advantages("scpo", b, tau=0.8).advantages)
     with pytest.raises(ValueError, match="unknown option 'scorer' for credit method 'gigpo'"):
         compute_advantages("gigpo", b, scorer="lexical")
+
+
+# ------------------------------------------------------------------------------------------ shuffled credit (control)
+def test_shuffled_credit_permutes_grpos_advantages_within_each_group():
+    from scpo.credit.grpo import compute_grpo
+    from scpo.credit.options import CreditConfig
+    from scpo.credit.shuffled import group_permutation
+
+    b = RolloutBatch.from_columns(
+        group_id=[0, 0, 0, 0, 0, 1, 1, 1],
+        traj_id=[0, 0, 1, 1, 1, 2, 3, 3],
+        step=[0, 1, 0, 1, 2, 0, 0, 1],
+        reward=[0, 10, 0, 0, 0, 0, 0, 10],
+        group_uid=["ga"] * 5 + ["gb"] * 3,
+    )
+    base = compute_grpo(b, CreditConfig()).advantages
+    res = compute_advantages("shuffled", b)
+    src = res.diagnostics["shuffled_source_row"]
+    assert sorted(src[:5].tolist()) == [0, 1, 2, 3, 4] and sorted(src[5:].tolist()) == [5, 6, 7]
+    np.testing.assert_array_equal(res.advantages, base[src])
+    for g in (0, 1):  # the same magnitudes per group
+        rows = b.group_id == g
+        np.testing.assert_array_equal(np.sort(res.advantages[rows]), np.sort(base[rows]))
+    # a group's permutation depends on its own content id and the seed only: the same group in another batch, alone
+    alone = b.select(b.group_id == 1)
+    alone = RolloutBatch.from_columns(**{**alone.columns(), "group_id": [0, 0, 0], "traj_id": [0, 1, 1]})
+    np.testing.assert_array_equal(compute_advantages("shuffled", alone).advantages, res.advantages[5:])
+    np.testing.assert_array_equal(group_permutation(b.group_id, b.group_uid, 0), src)
+    other = [group_permutation(b.group_id, b.group_uid, s)[:5].tolist() for s in range(1, 8)]
+    assert any(p != src[:5].tolist() for p in other)  # another seed, another permutation

@@ -22,6 +22,7 @@ __all__ = [
     "HGPOOptions",
     "HCAPOOptions",
     "OracleOptions",
+    "ShuffledOptions",
     "CreditConfig",
 ]
 
@@ -188,6 +189,12 @@ class OracleOptions(StrictModel):
     )
 
 
+class ShuffledOptions(StrictModel):
+    """[ours] the learning benchmark's lower bound: GRPO's advantages permuted among each group's rows."""
+
+    seed: int = Field(0, description="seeds each group's permutation (with the group's content id)")
+
+
 class CreditConfig(StrictModel):
     method: str = Field("gigpo", description="a credit method of the registry (scpo.credit.registry.METHODS)")
     success_reward: float = Field(10.0, gt=0, description="R_success: the reward of a won episode")
@@ -201,6 +208,7 @@ class CreditConfig(StrictModel):
     hgpo: HGPOOptions = HGPOOptions()
     hcapo: HCAPOOptions = HCAPOOptions()
     oracle: OracleOptions = OracleOptions()
+    shuffled: ShuffledOptions = ShuffledOptions()
 
     def for_env(self, env: str | None) -> CreditConfig:
         """This config with `norm.scale` set to the environment's reference scale (`norm.scale_by_env`, else

@@ -36,6 +36,7 @@ from scpo.credit.progpo_c import compute_progpo_c
 from scpo.credit.progpo_r import compute_progpo_r
 from scpo.credit.result import CreditResult
 from scpo.credit.scpo import compute_scpo
+from scpo.credit.shuffled import compute_shuffled
 
 __all__ = [
     "compute_advantages",
@@ -80,6 +81,7 @@ METHODS: dict[str, MethodSpec] = {
     "hgpo": MethodSpec(compute_hgpo, ("hgpo", "gigpo", "norm")),
     "hcapo": MethodSpec(compute_hcapo, ("hcapo", "gigpo", "grpo", "norm"), policy_scores=True),
     "oracle": MethodSpec(compute_oracle, ("oracle", "grpo", "norm"), oracle=True),
+    "shuffled": MethodSpec(compute_shuffled, ("shuffled", "grpo", "norm")),
 }
 
 

@@ -8,7 +8,8 @@ How it is computed (the cost is the arithmetic of one pass over each distinct pr
 - rows with the same prompt and the same candidates (siblings of a group at their first turns, or after the same
   actions) are scored once; duplicates read the same values, and gradients reach the weights through that one row;
 - the distinct rows go in chunks of similar length (at most `token_budget` padded tokens per forward pass);
-- per chunk, pass 1 runs the left-padded prompts through the decoder and keeps their KV cache; pass 2 runs each
+- per chunk, pass 1 runs the right-padded prompts through the decoder (causal attention, no mask: a real token sees
+  only earlier, real tokens) and keeps their KV cache; pass 2 runs each
   prompt's candidates concatenated in one row after it, with a block mask: candidate k's tokens attend to the prompt
   and to their own earlier tokens only, at positions that continue the prompt's (as if each candidate followed the
   prompt alone). The prompt's KV cache is never copied per candidate;
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 
 import torch
 
-from scpo.policy.padding import left_pad
+from scpo.policy.padding import right_pad
 from scpo.policy.placement import forward_precision
 
 __all__ = ["candidate_scores", "choice_log_distribution", "TOKEN_BUDGET"]
@@ -78,15 +79,17 @@ def _score_chunk(model, rows: list[tuple], k_max: int, pad_id: int, device) -> t
     """s [len(rows), k_max] for distinct (prompt ids, candidates) rows: the two passes of the module docstring."""
     decoder, head = model.get_decoder(), model.get_output_embeddings()
     b = len(rows)
-    prompt, attention = left_pad([p for p, _ in rows], pad_id)
+    prompt, attention = right_pad([p for p, _ in rows], pad_id)
     width_p = prompt.shape[1]
+    lengths = attention.sum(-1)
+    # right-padded prompts need no mask: under causal attention a real token sees only earlier (real) tokens
     out = decoder(
         input_ids=prompt.to(device),
-        attention_mask=attention.to(device),
-        position_ids=(attention.cumsum(-1) - 1).clamp(min=0).to(device),
+        position_ids=torch.arange(width_p)[None].expand(b, width_p).to(device),
         use_cache=True,
     )
-    first = torch.log_softmax(head(out.last_hidden_state[:, -1]).float(), -1)  # [B, V]: each candidate's first token
+    last = out.last_hidden_state[torch.arange(b), (lengths - 1).to(device)]
+    first = torch.log_softmax(head(last).float(), -1)  # [B, V]: each candidate's first token
 
     # the candidates of each row, concatenated: token ids, segment (candidate index, -1 on padding), offset in it
     width_c = max(sum(len(y) for y in c) for _, c in rows)
@@ -105,8 +108,8 @@ def _score_chunk(model, rows: list[tuple], k_max: int, pad_id: int, device) -> t
     causal = torch.tril(torch.ones((width_c, width_c), dtype=torch.bool))
     own = (same & causal & real[:, :, None]) | torch.eye(width_c, dtype=torch.bool)  # padding attends to itself
     to_prompt = attention.bool()[:, None, :].expand(b, width_c, width_p) & real[:, :, None]
-    mask = torch.cat([to_prompt, own], dim=-1)[:, None]  # [B, 1, Tc, P + Tc]
-    positions = attention.sum(-1, keepdim=True) + offset
+    mask = torch.cat([to_prompt, own], dim=-1)[:, None]  # [B, 1, Tc, P + Tc], True: may attend
+    positions = lengths[:, None] + offset
     cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
     rest = decoder(
         input_ids=ids.to(device),

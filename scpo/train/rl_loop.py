@@ -29,6 +29,7 @@ from scpo.policy.placement import resolve_device
 from scpo.rollout import GenerationEngine, collect_rollouts, make_engine
 from scpo.train.checkpoint import finished_checkpoints, save_checkpoint
 from scpo.train.metrics import HistoryLog, credit_metrics, rollout_metrics
+from scpo.train.panel import training_pool
 from scpo.train.preflight import TrainingPlan
 from scpo.train.seeding import iteration_seed, seed_everything
 from scpo.train.setup import identity, initial_policy_dir, reference_model, run_env, save_model, trained_policy
@@ -96,7 +97,7 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
     start = saved.restore(optimizer) if saved else 0
     engine = make_engine(cfg, policy, model_dir=ckpt / "model" if ckpt else init_dir)
     log = HistoryLog(run_dir, keep_iterations=start)
-    pool = env.settings.package.list_tasks(env.settings.train_split, data_root=env.settings.data_root)
+    pool = training_pool(env.settings, cfg.train.panel_size, cfg.train.panel_seed)  # the split, or its task panel
     pad_id = policy.tokenizer.pad_token_id
 
     for it in tqdm(
