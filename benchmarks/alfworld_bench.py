@@ -7,6 +7,9 @@ walk over admissible commands, recorded once with the fast engine). Three figure
 - loads/s: building the engine from the game file and resetting it (fast: its parse cache cleared first).
 
     .venv/bin/python benchmarks/alfworld_bench.py --games 6 --walk-steps 40
+
+Measured with those defaults (6 games, one per task type; 2-core machine under load): fast 6,094 steps/s vs textworld
+9.2 (661x); resets 8,026/s vs 0.74/s.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@ observations. Prints the median time per estimator and, for SCPO, the pairs scor
 (first call = cold cache, second call = warm cache, as in consecutive training iterations over similar rollouts).
 
     .venv/bin/python benchmarks/credit_bench.py [--repeats 15] [--no-models] [--cross-encoder PATH]
+
+Measured with `--no-models` (median wall time per call, 2-core machine): grpo 0.42 ms, gigpo 1.65, scpo (lexical) 8.3,
+progpo_c 4.3, progpo_r 10.5, g2po 1.6, hgpo 2.3, hcapo 0.65. Model scorers: a cold bi-encoder / cross-encoder pass over
+the 4,335 SCPO pairs costs about 20 s on the CPU; the next call hits the cache.
 """
 
 from __future__ import annotations

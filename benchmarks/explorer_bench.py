@@ -1,6 +1,6 @@
 """Credit explorer timings on cpu-pipeline-sized rollouts: opening `explore(run folder)` (targets: under 3 s) and a
 redraw after a control change (under 1 s). Times are the kernel's side (Python: reading, credit, figure, the widget
-messages queued); the browser's drawing is measured by tests/test_explorer_browser.py (printed with -s).
+messages queued); the browser's drawing is measured by tests/analysis/test_explorer_browser.py (printed with -s).
 
 Rollouts: by default synthetic ALFWorld-like batches of the cpu profile's size (rollout.n_tasks groups x
 rollout.group_size trajectories, up to env.alfworld.max_steps steps, train.iterations saved iterations, read from
@@ -13,6 +13,11 @@ Cold open = a fresh Python process importing scpo.analysis.explorer and calling 
 explorer), split into importing scpo's explorer, importing plotly's widget (a one-time cost of any plotly widget in a
 kernel) and explore() itself; warm open = explore() again in that process (a second explorer). Medians over repeats, as
 wall time and as the process's CPU time (on a shared machine waiting for a core inflates the wall time only).
+
+Measured with `--rollouts runs/alfworld/scpo/seed0` (a `make repro` run's rollouts: 2 groups x 8 trajectories, up to
+15 steps, 3 iterations; 2-core machine at load 1.5): a cold open 1.83 s (median: importing scpo's explorer 0.46 s,
+plotly's widget 1.13 s, `explore()` 0.25 s), a warm open 0.05 s; a control change (tau, kappa, group, iteration,
+estimator) redraws in 0.015-0.025 s in the kernel (at most 0.032 s) and shows in the browser about 0.5 s later.
 """
 
 from __future__ import annotations

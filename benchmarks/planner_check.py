@@ -9,7 +9,18 @@ Per game: V* from reset <= the walkthrough length; the planner's plan wins in ex
 in textworld); from the states of seeded random walks, A* with the heuristic equals uniform-cost search on the same
 actions and the heuristic never exceeds V*; on games where exhaustive breadth-first search over the full state (every
 command, no pruning) finishes within the state budget, its optimum equals V* (from reset and from random-walk states).
-Writes a JSON report (--out) and prints the summary."""
+Writes a JSON report (--out, default runs/planner_check/report.json) and prints the summary.
+
+The committed report, benchmarks/results/planner_check/report.json, is the full check on all 274 games:
+
+    python benchmarks/planner_check.py --textworld --exhaustive 3000 --exhaustive-walk-states 1 \
+        --out benchmarks/results/planner_check/report.json
+
+V* <= walkthrough length on 274 (never shorter: mean 5.84 steps, as the walkthroughs); the plan wins in exactly V*
+steps in the fast engine on 274 and in textworld on 274; exhaustive BFS (budget 3,000 states) finished on 88 games and
+equals V* on 88, and from 77 random-walk states equals V* on 77; no failure. A V* call from reset (empty cache): 0.56 ms
+median, 7.9 ms p99 (2-core machine, shared).
+"""
 
 from __future__ import annotations
 
@@ -73,7 +84,7 @@ def main() -> None:
         "--exhaustive-walk-states", type=int, default=2, help="random-walk states per game checked exhaustively"
     )
     ap.add_argument("--textworld", action="store_true")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/planner_check/report.json"))
+    ap.add_argument("--out", type=Path, default=Path("runs/planner_check/report.json"))
     args = ap.parse_args()
 
     tasks = [t for s in args.splits.split(",") for t in list_tasks(s, args.data_root, limit=args.games)]

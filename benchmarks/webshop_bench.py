@@ -7,6 +7,11 @@ builds one first from `<data-root>/webshop/raw` with `--n-products` / `--catalog
 `--n-goals` of the goal list (all splits, in index order). Throughput counts every env.step of the random-policy
 episodes (policy time included, it is a list choice); the first pass runs with an empty search cache, the second with a
 warm one.
+
+Measured with `--data-root data --n-goals 500` (cpu-profile catalogue: 2,000 products, 1,000 goals; 2-core machine at
+load about 14): the expert scores 1.0 on 500/500 goals in 4.86 steps on average (998 of all 1,000 goals: the other two
+cannot score 1.0 under WebShop's reward); the random policy succeeds on 0.2 % with mean score 0.195; 763 env steps/s
+with a cold search cache, 2,249 with a warm one.
 """
 
 from __future__ import annotations

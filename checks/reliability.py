@@ -1,4 +1,4 @@
-"""The reliability cases of issue #17, run against one checkout of this repository; then the before/after table.
+"""The reliability cases (everyday mistakes), run against one checkout of this repository; then the before/after table.
 
     python checks/reliability.py run --repo CLONE --data DATA --work WORK --json before.json   # a checkout, its results
     python checks/reliability.py table before.json after.json > reports/RELIABILITY.md           # the table

@@ -3,7 +3,8 @@
     cfg = load_config("params.yaml", profile="smoke", overrides={"credit.scpo.tau": 0.8})
 
 Every default lives here once (the credit options in `scpo.credit.options`, each environment's in its package's options
-model); params.yaml lists the same values (tests/test_config.py checks that they agree) and the profiles change them.
+model); params.yaml lists the same values (tests/project/test_config.py checks that they agree) and the profiles change
+them.
 Environment and credit-method names are checked against their registries (`scpo.envs.registry`, `scpo.credit.registry`).
 
 Resolution order: the stage sections of params.yaml -> the chosen profile's dotted overrides (`profiles:`) -> explicit

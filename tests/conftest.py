@@ -1,4 +1,4 @@
-"""Shared fixtures.
+"""Shared fixtures (shared helpers that are not fixtures: tests/helpers/).
 
 Most tests run on small real data committed under tests/fixtures/ (see its README): a fresh clone needs no download.
 Tests that need the full data (all 4,027 ALFWorld games, the public WebShop files) use `alfworld_data_root` /
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO / "tests" / "fixtures"
+from helpers import FIXTURES, REPO
+
 SHARED_DATA = Path(os.environ.get("SCPO_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

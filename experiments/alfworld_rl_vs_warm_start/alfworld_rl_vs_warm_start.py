@@ -3,8 +3,8 @@
     python experiments/alfworld_rl_vs_warm_start/alfworld_rl_vs_warm_start.py --seeds 0 1 2 --methods gigpo scpo \
         [--set key=value ...]                      # from the repository root (it reads params.yaml)
 
-The figures of the README ran the cpu profile with 24 iterations of 8 tasks x 8 rollouts at lr 5e-4 on the whole
-valid_unseen split (134 games), one process per seed (run side by side, reusing each seed's warm start), then
+The figures of this folder's README ran the cpu profile with 24 iterations of 8 tasks x 8 rollouts at lr 5e-4 on the
+whole valid_unseen split (134 games), one process per seed (run side by side, reusing each seed's warm start), then
 aggregated (X = experiments/alfworld_rl_vs_warm_start/alfworld_rl_vs_warm_start.py):
 
     for s in 0 1 2; do python X --seeds $s --reuse-sft \
@@ -21,7 +21,7 @@ uninterrupted 48-iteration run would; and `choice_72x8_k4`, a copy of the 48-ite
 `choice_24x8_k4/eval_temperature1.json` holds the same evaluation of the 24-iteration models, made by a loop over
 `run_evaluation` (its warm-start figures equal the benchmark's to the last digit).
 
-Their outputs (and those of the earlier settings the README lists) are kept under results/ beside this script.
+Their outputs (and those of the other settings its README lists) are kept under results/ beside this script.
 
 Per seed: SFT warm start -> eval (valid_unseen) -> RL per method from that warm start -> eval. Prints success on
 valid_unseen as mean +- std over seeds (warm start and after RL) and the mean wall seconds per RL iteration split into

@@ -10,7 +10,7 @@ warm start rises as much as RL does, the trend is task drift, not learning.
         --out runs/bench/alfworld_rl_choice_24x8_k4 --seeds 0 1 2 --set train.iterations=24 --set rollout.n_tasks=8 \
         [--rollouts-per-task 4]
 
-The README's figures: this command (24 iterations) and the same on runs/bench/alfworld_rl_choice_48x8_k4 with
+This folder's README's figures: this command (24 iterations) and the same on runs/bench/alfworld_rl_choice_48x8_k4 with
 --set train.iterations=48, both with --rollouts-per-task 4. Use the --out and --set of the benchmark run being checked;
 writes <out>/trend_control.json (and keeps the warm start's replays in <out>/trend_control_warm.json, so a re-run, say
 once the RL runs have finished, reuses them).

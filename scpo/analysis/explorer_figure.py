@@ -283,7 +283,7 @@ def _match_traces(view: GroupView) -> list[dict]:
 
 
 def _credit_column(matches) -> str:
-    """'credit' (what SCPO added to the advantage, `scpo_matches` since revision 2), else revision 1's 'bonus'."""
+    """'credit' (what SCPO added to the advantage, mode "advantage"), else 'bonus' (mode "returns")."""
     return "credit" if "credit" in matches.columns else "bonus"
 
 

@@ -12,9 +12,9 @@ Per estimator, per pair set and per pair kind (both won / both failed / one won 
     mean |dA|    = mean over pairs of |A_p - A_q| / std(A)           (std over every row of the batch)
 and on control pairs whose targets differ: the share with sign(A_p - A_q) = sign(y_p - y_q), y the discounted return
 (env rewards, no penalty) or, when the batch carries it, the oracle progress q. Counts (not rates) are returned so that
-files pool exactly. Revision 1 paired steps by lexical similarity >= 0.9 of observation + action, which the long
-observation dominates ("go to countertop 1" and "go to drawer 3" from one room score 0.98): most of its pairs were the
-same state with different actions, where opposite credit is correct.
+files pool exactly. Same-step pairs are not found by text similarity of observation + action (revision 1 of the
+metric in docs/algorithms.md): the long observation dominates it ("go to countertop 1" and "go to drawer 3" from one
+room score 0.98), so such pairs are mostly one state with different actions, where opposite credit is correct.
 """
 
 from __future__ import annotations

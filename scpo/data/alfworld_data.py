@@ -49,7 +49,7 @@ TARBALLS = ("json_2.1.1-valid.tar.gz", "json_2.1.1-valid_train.tar.gz", "json_2.
 GAME_KEYS = ("pddl_domain", "grammar", "pddl_problem", "walkthrough")
 HOW_TO_GET = (
     "run `scpo prepare-data --only alfworld` where the internet is reachable (it runs `alfworld-download`), "
-    "or set $ALFWORLD_DATA to a folder holding json_2.1.1/ (README, Data)"
+    "or set $ALFWORLD_DATA to a folder holding json_2.1.1/ (docs/data.md)"
 )
 
 

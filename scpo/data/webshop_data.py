@@ -204,7 +204,7 @@ def prepare_webshop_raw(
     if failures:
         how = (
             "set data.webshop_source to a folder holding " + ", ".join(files) + ", or run `scpo prepare-data --only "
-            "webshop` where the internet is reachable (README, Data)"
+            "webshop` where the internet is reachable (docs/data.md)"
         )
         raise DataError(
             f"WebShop files missing; looked in {place}"

@@ -1,2 +1,3 @@
 """Pipeline glue every DVC stage and notebook uses: how a notebook builds its config (`notebook`), where every output
-lives (`layout`: run folders, reports/), and parameter sweeps over a notebook (`sweep`)."""
+lives (`layout`: run folders, reports/), the digests stages depend on (`manifest`, `code_hash`), each method's option
+sections (`method_params`) and parameter sweeps over a notebook (`sweep`)."""

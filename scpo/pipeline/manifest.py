@@ -32,8 +32,8 @@ __all__ = [
 
 MANIFEST_FILE = "manifest.json"
 # what later stages read of a run (evaluation: the model; credit maps: the rollouts); both are deterministic for a
-# given config and seed, so re-running a stage that changed nothing leaves the manifest, and the stages after it, as
-# they were (history.csv holds timings: the tables' stages depend on the runs folder itself)
+# given config and seed, so re-running a stage that changed nothing leaves the manifest, and the stages after it,
+# unchanged (history.csv holds timings: the tables' stages depend on the runs folder itself)
 RUN_PARTS = ("model", "rollouts")
 
 

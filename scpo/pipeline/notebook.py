@@ -5,7 +5,7 @@ Notebook parameters are scalars only; dotted config overrides travel as one stri
 YAML, so `report.methods=[grpo, scpo]` works).
 
 Papermill injects every `-p name value` it is given as a variable, including names the notebook does not declare (it
-only warns), so a misspelled `-p enviroment webshop` used to run with the default environment. `notebook_config`
+only warns), so a misspelled `-p enviroment webshop` would run with the default environment. `notebook_config`
 therefore first checks the injected names against the parameters cell's (`check_injected_parameters`) and fails with one
 line naming the unknown ones and the allowed ones.
 """

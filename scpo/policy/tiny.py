@@ -17,8 +17,8 @@ TAG_TOKENS = ANSWER_TAGS  # the answer tags of the envs' prompts, one added toke
 # Pre-tokenisation at word boundaries: a word, a number, a run of punctuation (each with its leading space). An object
 # or receptacle name is then the same token in the task, the observation, the admissible commands and the answer
 # ("apple" in "cool some apple" and in "take apple 1 from countertop 1"), which a small model can learn to copy. The
-# prompt template's fixed sentences (`fixed_phrases`, from the env's `PROMPT_PHRASES`) are single added tokens, so the
-# boilerplate costs a handful of positions: ALFWorld prompts are ~300 tokens (median), the longest ~700.
+# prompt template's fixed sentences (`fixed_phrases`, the env's `EnvSpec.tokenizer_phrases`) are single added tokens,
+# so the boilerplate costs a handful of positions: ALFWorld prompts are ~300 tokens (median), the longest ~700.
 WORD_BOUNDARY = r"""'s|\s?[A-Za-z]+|\s?\d+|\s?[^\sA-Za-z\d]+|\s+"""
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
 

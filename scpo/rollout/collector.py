@@ -82,8 +82,8 @@ def collect_rollouts(
     limit = max_steps or max(int(getattr(env, "max_steps", 50)) for env in vec.envs)
 
     # one bar unit per (episode, turn) slot: a live episode's step advances it by 1, an episode ending early adds
-    # its unplayed turns, so the bar moves every turn and ends exactly at its total (episodes ending together at
-    # the step limit used to leave an episode bar at 1/8 with an ETA from that one)
+    # its unplayed turns, so the bar moves every turn and ends exactly at its total, also when every episode runs to
+    # the step limit
     bar = tqdm(total=len(episodes) * limit, desc=desc, unit="step", disable=not progress, leave=False)
     bar.set_postfix_str(f"0/{len(episodes)} episodes done", refresh=False)
     for turn in range(limit):

@@ -6,7 +6,8 @@ answer text is decoded by the policy's tokenizer, as in the transformers engine.
 
 Weight sync, after every update, follows TRL's colocate path (`trl.generation.vllm_generation.VLLMGeneration`: the
 engine core in this process, each trainer parameter pushed under its checkpoint name into the model's `load_weights`,
-then `reset_prefix_cache()`), with what the H200 run of vLLM 0.24 (0 % agreement after a sync, README) showed missing:
+then `reset_prefix_cache()`), with what the H200 run of vLLM 0.24 (0 % agreement after a sync,
+checks/gpu/results/vllm_engine_check) showed missing:
 - vLLM's V1 model runner unless asked otherwise (`model_runner="v1"` sets VLLM_USE_V2_MODEL_RUNNER=0): from vLLM 0.24
   dense models default to the V2 runner, whose weight sync no GPU run has verified yet;
 - the load runs under `torch.no_grad()`, outside any autocast, inside vLLM's `set_current_vllm_config` (as at load

@@ -14,8 +14,8 @@ states are "state files": one safetensors file whose tensors are the state's ten
 each dict by {"dict": [[key, value], ...]} (optimizer states are keyed by int parameter indices). Written by hand
 because neither format holds a `state_dict()` alone (safetensors is a flat str -> tensor map; JSON has no tensors,
 tuples or int keys); reading parses only JSON and safetensors, so a crafted file can fail to load but never execute
-anything. Checkpoints from before this format (`optimizer.pt`, `rng.pt`: torch pickles) are refused with a one-line
-pointer to `scpo convert-checkpoint` (`scpo.train.legacy_checkpoint`).
+anything. Checkpoints whose states are torch pickles (`optimizer.pt`, `rng.pt`) are refused with a one-line pointer
+to `scpo convert-checkpoint` (`scpo.train.legacy_checkpoint`).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ __all__ = [
 _PREFIX = "iter_"
 _FORMAT = "scpo.state/1"
 OPTIMIZER_FILE, RNG_FILE = "optimizer.safetensors", "rng.safetensors"
-LEGACY_FILES = ("optimizer.pt", "rng.pt")  # torch pickles, written before this format; never loaded here
+LEGACY_FILES = ("optimizer.pt", "rng.pt")  # torch pickles of the states; never loaded here
 
 
 class CheckpointError(ExpectedError, ValueError):

@@ -5,7 +5,7 @@ Why: on a CPU box the tiny policy's runs are single-threaded (`train.torch_threa
 another, so one run per stage leaves cores idle. Three single-threaded runs on two cores finish in about 1.5 run times
 where one after another they take 3. Each run is exactly the run `scpo train --seed k` makes (its own folder, lock,
 provenance and RNG streams: nothing is shared between the processes), so the results do not depend on how many run at
-once (tests/test_seed_pool.py compares them file by file).
+once (tests/train/test_seed_pool.py compares them file by file).
 
 Processes are started with `spawn` (never `fork`: the parent may hold torch's thread pools, e.g. inside a Jupyter
 kernel). A child's progress bars and notes go to a buffer, not to the notebook; the parent shows one bar over the seeds

@@ -27,8 +27,9 @@ share V*: that is the cache key.
 **Heuristic** (admissible): per task kind, the actions a plan cannot avoid (take, the attribute action, put, opening a
 closed receptacle that is needed, freeing the hands, switching the lamp) plus the changes of location along the order
 they must happen in (the object's place, a tool, the goal receptacle; pick-two: first object, goal, second object,
-goal), minimised over the candidate objects, tools and goal receptacles. `tests/test_planner.py` checks it against plain
-breadth-first search on the same actions and V* against an exhaustive search over the full state on small games.
+goal), minimised over the candidate objects, tools and goal receptacles. `tests/envs/test_alfworld_planner.py` checks it
+against plain breadth-first search on the same actions and V* against an exhaustive search over the full state on small
+games.
 
 A* re-opens nodes whose cost improves, so the result is optimal with an admissible heuristic. Every node of a found
 optimal path gets its exact V* and best action cached (the tail of an optimal path is optimal); a search that reaches a

@@ -1,7 +1,7 @@
 """A stand-in for the parts of vLLM's offline API that `scpo.rollout.vllm_engine` uses, for machines without vLLM.
 
-Used by tests/test_vllm_engine.py and by the GPU check's dry mode (`checks/gpu/run.sh --dry`: this folder's parent on
-PYTHONPATH). It behaves like vLLM where the engine depends on it, with torch and transformers only:
+Used by tests/rollout/test_vllm_engine.py and by the GPU check's dry mode (`checks/gpu/run.sh --dry`: this folder's
+parent on PYTHONPATH). It behaves like vLLM where the engine depends on it, with torch and transformers only:
 - `LLM(model=dir, dtype=...)` loads the checkpoint and keeps it the way vLLM does: q/k/v and gate/up projections fused
   (`packed_modules_mapping`), the output layer tied to the embedding when the config ties them, in the engine's dtype;
   generation and next-token checks run a transformers twin rebuilt from those fused weights, so a broken sync shows;

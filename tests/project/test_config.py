@@ -1,0 +1,244 @@
+"""The typed config: params.yaml validates; bad keys and values fail with the dotted key named."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scpo.config import ConfigError, apply_overrides, load_config, parse_overrides
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "params.yaml"
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_repo_params_yaml_validates_for_every_profile(repo_root):
+    for profile in ("smoke", "cpu", "gpu"):
+        cfg = load_config(repo_root / "params.yaml", profile=profile)
+        assert cfg.profile == profile
+    smoke = load_config(repo_root / "params.yaml", profile="smoke")
+    cpu = load_config(repo_root / "params.yaml", profile="cpu")
+    # the smoke profile collects fewer rollouts per iteration and trains fewer iterations than the cpu profile
+    assert smoke.rollout.n_tasks * smoke.rollout.group_size < cpu.rollout.n_tasks * cpu.rollout.group_size
+    assert smoke.train.iterations < cpu.train.iterations
+    gpu = load_config(repo_root / "params.yaml", profile="gpu")
+    # free-text answers in mixed precision, micro-batched; generation by the transformers engine while vLLM's weight
+    # sync fails its check (checks/gpu/results/vllm_engine_check)
+    assert (gpu.rollout.action_choice, gpu.policy.dtype, gpu.train.micro_batch_size) == ("generate", "bfloat16", 8)
+    assert gpu.rollout.engine == "transformers"
+
+
+@pytest.mark.parametrize("env, prompt_tokens, minibatch", [("alfworld", 2048, 256), ("webshop", 4096, 64)])
+def test_gpu_profile_is_verl_agents_gigpo_recipe(repo_root, env, prompt_tokens, minibatch):
+    """The rows of the gpu profile's "ours vs verl-agent" table (docs/gpu.md) that are options
+    (examples/gigpo_trainer/run_alfworld.sh and run_webshop.sh, verl's ppo_trainer.yaml defaults): per-environment
+    prompt budget and minibatch, over-long prompts an error, dual clip c = 3, AdamW weight decay 0.01, zero-advantage
+    steps kept, RL from the raw Instruct model, which is also the KL reference, consecutive minibatches."""
+    gpu = load_config(repo_root / "params.yaml", profile="gpu", overrides={"env.name": env})
+    assert (gpu.policy.max_prompt_tokens, gpu.train.minibatch_size) == (prompt_tokens, minibatch)
+    assert (gpu.policy.profile, gpu.policy.max_new_tokens, gpu.policy.prompt_overflow) == (
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        512,
+        "error",
+    )
+    t = gpu.train
+    assert (t.lr, t.kl_coef, t.entropy_coef, t.clip_ratio, t.dual_clip_c, t.weight_decay, t.ppo_epochs) == (
+        1e-6,
+        0.01,
+        0.001,
+        0.2,
+        3.0,
+        0.01,
+        1,
+    )
+    assert (t.skip_zero_advantage, t.rl_start, t.kl_reference, t.minibatch_order, t.iterations) == (
+        False,
+        "base",
+        "start",
+        "collected",
+        150,
+    )
+    assert (gpu.rollout.n_tasks, gpu.rollout.group_size, gpu.rollout.temperature, gpu.eval.temperature) == (
+        16,
+        8,
+        1.0,
+        0.4,
+    )
+    assert gpu.credit.for_env(env).norm.scale == {"alfworld": "std", "webshop": "none"}[env]
+    # the cpu profile keeps its own settings
+    cpu = load_config(repo_root / "params.yaml", profile="cpu", overrides={"env.name": env})
+    assert (cpu.train.dual_clip_c, cpu.train.weight_decay, cpu.train.rl_start, cpu.policy.prompt_overflow) == (
+        None,
+        0.0,
+        "warm_start",
+        "truncate_left",
+    )
+
+
+def test_per_env_values_replace_the_plain_key_only_for_listed_envs(tmp_path):
+    p = _write(
+        tmp_path,
+        """
+        env: {name: webshop}
+        policy: {max_prompt_tokens: 900, max_prompt_tokens_by_env: {alfworld: 2048}}
+        train: {minibatch_size: 32, minibatch_size_by_env: {webshop: 64}}
+    """,
+    )
+    cfg = load_config(p)
+    assert (cfg.policy.max_prompt_tokens, cfg.train.minibatch_size) == (900, 64)
+    with pytest.raises(ConfigError, match="minibatch_size_by_env"):
+        load_config(p, overrides={"train.minibatch_size_by_env": {"sokoban": 8}})
+    with pytest.raises(ConfigError, match="dual_clip_c"):
+        load_config(p, overrides={"train.dual_clip_c": 1.0})
+
+
+def test_misspelled_key_is_named_with_its_dotted_path(tmp_path):
+    p = _write(
+        tmp_path,
+        """
+        train:
+          lr: 1.0e-4
+          clip_ratoi: 0.2
+    """,
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert "train.clip_ratoi" in msg
+    assert "clip_ratio" in msg  # the allowed keys are listed
+
+
+def test_negative_learning_rate_is_named_with_value_and_bound(tmp_path):
+    p = _write(
+        tmp_path,
+        """
+        train:
+          lr: -0.001
+    """,
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert "train.lr" in msg and "-0.001" in msg and "greater than 0" in msg
+
+
+def test_wrong_type_and_bad_choice_are_named(tmp_path):
+    p = _write(
+        tmp_path,
+        """
+        credit:
+          scpo: {tau: "high", reference: longest}
+    """,
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    msg = str(err.value)
+    assert "credit.scpo.tau" in msg and "'high'" in msg
+    assert "credit.scpo.reference" in msg and "'shortest'" in msg
+
+
+def test_overrides_go_through_the_same_validation(repo_root):
+    cfg = load_config(repo_root / "params.yaml", overrides={"credit.scpo.tau": 0.8, "train.seed": 3})
+    assert cfg.credit.scpo.tau == 0.8 and cfg.train.seed == 3
+    with pytest.raises(ConfigError, match=r"credit\.scpo\.tau = 1\.5"):
+        load_config(repo_root / "params.yaml", overrides={"credit.scpo.tau": 1.5})
+    with pytest.raises(ConfigError, match=r"unknown key 'credit\.scpo\.tua'"):
+        load_config(repo_root / "params.yaml", overrides={"credit.scpo.tua": 0.5})
+
+
+def test_profile_overrides_apply_before_explicit_overrides(tmp_path):
+    p = _write(
+        tmp_path,
+        """
+        profile: smoke
+        rollout: {n_tasks: 16}
+        profiles:
+          smoke: {rollout.n_tasks: 2}
+    """,
+    )
+    assert load_config(p).rollout.n_tasks == 2
+    assert load_config(p, profile="cpu").rollout.n_tasks == 16
+    assert load_config(p, overrides={"rollout.n_tasks": 5}).rollout.n_tasks == 5
+
+
+def test_unknown_profile_and_invalid_combination(tmp_path):
+    p = _write(tmp_path, "profile: laptop\n")
+    with pytest.raises(ConfigError, match="profile = 'laptop'"):
+        load_config(p)
+    with pytest.raises(ConfigError, match="vllm"):
+        load_config(None, overrides={"rollout.engine": "vllm", "policy.profile": "tiny"})
+
+
+def test_parse_overrides_parses_yaml_values_and_rejects_malformed():
+    assert parse_overrides(["a.b=1", "c=[1, 2]", "d=none", "e=text"]) == {
+        "a.b": 1,
+        "c": [1, 2],
+        "d": "none",
+        "e": "text",
+    }
+    with pytest.raises(ConfigError, match="dotted.key=value"):
+        parse_overrides(["novalue"])
+
+
+def test_apply_overrides_does_not_mutate_and_refuses_to_descend_into_values():
+    raw = {"train": {"lr": 1.0}}
+    out = apply_overrides(raw, {"train.lr": 2.0, "eval.temperature": 0.1})
+    assert raw == {"train": {"lr": 1.0}} and out == {"train": {"lr": 2.0}, "eval": {"temperature": 0.1}}
+    with pytest.raises(ConfigError, match="'train.lr' is a value"):
+        apply_overrides(raw, {"train.lr.x": 1})
+
+
+def test_params_yaml_lists_every_section(repo_root):
+    raw = yaml.safe_load((repo_root / "params.yaml").read_text())
+    assert {"data", "env", "policy", "rollout", "credit", "train", "eval", "report", "profiles"} <= set(raw)
+
+
+def _leaves(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_leaves(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def test_params_yaml_lists_every_default_of_the_config_with_its_value(repo_root):
+    """One source of defaults: the config models' defaults; params.yaml lists each of them (DVC tracks params.yaml),
+    with the same value, and nothing else outside `profiles`."""
+    from scpo.config import Config
+
+    raw = yaml.safe_load((repo_root / "params.yaml").read_text())
+    raw.pop("profiles")
+    listed, defaults = _leaves(raw), _leaves(Config().model_dump(mode="json"))
+    assert sorted(set(defaults) - set(listed)) == [], "defaults missing from params.yaml"
+    assert sorted(set(listed) - set(defaults)) == [], "params.yaml keys the config does not have"
+    assert {k: v for k, v in listed.items() if v != defaults[k]} == {}, "params.yaml disagrees with the config"
+
+
+def test_environment_sections_and_names_come_from_the_registry(repo_root):
+    from scpo.envs.registry import trainable
+
+    cfg = load_config(repo_root / "params.yaml", overrides={"env.name": "corridor", "env.corridor.max_steps": 3})
+    assert set(trainable()) == {"alfworld", "webshop", "corridor"}
+    assert cfg.env.corridor.max_steps == 3 and cfg.env.webshop.eval_splits == ("test",)
+    with pytest.raises(ConfigError, match=r"env\.name = 'webshop-original' .*registered: alfworld, corridor, webshop"):
+        load_config(repo_root / "params.yaml", overrides={"env.name": "webshop-original"})
+    with pytest.raises(ConfigError, match=r"unknown key 'env\.nethack'.*allowed here: name, history_length"):
+        load_config(repo_root / "params.yaml", overrides={"env.nethack": {"max_steps": 3}})
+    with pytest.raises(ConfigError, match=r"env\.webshop\.eval_splits\.0 = 'valid_seen'"):
+        load_config(repo_root / "params.yaml", overrides={"env.webshop.eval_splits": ["valid_seen"]})
+    with pytest.raises(ConfigError, match=r"report\.envs = .*unknown environment 'nethack'"):
+        load_config(repo_root / "params.yaml", overrides={"report.envs": ["alfworld", "nethack"]})
+
+
+def test_credit_method_names_come_from_the_credit_registry(repo_root):
+    with pytest.raises(ConfigError, match=r"credit\.method = 'scp0' .*unknown credit method 'scp0'; available: grpo"):
+        load_config(repo_root / "params.yaml", overrides={"credit.method": "scp0"})
+    with pytest.raises(ConfigError, match=r"report\.credit_map_method = 'x'"):
+        load_config(repo_root / "params.yaml", overrides={"report.credit_map_method": "x"})

@@ -1,0 +1,249 @@
+"""The vLLM engine against the stand-in `vllm` package of checks/gpu/standin (no GPU here): prompts truncated like the
+CPU engine's, sampling outside the trainer's autocast, the V1 model runner unless asked otherwise, and a weight sync
+that runs under no_grad in vLLM's config context with detached tensors in the engine's dtype, skips tied weights, checks
+`reset_prefix_cache()`, and is verified by an exact parameter comparison and probe prompts, failing loudly."""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+
+import pytest
+import torch
+
+from scpo.policy import Policy, PromptTooLongError
+from scpo.policy.tiny import build_tiny_model, train_tokenizer
+
+from helpers import REPO
+
+STANDIN = REPO / "checks" / "gpu" / "standin"
+
+CORPUS = [
+    "You are in room 1 of 3. Admissible actions: look, go east, go west",
+    "You see a key here. Your task is to: open the door at the end with the key",
+] * 5
+
+
+def _drop_vllm_modules() -> None:
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def standin(monkeypatch):
+    """The stand-in vllm package for one test (gone from sys.modules and sys.path afterwards), fresh faults; vLLM's
+    environment variables restored after the test."""
+    _drop_vllm_modules()
+    monkeypatch.syspath_prepend(str(STANDIN))
+    import vllm
+
+    assert vllm.__version__.endswith("+standin")
+    vllm.reset_faults()
+    vllm.INSTANCES.clear()
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")  # vLLM's default
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    yield vllm
+    _drop_vllm_modules()
+
+
+def _policy(tie: bool = True, seed: int = 0) -> Policy:
+    tok = train_tokenizer(CORPUS, vocab_size=300)
+    model = build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=seed)
+    if not tie:  # an untied output layer: lm_head is a parameter of its own
+        model.config.tie_word_embeddings = False
+        model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone() + 0.01)
+    return Policy(model=model, tokenizer=tok, profile="tiny")
+
+
+def _engine(policy, tmp_path, **kw):
+    from scpo.rollout.vllm_engine import VLLMEngine
+
+    policy.save(tmp_path / "model")  # vLLM loads the same checkpoint the trainer starts from
+    kw = {"max_prompt_tokens": 16, "max_new_tokens": 4, "dtype": "float32", **kw}
+    return VLLMEngine(policy, model_dir=tmp_path / "model", **kw)
+
+
+def _update(policy, scale: float = 0.05, seed: int = 0) -> None:
+    torch.manual_seed(seed)
+    with torch.no_grad():  # "after an update": new weights, new greedy tokens
+        for p in policy.model.parameters():
+            p.add_(scale * torch.randn_like(p))
+
+
+def test_generate_sends_truncated_token_ids_outside_autocast(standin, tmp_path):
+    policy = _policy()
+    engine = _engine(policy, tmp_path, max_prompt_tokens=8, max_new_tokens=5, gpu_memory_utilization=0.3, seed=4)
+    llm = standin.INSTANCES[-1]
+    assert llm.kwargs["max_model_len"] == 13 and llm.kwargs["seed"] == 4 and llm.kwargs["enforce_eager"] is False
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # the trainer's loop runs under autocast
+        gens = engine.generate(CORPUS[:2], temperature=0.7, top_p=0.9)
+    prompts, params = llm.calls[-1]
+    assert llm.generate_autocast == [False]
+    assert [p["prompt_token_ids"] for p in prompts] == policy.encode_prompts(CORPUS[:2], 8)
+    assert all(len(p["prompt_token_ids"]) == 8 for p in prompts)
+    assert (params.temperature, params.top_p, params.max_tokens, params.detokenize) == (0.7, 0.9, 5, False)
+    assert gens[1].prompt_ids == prompts[1]["prompt_token_ids"] and 1 <= len(gens[1].response_ids) <= 5
+    assert gens[1].text == policy.tokenizer.decode(gens[1].response_ids, skip_special_tokens=True)
+    assert engine.generate([], temperature=1.0) == []
+
+
+def test_over_long_prompts_are_an_error_when_asked():
+    """policy.prompt_overflow=error (verl's data.truncation='error'): the error names the length and the limit."""
+    policy = _policy()
+    assert len(policy.encode_prompts(CORPUS[:1], 8)[0]) == 8  # truncate_left keeps the last 8 tokens
+    n = len(policy.encode_prompts(CORPUS[:1], 10_000)[0])
+    with pytest.raises(PromptTooLongError, match=rf"a prompt of {n} tokens is over policy.max_prompt_tokens=8"):
+        policy.encode_prompts(CORPUS[:1], 8, overflow="error")
+    assert policy.encode_prompts(CORPUS[:1], n, overflow="error")[0] == policy.encode_prompts(CORPUS[:1], n)[0]
+
+
+@pytest.mark.parametrize("runner, env, kind", [("v1", "0", "v1"), ("default", None, "v2")])
+def test_v1_model_runner_unless_asked_otherwise(standin, tmp_path, runner, env, kind):
+    """vLLM >= 0.24 runs dense models on its V2 model runner; the engine asks for V1 (VLLM_USE_V2_MODEL_RUNNER=0)
+    until a GPU check verifies the sync on V2, and reports the runner the worker actually uses."""
+    engine = _engine(_policy(), tmp_path, model_runner=runner)
+    assert os.environ.get("VLLM_USE_V2_MODEL_RUNNER") == env
+    assert engine.model_runner_kind == kind
+    with pytest.raises(ValueError, match="model_runner='v3'"):
+        _engine(_policy(), tmp_path, model_runner="v3")
+
+
+@pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied"])
+def test_sync_loads_detached_weights_in_the_engine_dtype_under_no_grad(standin, tmp_path, tie):
+    """Every trainer parameter under its checkpoint name, once: a tied lm_head is not sent (vLLM ties it itself), an
+    untied one is; tensors detached, already in vLLM's dtype (bfloat16 from float32 trainer weights); the load runs
+    under no_grad, outside autocast and inside vLLM's config context; the prefix cache is reset."""
+    policy = _policy(tie=tie)
+    engine = _engine(policy, tmp_path, dtype="bfloat16")
+    _update(policy)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        engine.sync_weights(policy)
+    llm = standin.INSTANCES[-1]
+    call = llm.model.calls[-1]
+    names = [n for n, _ in policy.model.named_parameters()]
+    assert call["names"] == names and ("lm_head.weight" in names) == (not tie)
+    assert len(names) == len(policy.model.state_dict()) - int(tie)
+    assert call["dtypes"] == {torch.bfloat16} and call["requires_grad"] is False
+    assert (call["grad"], call["autocast_cpu"]) == (False, False)
+    assert call["config"] is llm.worker.vllm_config
+    assert llm.prefix_resets == 1 and engine.last_sync["path"] == "load_weights"
+    report = engine.last_sync["parameters"]
+    assert report["max_abs_diff"] == 0.0 and report["nan"] == 0 and not report["unmatched"] and not report["unused"]
+    assert report["tensors"] == len(list(llm.model.parameters()))  # fused q/k/v and gate/up compared as vLLM holds them
+
+
+def test_parameter_comparison_is_exact_and_sees_the_fused_layout(standin, tmp_path):
+    """After a sync vLLM's weights equal the trainer's cast to vLLM's dtype exactly (0.0); before it they differ by the
+    update; the fused qkv_proj is compared against q, k and v concatenated."""
+    from scpo.rollout.vllm_weights import compare_with_trainer
+
+    policy = _policy()
+    engine = _engine(policy, tmp_path, dtype="bfloat16")
+    _update(policy, scale=0.5)
+    stale = compare_with_trainer(engine.vllm_model(), policy.model, torch.bfloat16)
+    assert stale["max_abs_diff"] > 0.1 and stale["nan"] == 0 and not stale["unmatched"] and not stale["unused"]
+    engine.sync_weights(policy)
+    fresh = compare_with_trainer(engine.vllm_model(), policy.model, torch.bfloat16)
+    assert fresh["max_abs_diff"] == 0.0 and fresh["tensors"] == stale["tensors"]
+    qkv = [n for n, _ in engine.vllm_model().named_parameters() if "qkv_proj" in n]
+    assert qkv and "model.layers.0.self_attn.q_proj.weight" not in dict(engine.vllm_model().named_parameters())
+
+
+@pytest.mark.parametrize(
+    "fault, message",
+    [
+        ("drop_weights", r"max \|diff\| [0-9.]+ \(must be 0\)"),
+        ("nan", r"1 NaN"),
+        ("reset_returns", r"did not reset its prefix cache"),
+    ],
+)
+def test_a_failed_sync_stops_with_an_error(standin, tmp_path, fault, message):
+    from scpo.rollout.vllm_engine import WeightSyncError
+
+    policy = _policy()
+    engine = _engine(policy, tmp_path)
+    _update(policy)
+    standin.FAULTS[fault] = fault != "reset_returns"
+    with pytest.raises(WeightSyncError, match=message):
+        engine.sync_weights(policy)
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["in_sync", "weights_not_taken"])
+def test_each_sync_is_checked_on_probe_prompts(standin, tmp_path, broken):
+    """After a sync, vLLM's greedy next token on the first prompts it served must match the trainer's (checked even with
+    the parameter comparison off)."""
+    from scpo.rollout.vllm_engine import SYNC_PROBES, WeightSyncError
+
+    policy = _policy()
+    engine = _engine(policy, tmp_path, check_parameters=False)
+    engine.generate([f"{c} step {i}" for i, c in enumerate(CORPUS * 2)], temperature=1.0)
+    assert len(engine.probe_ids) == SYNC_PROBES
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in policy.model.parameters():
+            p.copy_(torch.randn_like(p))
+    standin.FAULTS["drop_weights"] = broken
+    if broken:
+        with pytest.raises(WeightSyncError, match=r"sync check failed.*agrees with the trainer's on \d+% of 8"):
+            engine.sync_weights(policy)
+        assert engine.last_sync_agreement < 0.5
+    else:
+        engine.sync_weights(policy)
+        assert engine.last_sync_agreement == 1.0 and "parameters" not in engine.last_sync
+
+
+def test_repacked_weights_go_through_reload_and_are_read_back_exactly(standin, tmp_path):
+    """vLLM's CPU backend moves linear weights into kernels and leaves empty parameters: `auto` syncs through the
+    worker's reload_weights (the model's load_weights cannot reach them), and the comparison reads them back through the
+    kernel (x = I), exactly. Forcing load_weights fails."""
+    policy = _policy()
+    standin.FAULTS["repack"] = True
+    engine = _engine(policy, tmp_path)
+    assert any(p.numel() == 0 for p in engine.vllm_model().parameters())
+    _update(policy)
+    engine.sync_weights(policy)
+    report = engine.last_sync["parameters"]
+    assert engine.last_sync["path"] == "reload_weights" and standin.INSTANCES[-1].worker.reloads == 1
+    assert report["read_back"] > 0 and report["max_abs_diff"] == 0.0
+    engine.sync_path = "load_weights"
+    with pytest.raises(RuntimeError, match="repacked"):
+        engine.sync_weights(policy)
+
+
+def test_sync_merges_lora_under_the_base_names(standin, tmp_path):
+    from peft import LoraConfig, get_peft_model
+
+    policy = _policy()
+    base_names = [n for n, _ in policy.model.named_parameters()]
+    base_q = policy.model.model.layers[0].self_attn.q_proj.weight.detach().clone()
+    engine = _engine(policy, tmp_path)
+    policy.model = get_peft_model(
+        policy.model, LoraConfig(r=2, lora_alpha=4, target_modules="all-linear", task_type="CAUSAL_LM")
+    )
+    with torch.no_grad():
+        for name, p in policy.model.named_parameters():
+            if "lora_B" in name:
+                p.fill_(0.1)  # a non-zero adapter, so merging changes the weights
+    merged = copy.deepcopy(policy.model).merge_and_unload()
+    engine.sync_weights(policy)
+    call = standin.INSTANCES[-1].model.calls[-1]
+    assert call["names"] == base_names and not any("lora_" in n for n in call["names"])
+    from scpo.rollout.vllm_weights import compare_with_trainer
+
+    assert compare_with_trainer(engine.vllm_model(), merged, torch.float32)["max_abs_diff"] < 1e-6
+    q_proj = policy.model.base_model.model.model.layers[0].self_attn.q_proj
+    assert torch.allclose(q_proj.base_layer.weight, base_q, atol=1e-6)  # unmerged again after the sync
+    assert not torch.allclose(merged.model.layers[0].self_attn.q_proj.weight, base_q)
+
+
+def test_weight_sync_needs_the_engine_core_in_process(standin, tmp_path):
+    """vLLM's V1 engine runs its core in a child process by default; the engine switches that off before building LLM,
+    and says what is wrong if the model is out of reach anyway."""
+    policy = _policy()
+    engine = _engine(policy, tmp_path, enforce_eager=True)
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert standin.INSTANCES[-1].kwargs["enforce_eager"] is True
+    engine.llm.llm_engine = type("E", (), {})()  # as if built with multiprocessing on
+    with pytest.raises(RuntimeError, match="VLLM_ENABLE_V1_MULTIPROCESSING"):
+        engine.sync_weights(policy)
