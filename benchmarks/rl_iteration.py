@@ -10,9 +10,11 @@ default: the pipeline's SFT run `runs/<env>/sft/seed0`), cpu profile, at the sha
 <commit>`) and imported from there; this checkout's runs import this checkout. Runs alternate baseline / current,
 `--repeats` times per (env, shape), so both see the same machine load. Figures are medians over the runs'
 iterations after the first (the first pays one-off costs: imports, tokenizer and kernel warm-up): milliseconds per
-step (wall) of collection, credit and update, and steps per second of the whole iteration; `cpu_ms_step` is the
-process CPU time per step, which waiting for a busy core does not inflate. `--profile` also writes a cProfile of one
-iteration of each checkout (`profile_<env>_<checkout>.txt`, top functions by cumulative time).
+step (wall) of collection, credit and update, steps per second of the whole iteration, and the process CPU
+milliseconds per step of collection and update (`*_cpu_ms_step`: waiting for a busy core does not inflate them).
+Every step is trained (`train.skip_zero_advantage: false`), so the update does the same work whoever won.
+`--profile` also writes a cProfile of two iterations of each checkout (`profile_<env>_<checkout>.txt`, top
+functions by cumulative time).
 """
 
 from __future__ import annotations
@@ -39,6 +41,20 @@ except ImportError:  # the baseline's layout
     from scpo.train.runner import run_training
 import pandas as pd
 spec = json.loads(os.environ["BENCH_SPEC"])
+# process CPU seconds spent collecting and updating, per iteration (wall time counts the waits for a busy core)
+loop = sys.modules[run_training.__module__]
+loop = sys.modules.get("scpo.train.rl_loop", loop)
+cpu = {"collect": [], "update": []}
+def cpu_timed(fn, key):
+    def wrapped(*a, **k):
+        c0 = time.process_time()
+        try:
+            return fn(*a, **k)
+        finally:
+            cpu[key].append(time.process_time() - c0)
+    return wrapped
+loop.iteration_rollouts = cpu_timed(loop.iteration_rollouts, "collect")
+loop.ppo_update = cpu_timed(loop.ppo_update, "update")
 cfg = load_config(os.path.join(os.environ["BENCH_CODE"], "params.yaml"), profile="cpu", overrides=spec["overrides"])
 profiler = cProfile.Profile() if spec["profile"] else None
 c0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -52,8 +68,10 @@ if profiler:
     open(spec["profile"], "w").write(text.getvalue())
 c1 = resource.getrusage(resource.RUSAGE_SELF)
 hist = pd.read_csv(os.path.join(spec["out"], "history.csv"))
-print("BENCH " + json.dumps({"rows": hist.to_dict(orient="records"),
-      "cpu_s": (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)}))
+rows = hist.to_dict(orient="records")
+for i, row in enumerate(rows):
+    row["cpu/collect_s"], row["cpu/update_s"] = cpu["collect"][i], cpu["update"][i]
+print("BENCH " + json.dumps({"rows": rows, "cpu_s": (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)}))
 """
 SHAPES = {"cpu": None}
 
@@ -83,6 +101,7 @@ def run_once(code: Path, env: str, shape: str, iterations: int, init_from: Path,
         "train.init_from": str(init_from),
         "train.checkpoint_every": 10_000,
         "train.save_rollouts_every": 0,
+        "train.skip_zero_advantage": False,  # every step trained: the same update work whoever won
         "data.root": str(REPO / "data"),
         **shape_overrides(shape),
     }
@@ -100,16 +119,16 @@ def run_once(code: Path, env: str, shape: str, iterations: int, init_from: Path,
 def summarise(runs: list[dict]) -> dict:
     """Medians over the iterations after the first of every run."""
     rows = [r for run in runs for r in run["rows"][1:]] or [r for run in runs for r in run["rows"]]
-    steps_total = sum(r["perf/steps"] for run in runs for r in run["rows"])
     per_step = {
         "collect_ms_step": [1e3 * (r["perf/env_s"] + r["perf/gen_s"]) / r["perf/steps"] for r in rows],
         "credit_ms_step": [1e3 * r["perf/credit_s"] / r["perf/steps"] for r in rows],
         "update_ms_step": [1e3 * r["perf/update_s"] / r["perf/steps"] for r in rows],
         "steps_per_s": [r["perf/steps"] / r["perf/iter_s"] for r in rows],
+        "collect_cpu_ms_step": [1e3 * r["cpu/collect_s"] / r["perf/steps"] for r in rows],
+        "update_cpu_ms_step": [1e3 * r["cpu/update_s"] / r["perf/steps"] for r in rows],
         "steps": [r["perf/steps"] for r in rows],
     }
     out = {k: statistics.median(v) for k, v in per_step.items()}
-    out["cpu_ms_step"] = 1e3 * sum(run["cpu_s"] for run in runs) / steps_total
     out["iterations"] = len(rows)
     return out
 
@@ -150,7 +169,8 @@ def main() -> None:
                 "collect": old["collect_ms_step"] / new["collect_ms_step"],
                 "update": old["update_ms_step"] / max(new["update_ms_step"], 1e-9),
                 "iteration_steps_per_s": new["steps_per_s"] / old["steps_per_s"],
-                "cpu_per_step": old["cpu_ms_step"] / new["cpu_ms_step"],
+                "collect_cpu": old["collect_cpu_ms_step"] / new["collect_cpu_ms_step"],
+                "update_cpu": old["update_cpu_ms_step"] / new["update_cpu_ms_step"],
             }
             results.append(row)
             r = row["ratio"]
@@ -159,7 +179,9 @@ def main() -> None:
                 f" ({r['collect']:.1f}x) | credit {old['credit_ms_step']:.2f} -> {new['credit_ms_step']:.2f}"
                 f" | update {old['update_ms_step']:7.1f} -> {new['update_ms_step']:6.1f} ({r['update']:.1f}x)"
                 f" | steps/s {old['steps_per_s']:6.1f} -> {new['steps_per_s']:6.1f} ({r['iteration_steps_per_s']:.1f}x)"
-                f" | CPU ms/step {old['cpu_ms_step']:.1f} -> {new['cpu_ms_step']:.1f} ({r['cpu_per_step']:.1f}x)",
+                f" | CPU ms/step collect {old['collect_cpu_ms_step']:.1f} -> {new['collect_cpu_ms_step']:.1f}"
+                f" ({r['collect_cpu']:.1f}x), update {old['update_cpu_ms_step']:.1f} -> {new['update_cpu_ms_step']:.1f}"
+                f" ({r['update_cpu']:.1f}x)",
                 flush=True,
             )
     meta = {"baseline": args.baseline, "iterations": args.iterations, "repeats": args.repeats, "load": os.getloadavg()}

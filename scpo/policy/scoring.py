@@ -32,7 +32,7 @@ from scpo.policy.placement import forward_precision
 
 __all__ = ["candidate_scores", "choice_log_distribution", "TOKEN_BUDGET"]
 
-TOKEN_BUDGET = 32768  # padded tokens (prompts + candidates) per forward pass of `candidate_scores`
+TOKEN_BUDGET = 4096  # padded tokens (prompts + candidates) per forward pass: small chunks of similar rows pad least
 
 
 def candidate_scores(
@@ -58,12 +58,12 @@ def candidate_scores(
     row_of = [distinct.setdefault(key, len(distinct)) for key in keys]
     rows = list(distinct)
     lengths = [len(p) + sum(len(y) for y in c) for p, c in rows]
-    order = sorted(range(len(rows)), key=lambda i: lengths[i])
+    order = sorted(range(len(rows)), key=lambda i: (len(rows[i][0]), lengths[i]))  # by prompt length, then the rest
     parts: list[tuple[list[int], torch.Tensor]] = []
     start = 0
     while start < len(order):  # chunks of similar length within the token budget
         end = start + 1
-        while end < len(order) and (end + 1 - start) * lengths[order[end]] <= token_budget:
+        while end < len(order) and (end + 1 - start) * max(lengths[i] for i in order[start : end + 1]) <= token_budget:
             end += 1
         chunk = order[start:end]
         with forward_precision(model):
