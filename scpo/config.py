@@ -374,6 +374,55 @@ class FidelityConfig(StrictModel):
         return tuple(check_method(n) for n in names)
 
 
+class LearningConfig(StrictModel):
+    """The learning benchmark (notebook 08, `scpo.testbeds.learning`): how fast each estimator makes the agent learn
+    on a fixed task panel, with paired seeds (every method sees the same task draws and evaluation episodes)."""
+
+    envs: tuple[str, ...] = Field(("alfworld", "webshop"), min_length=1)
+    methods: tuple[str, ...] = Field(
+        ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo", "oracle", "shuffled"),
+        min_length=1,
+        description="estimators compared, the bounds among them: oracle (ground-truth credit; environments with a "
+        "planner) and shuffled (no information)",
+    )
+    reference_methods: tuple[str, ...] = Field(
+        ("grpo", "gigpo"), min_length=1, description="every method's AULC difference from each of these"
+    )
+    seeds: tuple[int, ...] = Field((0, 1, 2, 3, 4), min_length=2, description="paired seeds (train.seed of the runs)")
+    iterations: int = Field(10, ge=1, description="RL iterations of every run")
+    eval_every: int = Field(2, ge=1, description="the panel is evaluated every k iterations (and at 0 and the end)")
+    n_tasks: int = Field(4, ge=1, description="panel tasks drawn per iteration (rollout.n_tasks of the runs)")
+    panel_size: int = Field(12, ge=1, description="training tasks in the panel, stratified over task types")
+    panel_seed: int = Field(0, description="which tasks make the panel")
+    eval_episodes_per_task: int = Field(4, ge=1, description="episodes per panel task in each evaluation")
+    unseen_split: dict[str, str] = Field(
+        default_factory=lambda: {"alfworld": "valid_unseen", "webshop": "test"},
+        description="per environment, the split the final policy is evaluated on (whether it generalises)",
+    )
+    unseen_n_tasks: int | None = Field(None, ge=1, description="tasks of the unseen split (None: all)")
+    threshold: float = Field(0.5, gt=0, le=1, description="panel success whose first reach is reported")
+    fidelity_runs_iteration: int = Field(
+        -1, description="which saved iteration of the runs the fidelity-on-own-rollouts check reads (-1: the last)"
+    )
+    bootstrap: int = Field(10_000, ge=100, description="bootstrap resamples of the paired seed differences")
+    parallel_runs: int = Field(2, ge=1, description="runs trained side by side")
+    out_dir: str = Field("runs/learning", description="the runs: <out_dir>/<env>/<method>/seed<k>")
+
+    _check_methods = field_validator("methods", "reference_methods", mode="after")(
+        lambda names: tuple(check_method(n) for n in names)
+    )
+    _check_envs = field_validator("envs", mode="after")(lambda names: tuple(_trainable_env(n) for n in names))
+
+    @model_validator(mode="after")
+    def _references_are_compared(self):
+        missing = [m for m in self.reference_methods if m not in self.methods]
+        if missing:
+            raise ValueError(f"learning.reference_methods {missing} are not in learning.methods {list(self.methods)}")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"learning.seeds {list(self.seeds)} names a seed twice")
+        return self
+
+
 class Config(StrictModel):
     profile: Literal["smoke", "cpu", "gpu"] = "cpu"
     data: DataConfig = DataConfig()
@@ -385,6 +434,7 @@ class Config(StrictModel):
     eval: EvalConfig = EvalConfig()
     report: ReportConfig = ReportConfig()
     fidelity: FidelityConfig = FidelityConfig()
+    learning: LearningConfig = LearningConfig()
     _origin: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @property
