@@ -146,6 +146,8 @@ def test_registry_errors_name_the_bad_value():
         "hgpo",
         "hcapo",
         "oracle",
+        "graphgpo",
+        "rloo",
     }
 
 

@@ -89,3 +89,34 @@ def test_every_estimator_is_invariant_to_trajectory_order(trajs, rnd, scale):
             atol=1e-9,
             err_msg=f"{method} depends on the order of trajectories",
         )
+
+
+OPTIONS = [
+    ("graphgpo", {"normalize_distance": True}),
+    ("graphgpo", {"gamma": 0.5, "episode_advantage_w": 0.0}),
+    ("rloo", {"baseline_over": "trajectories"}),
+    ("hgpo", {"version": "verl_agent", "base_group": True}),
+    ("hgpo", {"version": "verl_agent", "alpha": 2.0, "history_length": 3}),
+]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(trajectories(), st.randoms(use_true_random=False), st.booleans())
+def test_field_methods_options_are_invariant_to_trajectory_order(trajs, rnd, described):
+    """The options of GraphGPO, RLOO and the recipe's HGPO, and GraphGPO on state descriptions (a function of the
+    step's own content, as an environment's are), do not depend on the order of trajectories either."""
+    order = list(range(len(trajs)))
+    shuffled = order[:]
+    rnd.shuffle(shuffled)
+    a, b = to_batch(trajs, order), to_batch(trajs, shuffled)
+    if described:
+        for batch in (a, b):
+            batch.state_description = np.array([f"{o} | {x}" for o, x in zip(batch.observation, batch.action)], object)
+            batch.next_state_description = np.array([f"{o} | next" for o in batch.next_observation], object)
+    back = np.concatenate(rows_of(trajs, shuffled))
+    ra = np.concatenate(rows_of(trajs, order))
+    for method, options in OPTIONS:
+        res_a, res_b = compute_advantages(method, a, **options), compute_advantages(method, b, **options)
+        np.testing.assert_allclose(
+            res_b.advantages[back], res_a.advantages[ra], rtol=0, atol=1e-9, err_msg=f"{method} {options}"
+        )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from scpo.credit import compute_advantages
+from scpo.credit import CreditConfig, compute_advantages
 from scpo.credit.grouping import discounted_returns
 from scpo.credit.synthetic import synthetic_batch
 from scpo.integrations.verl_agent import (
@@ -861,3 +861,67 @@ def test_scpo_drop_in_returns_mode_reads_the_similarity_options(multi_success_ba
         )
         res = compute_advantages("scpo", b, scorer=scorer, mode="returns", tau=0.5, **kwargs)
         np.testing.assert_allclose(adv[:, 0].numpy(), res.advantages[order], rtol=1e-12, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- GraphGPO, as recipe/GraphGPO's trainer
+def test_graphgpo_drop_ins_as_the_recipe_trainer_calls_them():
+    """The trainer's sequence: graphs from the rollout batch, path returns, the invalid penalty on the last response
+    token and on step_rewards (`apply_invalid_action_penalty`), then the advantage; equal to `compute_advantages`."""
+    from types import SimpleNamespace
+
+    from scpo.credit.graphgpo import state_keys
+    from scpo.integrations.verl_agent import (
+        ComplexGraph,
+        compute_graph_path_returns,
+        compute_graphgpo_outcome_advantage,
+    )
+
+    b = synthetic_batch(n_groups=4, group_size=4, max_steps=8, n_states=5, seed=7)
+    b.state_description = np.array([f"{o} (desc)" for o in b.observation], dtype=object)
+    b.next_state_description = np.array([f"{o} (desc)" for o in b.next_observation], dtype=object)
+    anchor, next_obs = state_keys(b)  # next_obs is "success" after a won trajectory's last step, as the rollout loop
+    order = np.lexsort((b.traj_id, b.step))
+    n = len(order)
+    response_length = 4
+    valid_len = np.random.default_rng(0).integers(1, response_length + 1, size=n)
+    token_level_scores = torch.zeros(n, response_length)
+    token_level_scores[np.arange(n), valid_len - 1] = torch.from_numpy(b.episode_return[order]).float()
+    response_mask = (torch.arange(response_length)[None, :] < torch.from_numpy(valid_len)[:, None]).long()
+    data = SimpleNamespace(
+        batch={"input_ids": torch.zeros(n, 3, dtype=torch.long), "token_level_scores": token_level_scores},
+        non_tensor_batch={
+            "uid": np.array([f"uid-{g}" for g in b.group_id[order]], dtype=object),
+            "traj_uid": np.array([f"traj-{t}" for t in b.traj_id[order]], dtype=object),
+            "anchor_obs": anchor[order],
+            "next_obs": next_obs[order],
+            "is_action_valid": b.valid[order],
+            "episode_rewards": b.episode_return[order],
+            "text_actions": b.action[order],
+        },
+    )
+    for gamma, scale, mode, env in [(0.1, "std", "mean_std_norm", "alfworld"), (0.2, "none", "mean_norm", None)]:
+        Gs = ComplexGraph.from_data(data, enable_similarity=False, similarity_thresh=0.95)
+        ComplexGraph.Calculate_all_shortest_path(Gs)
+        data.batch["step_rewards"] = compute_graph_path_returns(
+            batch=data, Gs=Gs, gamma=gamma, normalize_distance=False
+        )
+        scores, step_rewards = data.batch["token_level_scores"].clone(), data.batch["step_rewards"].clone()
+        invalid = torch.from_numpy(1 - data.non_tensor_batch["is_action_valid"].astype(np.float32))
+        scores[np.arange(n), valid_len - 1] -= 0.1 * invalid
+        step_rewards -= 0.1 * invalid
+        adv, returns = compute_graphgpo_outcome_advantage(
+            token_level_rewards=scores,
+            step_rewards=step_rewards,
+            response_mask=response_mask,
+            anchor_obs=data.non_tensor_batch["anchor_obs"],
+            index=data.non_tensor_batch["uid"],
+            traj_index=data.non_tensor_batch["traj_uid"],
+            step_advantage_w=1.0,
+            episode_advantage_w=1.0,
+            mode=mode,
+        )
+        assert adv is returns and adv.dtype == torch.float32 and adv.shape == (n, response_length)
+        cfg = CreditConfig().for_env(env)
+        res = compute_advantages("graphgpo", b, cfg, gamma=gamma, scale=scale)
+        np.testing.assert_allclose(adv[:, 0].numpy(), res.advantages[order], rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(adv.numpy()[response_mask.numpy() == 0], 0.0)

@@ -4,6 +4,9 @@ one generation call per turn; the environments are held by `scpo.envs.vector.Vec
     per turn: prompt_i = build_prompt(goal, obs_i, admissible_i, history_i[-H:], t) -> engine.generate(all live prompts)
               -> (action_i, valid_i) = project_action(text_i, admissible_i) -> env_i.step(action_i)
 
+An environment that describes its states (`info["state_description"]`, `scpo.envs.base.STATE_DESCRIPTION`) gets
+that text recorded on each step, for the state acted on and for the next one.
+
 An invalid answer (no tags, garbage, very long text) is never an error: `project_action` maps it to a string the env
 treats as a no-op, the step is recorded with `valid=False`, and the credit estimators subtract the invalid-action
 penalty.
@@ -19,7 +22,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from scpo.envs.base import EnvPackage
+from scpo.envs.base import STATE_DESCRIPTION, EnvPackage
 from scpo.envs.vector import VectorEnv
 from scpo.rollout.generation import Generation, GenerationEngine
 from scpo.rollout_types import Step, Trajectory
@@ -130,6 +133,8 @@ def collect_rollouts(
                     prompt=prompt,
                     admissible=tuple(ep.info.get("admissible_commands", [])),
                     extras=_token_extras(gen),
+                    state_description=ep.info.get(STATE_DESCRIPTION),
+                    next_state_description=info.get(STATE_DESCRIPTION),
                 )
             )
             ep.history.append((ep.obs, actions[k]))
