@@ -3,6 +3,8 @@ without success), its options, the state-description columns, and the per-enviro
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -171,10 +173,11 @@ def test_for_env_sets_the_recipes_gamma_and_keeps_std_on_webshop():
 def test_hop_distances_on_a_chain_with_a_dead_end_and_a_cycle():
     # one group: 0 -> 1 -> 2 (goal), 3 -> 3 (a self-loop, unreachable), 4 -> 0
     state, nxt = np.array([0, 1, 3, 4]), np.array([1, 2, 3, 0])
-    d = hop_distances(state, nxt, np.array([2]), np.zeros(5, dtype=np.int64))
-    np.testing.assert_array_equal(d, [2, 1, 0, 4, 3])
+    d_state, d_next = hop_distances(state, nxt, np.array([2]), np.zeros(4, dtype=np.int64))
+    np.testing.assert_array_equal(d_state, [2, 1, 4, 3])  # d = [2, 1, 0, 4, 3] per node
+    np.testing.assert_array_equal(d_next, [1, 0, 4, 2])
     np.testing.assert_allclose(
-        path_returns(d[state], d[nxt], gamma=0.5, goal_value=10, normalize_distance=False),
+        path_returns(d_state, d_next, gamma=0.5, goal_value=10, normalize_distance=False),
         [5.0, 10.0, 10 * 0.5**4, 2.5],
     )
 
@@ -221,3 +224,64 @@ def test_similarity_merges_graph_nodes_in_order_of_appearance():
     np.testing.assert_array_equal(
         exact.advantages[back], compute_advantages("graphgpo", group(x, z)).advantages
     )  # exact nodes: the order does not matter
+
+
+def test_errors_stats_and_name():
+    b = batch(described=True)
+    b.next_state_description = None
+    message = (
+        "the batch has one of state_description / next_state_description without the other: GraphGPO needs both or "
+        "neither (then it uses observation / next_observation)"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        compute_advantages("graphgpo", b)
+    res = compute_advantages("graphgpo", batch())
+    assert res.method == "graphgpo"
+    assert res.stats["frac_singleton_anchor_steps"] == pytest.approx(4 / 11)  # A/s2, A/s4, B/s1, B/s2
+    assert res.stats["mean_graph_distance"] == pytest.approx(np.mean(D_NEXT))
+    assert res.stats["frac_mixed_groups"] == 0.5 and res.stats["frac_all_failed_groups"] == 0.5
+
+
+def test_a_partial_reward_is_a_success():
+    """The recipe's test is the reward sum > 0, so a trajectory whose rewards sum to 0.5 reaches the goal node."""
+    b = RolloutBatch.from_columns(
+        group_id=[0, 0], traj_id=[0, 1], step=[0, 0], reward=[0.5, 0.0], observation=["a", "a"]
+    )
+    res = compute_advantages("graphgpo", b)
+    np.testing.assert_array_equal(res.diagnostics["graph_distance"], [0, 2])  # "a" reaches success in one hop
+    np.testing.assert_allclose(res.returns, [10.0, 10 * 0.1**2])
+    assert res.stats["frac_singleton_anchor_steps"] == 0.0  # both steps act on "a"
+
+
+def test_nodes_are_exact_texts_unless_similarity_is_on():
+    long = "You arrive at countertop 1. On the countertop 1, you see a mug 1, a plate 2, a fork 3 and a spoon "
+    a, b = long + "4.", long + "5."
+    from difflib import SequenceMatcher
+
+    assert SequenceMatcher(None, b, a).ratio() >= 0.95
+    trajs = RolloutBatch.from_columns(
+        group_id=[0, 0], traj_id=[0, 1], step=[0, 0], reward=[10.0, 0.0], observation=[a, b], next_observation=["", a]
+    )
+    # exact: b -> a, a -> success: d(b) = 2 ; merged: {a, b} one node at d = 1
+    np.testing.assert_array_equal(compute_advantages("graphgpo", trajs).diagnostics["graph_distance_from"], [1, 2])
+    merged = compute_advantages("graphgpo", trajs, enable_similarity=True).diagnostics["graph_distance_from"]
+    np.testing.assert_array_equal(merged, [1, 1])
+
+
+def test_epsilon_enters_both_terms():
+    eps = 0.1
+    res = compute_advantages("graphgpo", batch(), epsilon=eps)
+    returns = expected()[0]
+    step_score = returns - PEN
+
+    def n(x):
+        x = np.asarray(x, dtype=float)
+        return (x - x.mean()) / (x.std(ddof=1) + eps)
+
+    step = np.zeros(11)
+    for rows in ([0, 3, 5], [1, 4], [7, 10]):
+        step[rows] = n(step_score[rows])
+    scores = np.array([10, 10, 10, 0, 0, 0, 0, 0, 0, 0, 0], float) - PEN
+    np.testing.assert_allclose(res.advantages, step + np.r_[n(scores[:7]), n(scores[7:])], rtol=1e-12, atol=1e-12)
+    solo = RolloutBatch.from_columns(group_id=[0], traj_id=[0], step=[0], reward=[10.0], observation=["x"])
+    assert compute_advantages("graphgpo", solo, epsilon=eps).advantages[0] == pytest.approx(10 / (1 + eps))

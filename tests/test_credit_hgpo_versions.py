@@ -81,3 +81,45 @@ def test_base_group_belongs_to_the_recipe():
         compute_advantages("hgpo", batch(), base_group=True)
     with pytest.raises(ValueError, match="version"):
         compute_advantages("hgpo", batch(), version="recipe")
+
+
+def test_a_zero_base_term_takes_no_weight():
+    # both trajectories won, so every row's episode term is 0: only the depths count. gamma 0.5:
+    # t1: A -> B (G 5, 10) ; t2: A -> C -> B (G 2.5, 5, 10)
+    b = RolloutBatch.from_columns(
+        group_id=[0] * 5,
+        traj_id=[0, 0, 1, 1, 1],
+        step=[0, 1, 0, 1, 2],
+        reward=[0, 10, 0, 0, 10],
+        observation=["A", "B", "A", "C", "B"],
+    )
+    res = compute_advantages("hgpo", b, version="verl_agent", base_group=True, history_length=0, gamma=0.5)
+    np.testing.assert_array_equal(res.diagnostics["episode_adv"], 0.0)
+    a = pop(5, [5, 2.5])
+    # A: {5, 2.5} at depth 0 only, weight 2 ; B: {10, 10} gives 0 ; C alone
+    np.testing.assert_allclose(res.advantages, [2 * a / (2 + EPS), 0, -2 * a / (2 + EPS), 0, 0], rtol=1e-12)
+
+
+def test_the_base_term_uses_the_normalisations_epsilon():
+    res = compute_advantages("hgpo", batch(), version="verl_agent", base_group=True, history_length=0, epsilon=0.5)
+    scores = np.array([10, 10, 0, 0, 0, -0.1, 0, 0])
+    np.testing.assert_allclose(
+        res.diagnostics["episode_adv"], (scores - scores.mean()) / (scores.std(ddof=1) + 0.5), rtol=1e-12
+    )
+
+
+def test_unknown_version_is_named():
+    from scpo.credit.hgpo import hgpo_step_advantage
+
+    with pytest.raises(ValueError, match=r"^HGPO version='recipe' is not one of authors, verl_agent$"):
+        hgpo_step_advantage(
+            np.zeros(1),
+            np.zeros(1, int),
+            np.array(["a"], object),
+            np.zeros(1, int),
+            history_length=0,
+            alpha=1.0,
+            scale="std",
+            epsilon=EPS,
+            version="recipe",
+        )

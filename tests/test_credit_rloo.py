@@ -44,3 +44,11 @@ def test_rloo_penalty_and_errors():
     np.testing.assert_allclose(res.advantages[:3], [1.5 * (10 - 20 / 3)] * 2 + [1.5 * -20 / 3], rtol=1e-12)
     with pytest.raises(ValueError, match="baseline_over"):
         compute_advantages("rloo", batch(), baseline_over="tokens")
+
+
+def test_rloo_result_fields():
+    res = compute_advantages("rloo", batch())
+    assert res.method == "rloo" and set(res.diagnostics) == {"episode_adv", "step_adv", "anchor_group_size"}
+    np.testing.assert_array_equal(res.diagnostics["episode_adv"], res.advantages)
+    np.testing.assert_array_equal(res.diagnostics["anchor_group_size"], [3, 3, 3, 1, 3, 3, 3])
+    assert res.stats == {"frac_all_failed_groups": 1 / 3, "frac_all_success_groups": 1 / 3, "frac_mixed_groups": 1 / 3}

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from scpo.config import load_config
 from scpo.rollout_types import RolloutBatch, Step, Trajectory
 from scpo.train.dynamic_sampling import dynamic_sample, uniform_groups
 
@@ -70,8 +71,13 @@ def test_the_last_try_keeps_every_group():
 
 
 def test_a_repeated_group_and_bad_arguments_are_errors():
-    with pytest.raises(ValueError, match="try 2 of dynamic sampling returned groups already in the batch"):
-        dynamic_sample(lambda k: group("t", 0, [0, 10]), target_groups=2)  # the same task and seed twice
+    again = sorted(group(t, 0, [0, 10])[0].group_uid for t in ("t", "u"))
+    message = (
+        f"try 2 of dynamic sampling returned groups already in the batch ({again[0]}, {again[1]}): each try must draw "
+        "fresh groups (other tasks, or another seed)"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):  # the same tasks and seed twice
+        dynamic_sample(lambda k: group("t", 0, [0, 10]) + group("u", 0, [0, 10]), target_groups=3)
     fake = FakeCollector([[[0, 10]]])
     with pytest.raises(ValueError, match="target_groups must be >= 1, got 0"):
         dynamic_sample(fake, target_groups=0)
@@ -80,10 +86,9 @@ def test_a_repeated_group_and_bad_arguments_are_errors():
     assert fake.calls == []
 
 
-def test_the_config_option(repo_root):
-    cfg = load_config(repo_root / "params.yaml")
-    assert not cfg.rollout.dynamic_sampling.enable and cfg.rollout.dynamic_sampling.max_tries == 10
-    on = load_config(repo_root / "params.yaml", overrides={"rollout.dynamic_sampling.enable": True})
-    assert on.rollout.dynamic_sampling.enable
-    with pytest.raises(ValueError, match="rollout.dynamic_sampling.max_tries"):
-        load_config(repo_root / "params.yaml", overrides={"rollout.dynamic_sampling.max_tries": 0})
+def test_ten_tries_by_default_and_a_one_trajectory_group_is_uniform():
+    fake = FakeCollector([[[0, 0]]] * 9 + [[[0, 0], [5]]])
+    out = dynamic_sample(fake, target_groups=1)
+    assert fake.calls == list(range(10)) and out.tries == 10 and out.groups_dropped == 9
+    assert uniform_groups(group("solo", 0, [10])) == {group("solo", 0, [10])[0].group_uid}
+    assert tasks(out) == ["task9-0", "task9-1"]

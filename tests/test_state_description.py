@@ -141,3 +141,31 @@ def test_a_batch_with_descriptions_on_some_steps_only_is_refused():
     with pytest.raises(ValueError, match="1 of 2 steps lack state_description; label all or none"):
         RolloutBatch.from_trajectories([traj(["x", None])])
     assert RolloutBatch.from_trajectories([traj([None, None])]).state_description is None
+
+
+def test_alfworld_moves_list_by_hand():
+    t = AlfworldStateTracker()
+    steps = [
+        ("go to desk 1", "You arrive at desk 1."),
+        ("take pen 1 from desk 1", "You pick up the pen 1 from the desk 1."),
+        ("go to shelf 1", "You arrive at shelf 1."),
+        ("move pen 1 to shelf 1", "You move the pen 1 to the shelf 1."),  # moved, never changed
+        ("take book 2 from shelf 1", "You pick up the book 2 from the shelf 1."),
+        ("drop book 2", "You drop the book 2."),  # put back where it was found: not listed
+        ("take cup 3 from shelf 1", "You pick up the cup 3 from the shelf 1."),
+        ("go to fridge 1", "You arrive at fridge 1."),
+        ("cool cup 3 with fridge 1", "You cool the cup 3 using the fridge 1."),
+        ("go to microwave 1", "You arrive at microwave 1."),
+        ("heat cup 3 with microwave 1", "You heat the cup 3 using the microwave 1."),
+    ]
+    for action, obs in steps:
+        t.update(action, obs)
+    assert t.describe("o", []) == (
+        "o Location: microwave 1. Items in hand (status): cup 3(heated cooled). History moving list by you: "
+        "pen 1(unprocessed) from desk 1 move to shelf 1; "
+    )
+    t.update("drop cup 3", "You drop the cup 3.")  # changed and not in hand: listed, though not moved
+    assert t.describe("o", []).endswith(
+        "History moving list by you: pen 1(unprocessed) from desk 1 move to shelf 1;"
+        "cup 3(heated cooled) from shelf 1 move to microwave 1; "
+    )

@@ -26,6 +26,7 @@ from __future__ import annotations
 from difflib import SequenceMatcher
 
 import numpy as np
+import pandas as pd
 
 from scpo.credit.grouping import (
     combine_codes,
@@ -57,35 +58,28 @@ GOAL = "success"  # the goal node's name, as the recipe's rollout loop writes it
 
 
 def state_keys(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
-    """(s_t, s_{t+1}) per row as object arrays of strings: the state descriptions when the batch carries them, else
-    the raw observations; s_{t+1} is GOAL after the last row of a trajectory with episode return > 0."""
-    described = (batch.state_description is not None, batch.next_state_description is not None)
-    if described[0] != described[1]:
+    """(s_t, s_{t+1}) per row (object arrays of strings): the state descriptions when the batch carries them, else the
+    raw observations; s_{t+1} is GOAL after the last row of a trajectory with episode return > 0."""
+    state, nxt = batch.state_description, batch.next_state_description
+    if (state is None) != (nxt is None):
         raise ValueError(
             "the batch has one of state_description / next_state_description without the other: GraphGPO needs both "
             "or neither (then it uses observation / next_observation)"
         )
-    if described[0]:
-        state, nxt = batch.state_description, batch.next_state_description
-    else:
+    if state is None:
         state, nxt = batch.observation, batch.next_observation
-    nxt = np.asarray(nxt, dtype=object).copy()
-    last = next_row_in_trajectory(batch.traj_id) < 0
-    nxt[last & (np.asarray(batch.episode_return) > 0)] = GOAL
-    return np.asarray(state, dtype=object), nxt
+    nxt = nxt.copy()
+    nxt[(next_row_in_trajectory(batch.traj_id) == -1) & (batch.episode_return > 0)] = GOAL
+    return state, nxt
 
 
 def exact_nodes(group_id: np.ndarray, state: np.ndarray, nxt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Dense node codes of (group, exact text) for s_t and s_{t+1}, and the goal node's code per group (-1: the group
-    never reaches GOAL, so its graph has no goal node)."""
+    """Dense node codes of (group, exact text) for s_t and s_{t+1} (object arrays), and the codes of the goal nodes
+    (the texts equal to GOAL)."""
     n = len(group_id)
-    group = np.asarray(group_id, dtype=np.int64)
-    texts = np.concatenate([np.asarray(state, dtype=object), np.asarray(nxt, dtype=object)])
-    node = combine_codes(np.r_[group, group], factorize(texts))
-    goal = np.full(int(group.max()) + 1, -1, dtype=np.int64)
-    is_goal = texts == GOAL
-    goal[np.r_[group, group][is_goal]] = node[is_goal]
-    return node[:n], node[n:], goal
+    texts = np.concatenate([state, nxt])
+    node = combine_codes(np.r_[group_id, group_id], factorize(texts))
+    return node[:n], node[n:], node[texts == GOAL]
 
 
 def similarity_nodes(
@@ -93,22 +87,26 @@ def similarity_nodes(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Like `exact_nodes`, but texts join the first earlier node whose first text has a difflib ratio
     `SequenceMatcher(None, text, first).ratio() >= thresh` (the recipe's `StateCanonicalizer`): per group, in the order
-    s_0, s_1 of the first row, then of the next row, ...; GOAL is placed last (it may join a node like any text)."""
-    n = len(group_id)
-    group = np.asarray(group_id, dtype=np.int64)
-    state_node = np.empty(n, dtype=np.int64)
-    next_node = np.empty(n, dtype=np.int64)
-    goal = np.full(int(group.max()) + 1, -1, dtype=np.int64)
-    base = 0
-    for g in np.unique(group):
+    s_t, s_{t+1} of the first row, then of the next row, ...; GOAL comes last and may join a node like any text (or be
+    a node of its own that no step reaches)."""
+    local: dict[int, tuple[int, int]] = {}
+    goals: list[tuple[int, int]] = []
+    for g in np.unique(group_id):
         firsts: list[str] = []  # the first text of each node
         node_of: dict[str, int] = {}
-        for r in np.flatnonzero(group == g):
-            state_node[r] = base + _canonical(str(state[r]), firsts, node_of, thresh)
-            next_node[r] = base + _canonical(str(nxt[r]), firsts, node_of, thresh)
-        goal[g] = base + _canonical(GOAL, firsts, node_of, thresh)
-        base += len(firsts)
-    return state_node, next_node, goal
+        for r in np.flatnonzero(group_id == g):
+            local[r] = (
+                _canonical(str(state[r]), firsts, node_of, thresh),
+                _canonical(str(nxt[r]), firsts, node_of, thresh),
+            )
+        goals.append((g, _canonical(GOAL, firsts, node_of, thresh)))
+    n = len(group_id)
+    rows = [local[r] for r in range(n)]
+    node = combine_codes(
+        np.r_[group_id, group_id, [g for g, _ in goals]],
+        np.r_[[s for s, _ in rows], [x for _, x in rows], [c for _, c in goals]],
+    )
+    return node[:n], node[n : 2 * n], node[2 * n :]
 
 
 def _canonical(text: str, firsts: list[str], node_of: dict[str, int], thresh: float) -> int:
@@ -123,38 +121,35 @@ def _canonical(text: str, firsts: list[str], node_of: dict[str, int], thresh: fl
 
 
 def hop_distances(
-    state_node: np.ndarray, next_node: np.ndarray, goal: np.ndarray, node_group: np.ndarray
-) -> np.ndarray:
-    """d(n) per node code: the fewest edges s_t -> s_{t+1} from n to its group's goal node (a breadth-first search
-    from every goal at once on the reversed edges, one pass per distance level); nodes that cannot reach it get
-    D_max + 1, D_max the largest finite distance in the group (0 when only the goal is reached or the group has no
-    goal: then every node gets 1). `node_group`: the group of each node code."""
-    n_nodes = len(node_group)
-    dist = np.full(n_nodes, -1, dtype=np.int64)
-    frontier = goal[(goal >= 0) & (goal < n_nodes)]
-    dist[frontier] = 0
-    level = 0
+    state_node: np.ndarray, next_node: np.ndarray, goal: np.ndarray, row_group: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(d(s_t), d(s_{t+1})) per row (float): the fewest edges s_t -> s_{t+1} from the node to a goal node of its group
+    (breadth-first from every goal at once on the reversed edges, one pass per distance level); nodes that cannot
+    reach one get D_max + 1, D_max the largest finite distance in the row's group (0 when only the goal is reached or
+    the group has no goal: then every node gets 1). Node codes are dense; `row_group` is each row's group."""
+    n_nodes = np.unique(np.r_[state_node, next_node, goal]).size
+    dist = np.full(n_nodes, np.inf)
+    frontier = np.unique(goal)
+    dist[frontier] = 0.0
     while frontier.size:
-        level += 1
+        level = dist[frontier].max() + 1
         in_frontier = np.zeros(n_nodes, dtype=bool)
         in_frontier[frontier] = True
         pred = np.unique(state_node[in_frontier[next_node]])
-        frontier = pred[dist[pred] < 0]
+        frontier = pred[np.isinf(dist[pred])]
         dist[frontier] = level
-    d_max = np.zeros(int(node_group.max()) + 1 if n_nodes else 0, dtype=np.int64)
-    reached = dist >= 0
-    np.maximum.at(d_max, node_group[reached], dist[reached])
-    return np.where(reached, dist, d_max[node_group] + 1)
+    d_state, d_next = dist[state_node], dist[next_node]
+    finite = np.fmax(np.where(np.isinf(d_state), 0.0, d_state), np.where(np.isinf(d_next), 0.0, d_next))
+    unreachable = pd.Series(finite).groupby(row_group).transform("max").to_numpy() + 1
+    return np.where(np.isinf(d_state), unreachable, d_state), np.where(np.isinf(d_next), unreachable, d_next)
 
 
 def path_returns(
     d_state: np.ndarray, d_next: np.ndarray, *, gamma: float, goal_value: float, normalize_distance: bool
 ) -> np.ndarray:
     """R_t = goal_value gamma^d(s_{t+1}), or goal_value gamma^(d(s_{t+1}) - d(s_t) + 1) with normalize_distance."""
-    exponent = np.asarray(d_next, dtype=np.float64)
-    if normalize_distance:
-        exponent = exponent - np.asarray(d_state, dtype=np.float64) + 1.0
-    return goal_value * np.power(float(gamma), exponent)
+    exponent = d_next - d_state + 1 if normalize_distance else d_next
+    return goal_value * np.power(gamma, exponent)
 
 
 def graphgpo_advantage(
@@ -180,37 +175,29 @@ def graph_distances(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(d(s_t), d(s_{t+1})) per row on each group's graph (`exact_nodes`, or `similarity_nodes` when
     `similarity_thresh` is given), by `hop_distances`."""
-    group = np.asarray(group_id, dtype=np.int64)
     if similarity_thresh is None:
-        state_node, next_node, goal = exact_nodes(group, state, nxt)
+        state_node, next_node, goal = exact_nodes(group_id, state, nxt)
     else:
-        state_node, next_node, goal = similarity_nodes(group, state, nxt, similarity_thresh)
-    n_nodes = int(max(state_node.max(), next_node.max(), goal.max())) + 1
-    node_group = np.zeros(n_nodes, dtype=np.int64)
-    node_group[np.r_[state_node, next_node]] = np.r_[group, group]
-    has_goal = goal >= 0
-    node_group[goal[has_goal]] = np.flatnonzero(has_goal)
-    dist = hop_distances(state_node, next_node, goal, node_group)
-    return dist[state_node], dist[next_node]
+        state_node, next_node, goal = similarity_nodes(group_id, state, nxt, similarity_thresh)
+    return hop_distances(state_node, next_node, goal, group_id)
 
 
 def compute_graphgpo(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditResult:
     """GraphGPO on `batch`; diagnostics add "graph_distance" (d(s_{t+1})) and "graph_distance_from" (d(s_t))."""
     opts, norm = cfg.graphgpo, cfg.norm
     state, nxt = state_keys(batch)
-    group = np.asarray(batch.group_id, dtype=np.int64)
     thresh = opts.similarity_thresh if opts.enable_similarity else None
-    d_state, d_next = graph_distances(group, state, nxt, similarity_thresh=thresh)
+    d_state, d_next = graph_distances(batch.group_id, state, nxt, similarity_thresh=thresh)
     returns = path_returns(
         d_state, d_next, gamma=opts.gamma, goal_value=opts.goal_value, normalize_distance=opts.normalize_distance
     )
     pen = invalid_penalty(batch.valid, norm.lambda_invalid)
-    anchor = combine_codes(group, factorize(state))
+    anchor = combine_codes(batch.group_id, factorize(state))
     adv, step_adv, episode_adv = graphgpo_advantage(
         returns - pen,
-        np.asarray(batch.episode_return, dtype=np.float64) - pen,
+        batch.episode_return - pen,
         anchor,
-        group,
+        batch.group_id,
         scale=opts.scale,
         epsilon=norm.epsilon,
         step_w=opts.step_advantage_w,
@@ -221,8 +208,8 @@ def compute_graphgpo(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> Cre
         "episode_adv": episode_adv,
         "step_adv": step_adv,
         "anchor_group_size": sizes,
-        "graph_distance": d_next.astype(np.float64),
-        "graph_distance_from": d_state.astype(np.float64),
+        "graph_distance": d_next,
+        "graph_distance_from": d_state,
     }
     stats = {
         **group_stats(batch),

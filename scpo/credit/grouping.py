@@ -129,15 +129,12 @@ def segment_norm(
     return np.where(counts[seg] > 1, centred, 0.0)
 
 
-def segment_norm_keep_single(
-    x: np.ndarray, seg: np.ndarray, *, scale: str = "std", epsilon: float = 1e-6
-) -> np.ndarray:
+def segment_norm_keep_single(x: np.ndarray, seg: np.ndarray, *, scale: str, epsilon: float) -> np.ndarray:
     """verl-agent's episode normalisation (`episode_norm_reward`): `segment_norm` with the unbiased std, except that a
-    segment with one member keeps its value as if its mean were 0 and its std 1 (x / (1 + eps) with scale "std")."""
-    x = np.asarray(x, dtype=np.float64)
-    single = segment_sizes(np.asarray(seg, dtype=np.int64)) == 1
+    segment with one member keeps its value as if its mean were 0 and its std 1 (x / (1 + eps) with scale "std").
+    x: float64 (n,), seg: int64 (n,)."""
     raw = x / (1.0 + epsilon) if scale == "std" else x
-    return np.where(single, raw, segment_norm(x, seg, scale=scale, epsilon=epsilon))
+    return np.where(segment_sizes(seg) == 1, raw, segment_norm(x, seg, scale=scale, epsilon=epsilon))
 
 
 def next_row_in_trajectory(traj_id: np.ndarray) -> np.ndarray:

@@ -85,13 +85,14 @@ def hgpo_step_advantage(
         den += np.where(alive, w, 0.0)
         diag[f"hgpo_a{depth}"] = a_l
         diag[f"hgpo_size{depth}"] = size
-    if base is not None:
-        base = np.asarray(base, dtype=np.float64)
-        num += np.where(base != 0, base, 0.0)
-        den += np.where(base != 0, 1.0, 0.0)
+    if base is not None:  # weight 1 when non-zero (a zero adds nothing to num)
+        num += base
+        den += base != 0
     if version == "verl_agent":
-        return np.divide(num, den + epsilon, out=np.zeros_like(num), where=den > 0), diag
-    return np.divide(num, den, out=np.zeros_like(num), where=den > 0), diag
+        return num / (den + epsilon), diag  # den = 0 only where num = 0
+    out = np.zeros_like(num)
+    np.divide(num, den, out=out, where=den > 0)
+    return out, diag
 
 
 def compute_hgpo(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditResult:
@@ -101,8 +102,9 @@ def compute_hgpo(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditR
     returns = discounted_returns(batch.reward, batch.traj_id, batch.step, cfg.gigpo.gamma)
     base = None
     if opts.base_group:
-        score = np.asarray(batch.episode_return, dtype=np.float64) - pen
-        base = segment_norm_keep_single(score, batch.group_id, scale=norm.scale, epsilon=norm.epsilon)
+        base = segment_norm_keep_single(
+            batch.episode_return - pen, batch.group_id, scale=norm.scale, epsilon=norm.epsilon
+        )
     adv, per_l = hgpo_step_advantage(
         returns - pen,
         batch.group_id,

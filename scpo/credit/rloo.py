@@ -24,27 +24,23 @@ __all__ = ["leave_one_out", "compute_rloo"]
 
 
 def leave_one_out(score: np.ndarray, group: np.ndarray, baseline_rows: np.ndarray) -> np.ndarray:
-    """N / (N - 1) (score - mean) per row, N and mean over the rows `baseline_rows` of the row's group (N = 1: the
-    score itself), computed as verl does: score * N / (N - 1) - mean * N / (N - 1)."""
-    score = np.asarray(score, dtype=np.float64)
-    group = np.asarray(group, dtype=np.int64)
-    k = int(group.max()) + 1
-    count = np.bincount(group[baseline_rows], minlength=k).astype(np.float64)
-    mean = np.bincount(group[baseline_rows], weights=score[baseline_rows], minlength=k) / np.maximum(count, 1)
-    n = count[group]
-    factor = np.divide(n, n - 1, out=np.ones_like(n), where=n > 1)
-    return np.where(n > 1, score * factor - mean[group] * factor, score)
+    """score * N / (N - 1) - mean * N / (N - 1) per row (verl's arithmetic), N and the mean over the rows
+    `baseline_rows` of the row's group; a group with N = 1 has mean 0 and factor 1, so its rows keep their score.
+    Every group has at least one baseline row."""
+    n = np.bincount(group[baseline_rows])[group]
+    total = np.bincount(group[baseline_rows], weights=score[baseline_rows])[group]
+    factor = n / np.maximum(n - 1, 1)
+    mean = np.where(n > 1, total / n, 0.0)
+    return score * factor - mean * factor
 
 
 def compute_rloo(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditResult:
     """RLOO on `batch`: the advantage is the leave-one-out term; the step term is 0. Returns are R_i."""
     pen = invalid_penalty(batch.valid, cfg.norm.lambda_invalid)
-    score = np.asarray(batch.episode_return, dtype=np.float64) - pen
     if cfg.rloo.baseline_over == "steps":
         rows = np.arange(batch.n_rows)
     else:
         rows = trajectory_first_rows(batch.traj_id)
-    adv = leave_one_out(score, batch.group_id, rows)
+    adv = leave_one_out(batch.episode_return - pen, batch.group_id, rows)
     diag = {"episode_adv": adv, "step_adv": np.zeros_like(adv), "anchor_group_size": segment_sizes(batch.group_id)}
-    returns = np.asarray(batch.episode_return, dtype=np.float64).copy()
-    return CreditResult("rloo", adv, returns, diag, group_stats(batch))
+    return CreditResult("rloo", adv, batch.episode_return.copy(), diag, group_stats(batch))

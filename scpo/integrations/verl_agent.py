@@ -78,6 +78,7 @@ __all__ = [
     "compute_graphgpo_outcome_advantage",
     "compute_rloo_outcome_advantage",
     "compute_hgpo_recipe_outcome_advantage",
+    "recipe_base_term",
 ]
 
 _MODES = {"mean_norm": "none", "mean_std_norm": "std"}
@@ -446,19 +447,16 @@ class ComplexGraph:
     def from_data(data, enable_similarity: bool = False, similarity_thresh: float = _GRAPHGPO.similarity_thresh):
         nt = data.non_tensor_batch
         uid = np.asarray(nt["uid"])
-        group = factorize(_keys(uid))
-        if enable_similarity:
-            state = np.asarray([o if isinstance(o, str) else str(o) for o in nt["anchor_obs"]], dtype=object)
-            nxt = np.asarray([o if isinstance(o, str) else str(o) for o in nt["next_obs"]], dtype=object)
+        state, nxt = _keys(nt["anchor_obs"]), _keys(nt["next_obs"])
+        if enable_similarity:  # the recipe compares the texts: str() of what is not a string
+            texts = ([str(o) for o in nt["anchor_obs"]], [str(o) for o in nt["next_obs"]])
+            d_state, d_next = graph_distances(factorize(_keys(uid)), *texts, similarity_thresh=similarity_thresh)
         else:
-            state, nxt = _keys(nt["anchor_obs"]), _keys(nt["next_obs"])
-        d_state, d_next = graph_distances(
-            group, state, nxt, similarity_thresh=similarity_thresh if enable_similarity else None
-        )
+            d_state, d_next = graph_distances(factorize(_keys(uid)), state, nxt)
         graphs: dict = {}
-        for r, (s_key, n_key) in enumerate(zip(_keys(nt["anchor_obs"]), _keys(nt["next_obs"]))):
+        for r, (s_key, n_key) in enumerate(zip(state, nxt)):
             g = graphs.setdefault(uid[r], {})
-            g[s_key], g[n_key] = int(d_state[r]), int(d_next[r])
+            g[s_key], g[n_key] = d_state[r], d_next[r]
         return graphs
 
     @staticmethod
@@ -475,17 +473,15 @@ def compute_graph_path_returns(
     import torch
 
     nt = batch.non_tensor_batch
-    uid = np.asarray(nt["uid"])
-    pairs = zip(uid, _keys(nt["anchor_obs"]), _keys(nt["next_obs"]))
-    d = np.array([(Gs[u][s_key], Gs[u][n_key]) for u, s_key, n_key in pairs], dtype=np.float64).reshape(-1, 2)
+    rows = list(zip(nt["uid"], _keys(nt["anchor_obs"]), _keys(nt["next_obs"])))
+    d_state = np.array([Gs[u][s_key] for u, s_key, _ in rows])
+    d_next = np.array([Gs[u][n_key] for u, _, n_key in rows])
     returns = path_returns(
-        d[:, 0], d[:, 1], gamma=gamma, goal_value=_GRAPHGPO.goal_value, normalize_distance=normalize_distance
+        d_state, d_next, gamma=gamma, goal_value=_GRAPHGPO.goal_value, normalize_distance=normalize_distance
     )
-    try:
-        device = batch.batch["input_ids"].device
-    except (AttributeError, KeyError, TypeError):
-        device = "cpu"
-    return torch.as_tensor(returns, dtype=torch.float32, device=device)
+    tensors = getattr(batch, "batch", {})
+    where = {"device": tensors["input_ids"].device} if "input_ids" in tensors else {}
+    return torch.as_tensor(returns, dtype=torch.float32, **where)
 
 
 def compute_graphgpo_outcome_advantage(
@@ -510,8 +506,8 @@ def compute_graphgpo_outcome_advantage(
     group = factorize(_keys(index))
     anchor = combine_codes(group, factorize(_keys(anchor_obs)))
     adv, _, _ = graphgpo_advantage(
-        _np(step_rewards).reshape(-1),
-        _np(token_level_rewards).sum(-1),
+        _np(step_rewards),
+        _np(token_level_rewards).sum(1),
         anchor,
         group,
         scale=scale,
@@ -535,7 +531,7 @@ def compute_rloo_outcome_advantage(
     """verl's RLOO with its signature: A = N / (N - 1) (s - mean) per row, s = token_level_rewards.sum(-1), N and the
     mean over the uid's rows (`compute_mean_std_cross_steps`) or over the first row of each (uid, traj_index) pair;
     N = 1 keeps s. `epsilon` is unused, as in verl. Returns (advantages, advantages), (rows, response_len), masked."""
-    scores = _np(token_level_rewards).sum(-1)
+    scores = _np(token_level_rewards).sum(1)
     group = factorize(_keys(index))
     if compute_mean_std_cross_steps:
         rows = np.arange(len(scores))
@@ -547,6 +543,12 @@ def compute_rloo_outcome_advantage(
 
 
 # ------------------------------------------------------------------------------------------- HGPO (verl-agent recipe)
+def recipe_base_term(episode: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The recipe's base-group term per row: the episode term broadcast over the response, masked twice (the recipe
+    masks it in `trajectory_advantages`, then again), averaged over the mask (its sum clamped at 1e-8)."""
+    return (episode[:, None] * mask * mask).sum(1) / np.maximum(mask.sum(1), 1e-8)
+
+
 def compute_hgpo_recipe_outcome_advantage(
     token_level_rewards,
     step_rewards,
@@ -572,12 +574,10 @@ def compute_hgpo_recipe_outcome_advantage(
     b = rows.batch
     base = None
     if base_group:
-        mask = _np(response_mask)
-        episode = episode_norm_reward(_np(token_level_rewards).sum(-1), index, scale=scale, epsilon=epsilon)
-        per_token = episode[:, None] * mask * mask  # the recipe masks its episode term, then masks it again
-        base = (per_token.sum(1) / np.maximum(mask.sum(1), 1e-8))[rows.order]
+        episode = episode_norm_reward(_np(token_level_rewards).sum(1), index, scale=scale, epsilon=epsilon)
+        base = recipe_base_term(episode, _np(response_mask))[rows.order]
     adv, _ = hgpo_step_advantage(
-        _np(step_rewards).reshape(-1)[rows.order],
+        _np(step_rewards)[rows.order],
         b.group_id,
         b.observation,
         b.step,
@@ -589,5 +589,5 @@ def compute_hgpo_recipe_outcome_advantage(
         base=base,
     )
     mask_t = torch.as_tensor(response_mask)
-    out = torch.as_tensor(rows.back(adv), dtype=torch.float32, device=mask_t.device).unsqueeze(-1) * mask_t
+    out = torch.as_tensor(rows.back(adv), dtype=torch.float32, device=mask_t.device)[:, None] * mask_t
     return out, out

@@ -77,9 +77,11 @@ def dynamic_sample(
         raise ValueError(f"max_tries must be >= 1, got {max_tries}")
     out = DynamicSample()
     kept: set[str] = set()
-    while out.groups_kept < target_groups and out.tries < max_tries:
-        out.tries += 1
-        trajectories = list(collect(out.tries - 1))
+    for k in range(max_tries):
+        if out.groups_kept >= target_groups:
+            break
+        trajectories = list(collect(k))
+        out.tries = k + 1
         groups = _groups(trajectories)
         drop = uniform_groups(trajectories) if out.tries < max_tries else set()
         again = sorted(set(groups) & kept)

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 
 from scpo.envs.alfworld import game_file, make_env, task_type
 from scpo.envs.alfworld.planner import Planner, PlannerStats, oracle_progress
+from scpo.envs.base import STATE_DESCRIPTION
 from scpo.rollout_types import RolloutBatch, Step, Trajectory, stable_uid
 
 __all__ = ["PlannerPool", "noisy_optimal_episode", "noisy_optimal_rollouts", "label_progress", "ENV_NAME"]
@@ -102,6 +103,8 @@ def noisy_optimal_episode(
                 done=done,
                 oracle_progress=oracle_progress(v, v_next),
                 extras={"v_star": v},
+                state_description=info[STATE_DESCRIPTION],
+                next_state_description=next_info[STATE_DESCRIPTION],
             )
         )
         obs, info, v = next_obs, next_info, v_next
