@@ -57,6 +57,8 @@ class Step:
     choice_logprob: float | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     oracle_progress: float | None = None  # q_t = V*(s_t) - V*(s_{t+1}) where a planner knows V* (ALFWorld fast engine)
+    state_description: str | None = None  # the env's description of the state acted on (info "state_description")
+    next_state_description: str | None = None  # ... and of the state the step led to
 
 
 @dataclass
@@ -115,7 +117,7 @@ _NUM_COLUMNS = {
     "won": np.bool_,
 }
 # columns a batch may lack (files written before they existed stay readable): name -> dtype
-_OPTIONAL_COLUMNS = {"oracle_progress": np.float64}
+_OPTIONAL_COLUMNS = {"oracle_progress": np.float64, "state_description": object, "next_state_description": object}
 # the policy's view of each step (ragged, object arrays), present when the rollouts came from a policy: name -> depth
 # of nesting (1: a str or a list of ints per row; 2: a list of int lists, or None, per row)
 _POLICY_COLUMNS = {"prompt": 0, "prompt_ids": 1, "response_ids": 1, "candidate_ids": 2, "choice_logprob": 0}
@@ -145,6 +147,9 @@ class RolloutBatch:
     candidate_ids     : object (list[list[int]] per row, None where the answer was generated freely) or None
     choice_logprob    : object (float per row, None where the answer was generated freely) or None: the sampler's
                         log pi(k | x) of the candidate it drew, at the rollout temperature
+    state_description, next_state_description : object (str) or None (optional) the environment's descriptions of
+                        the state acted on and of the next one (`info["state_description"]`, `scpo.envs.base`); None
+                        when the environment gives none
     """
 
     group_id: np.ndarray
@@ -168,6 +173,8 @@ class RolloutBatch:
     task_type: np.ndarray
     env_name: np.ndarray
     oracle_progress: np.ndarray | None = None
+    state_description: np.ndarray | None = None
+    next_state_description: np.ndarray | None = None
     prompt: np.ndarray | None = None
     prompt_ids: np.ndarray | None = None
     response_ids: np.ndarray | None = None
@@ -199,7 +206,7 @@ class RolloutBatch:
     def from_trajectories(cls, trajectories: Sequence[Trajectory]) -> RolloutBatch:
         """Flatten trajectories into rows. Group codes follow first appearance of (env_name, task_id, seed)."""
         cols: dict[str, list] = {k: [] for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}
-        progress: list[float | None] = []
+        optional: dict[str, list] = {k: [] for k in _OPTIONAL_COLUMNS}
         policy_view: dict[str, list] = {k: [] for k in _POLICY_COLUMNS}
         group_codes: dict[str, int] = {}
         for t_code, traj in enumerate(trajectories):
@@ -228,17 +235,13 @@ class RolloutBatch:
                 cols["task_id"].append(traj.task_id)
                 cols["task_type"].append(traj.task_type)
                 cols["env_name"].append(traj.env_name)
-                progress.append(s.oracle_progress)
+                for name, values in optional.items():
+                    values.append(getattr(s, name))
                 for k in _POLICY_COLUMNS:
                     policy_view[k].append(getattr(s, k))
-        labelled = [q is not None for q in progress]
-        if any(labelled) and not all(labelled):
-            raise ValueError(
-                f"{labelled.count(False)} of {len(progress)} steps lack oracle_progress; label all or none"
-            )
         return cls(
             **_to_arrays(cols),
-            oracle_progress=np.asarray(progress, np.float64) if any(labelled) else None,
+            **{k: _optional_column(k, v) for k, v in optional.items()},
             **_policy_view(policy_view),
         )
 
@@ -402,7 +405,7 @@ class RolloutBatch:
             if len(rows) == 0:
                 continue
             r0 = rows[0]
-            q = self.oracle_progress
+            q, sd, nsd = self.oracle_progress, self.state_description, self.next_state_description
             steps = [
                 Step(
                     observation=self.observation[r],
@@ -413,6 +416,8 @@ class RolloutBatch:
                     done=bool(self.done[r]),
                     response=self.response[r],
                     oracle_progress=None if q is None else float(q[r]),
+                    state_description=None if sd is None else str(sd[r]),
+                    next_state_description=None if nsd is None else str(nsd[r]),
                     **{k: getattr(self, k)[r] for k in _POLICY_COLUMNS if getattr(self, k) is not None},
                 )
                 for r in rows
@@ -448,6 +453,20 @@ def _to_arrays(cols: dict[str, list]) -> dict[str, np.ndarray]:
             arr[:] = [str(x) for x in v]
             out[k] = arr
     return out
+
+
+def _optional_column(name: str, values: list) -> np.ndarray | None:
+    """An optional column from one value per step: None when no step has one; every step or none must."""
+    given = [v is not None for v in values]
+    if not any(given):
+        return None
+    if not all(given):
+        raise ValueError(f"{given.count(False)} of {len(values)} steps lack {name}; label all or none")
+    if _OPTIONAL_COLUMNS[name] is object:
+        out = np.empty(len(values), dtype=object)
+        out[:] = [str(v) for v in values]
+        return out
+    return np.asarray(values, dtype=_OPTIONAL_COLUMNS[name])
 
 
 def _object_column(values) -> np.ndarray:

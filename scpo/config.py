@@ -145,6 +145,20 @@ class PolicyConfig(StrictModel):
         return {_trainable_env(k): v for k, v in value.items()}
 
 
+class DynamicSamplingConfig(StrictModel):
+    """Dynamic sampling (DAPO's, verl-agent's `algorithm.filter_groups`; docs/algorithms.md, "Dynamic sampling"):
+    `scpo.train.dynamic_sampling.dynamic_sample`."""
+
+    enable: bool = Field(
+        False,
+        description="drop groups whose episode returns are all equal and roll out fresh groups until n_tasks groups "
+        "are kept, for every estimator",
+    )
+    max_tries: int = Field(
+        10, ge=1, description="rollout tries per iteration, the last one unfiltered (verl-agent's max_num_gen_batches)"
+    )
+
+
 class RolloutConfig(StrictModel):
     engine: Literal["transformers", "vllm"] = "transformers"
     n_tasks: int = Field(4, ge=1, description="tasks (groups) per iteration")
@@ -174,6 +188,7 @@ class RolloutConfig(StrictModel):
         description="generate: free-text answers (the papers' setting); admissible: transformers engine "
         "draws the answer among the admissible commands by the model's likelihood (for tiny CPU policies)",
     )
+    dynamic_sampling: DynamicSamplingConfig = DynamicSamplingConfig()
 
 
 class SFTConfig(StrictModel):

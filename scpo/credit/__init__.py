@@ -3,8 +3,8 @@
     from scpo.credit import compute_advantages, CreditResult, available_methods
     res = compute_advantages("scpo", batch, cfg.credit, tau=0.8)
 
-Methods: grpo, gigpo, scpo, progpo_c, progpo_r, g2po, hgpo, hcapo (formulas: each module's docstring). Defaults live in
-`scpo.credit.options` only.
+Methods: grpo, gigpo, scpo, progpo_c, progpo_r, g2po, hgpo, hcapo, oracle, graphgpo, rloo (formulas: each module's
+docstring). Defaults live in `scpo.credit.options` only.
 """
 
 from scpo.credit.options import CreditConfig

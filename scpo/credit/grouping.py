@@ -20,6 +20,7 @@ __all__ = [
     "combine_codes",
     "segment_sizes",
     "segment_norm",
+    "segment_norm_keep_single",
     "discounted_returns",
     "invalid_penalty",
     "next_row_in_trajectory",
@@ -126,6 +127,14 @@ def segment_norm(
         den = std[seg] + epsilon
         centred = np.divide(centred, den, out=np.zeros_like(centred), where=den > 0)
     return np.where(counts[seg] > 1, centred, 0.0)
+
+
+def segment_norm_keep_single(x: np.ndarray, seg: np.ndarray, *, scale: str, epsilon: float) -> np.ndarray:
+    """verl-agent's episode normalisation (`episode_norm_reward`): `segment_norm` with the unbiased std, except that a
+    segment with one member keeps its value as if its mean were 0 and its std 1 (x / (1 + eps) with scale "std").
+    x: float64 (n,), seg: int64 (n,)."""
+    raw = x / (1.0 + epsilon) if scale == "std" else x
+    return np.where(segment_sizes(seg) == 1, raw, segment_norm(x, seg, scale=scale, epsilon=epsilon))
 
 
 def next_row_in_trajectory(traj_id: np.ndarray) -> np.ndarray:

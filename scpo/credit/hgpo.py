@@ -1,12 +1,18 @@
-"""HGPO (Hierarchy-of-Groups Policy Optimization): step advantages pooled over nested history contexts, as the public
-HGPO code computes them (its `HGPO` routine behind `compute_hgpo_outcome_advantage`). Spec: docs/algorithms.md, "HGPO".
+"""HGPO (Hierarchy-of-Groups Policy Optimization): step advantages pooled over nested history contexts, in both public
+versions: the HGPO authors' code (its `HGPO` routine behind `compute_hgpo_outcome_advantage`, version "authors", the
+default) and verl-agent's recipe/hgpo (`hgpo_advantage_estimate`, version "verl_agent"). Spec: docs/algorithms.md,
+"HGPO".
 
     C_l(t) = (o_{t-l}, ..., o_t) for l = 0..K;  a step with t < l is in no depth-l cluster (no padding)
     a_l    = norm(G, steps of group g with the same C_l), population std; clusters of one step give no a_l
-    A      = sum_{l in S} w_l a_l,  w_l = (l+1)^alpha / sum_{l' in S} (l'+1)^alpha,   S = {l : a_l != 0}
+    authors:    A = sum_{l in S} w_l a_l,  w_l = (l+1)^alpha / sum_{l' in S} (l'+1)^alpha,           S = {l : a_l != 0}
+    verl_agent: A = sum_{l in S} w_l a_l,  w_l = (l+2)^alpha / (sum_{l' in S} (l'+2)^alpha + eps)
+                with base_group, the episode term A^E (verl's: norm over the group's rows, a one-row group keeps its
+                score) joins S as one more member of weight 1^alpha = 1 when it is non-zero
 
-G is GiGPO's step return (discounted, minus the invalid penalty). A step whose observation is unique in its group gets
-0. HGPO has no episode term. Revision 1 weighted by (k+1)^alpha with k = l + 1 and padded early steps into clusters.
+G is GiGPO's step return (discounted, minus the invalid penalty). Without the base group a step whose observation is
+unique in its group gets 0; HGPO has no other episode term. Revision 1 weighted by (k+1)^alpha with k = l + 1 and padded
+early steps into clusters.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from scpo.credit.grouping import (
     factorize,
     invalid_penalty,
     segment_norm,
+    segment_norm_keep_single,
     segment_sizes,
     shifted_codes,
 )
@@ -27,7 +34,9 @@ from scpo.credit.grpo import group_stats
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
 
-__all__ = ["context_clusters", "hgpo_step_advantage", "compute_hgpo"]
+__all__ = ["VERSIONS", "context_clusters", "hgpo_step_advantage", "compute_hgpo"]
+
+VERSIONS = {"authors": 1.0, "verl_agent": 2.0}  # version -> the offset c of w_l = (l + c)^alpha
 
 
 def context_clusters(group_id: np.ndarray, observation: np.ndarray, step: np.ndarray, depth: int) -> np.ndarray:
@@ -49,9 +58,14 @@ def hgpo_step_advantage(
     alpha: float,
     scale: str,
     epsilon: float,
+    version: str = "authors",
+    base: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict]:
-    """A = sum_{l: a_l != 0} w_l a_l with renormalised w_l (see the module docstring); returns (A, per-depth diagnostics
-    "hgpo_a<l>" and "hgpo_size<l>", the cluster size, 0 for rows in no depth-l cluster)."""
+    """A = sum_{l: a_l != 0} w_l a_l with the weights of `version` (see the module docstring; `base`: the recipe's
+    base-group term per row, weight 1); returns (A, per-depth diagnostics "hgpo_a<l>" and "hgpo_size<l>", the cluster
+    size, 0 for rows in no depth-l cluster)."""
+    if version not in VERSIONS:
+        raise ValueError(f"HGPO version={version!r} is not one of {', '.join(VERSIONS)}")
     g_return = np.asarray(g_return, dtype=np.float64)
     num = np.zeros(len(step))
     den = np.zeros(len(step))
@@ -65,13 +79,20 @@ def hgpo_step_advantage(
             seg = np.unique(cluster[inside], return_inverse=True)[1].reshape(-1)
             a_l[inside] = segment_norm(g_return[inside], seg, scale=scale, epsilon=epsilon, ddof=0)
             size[inside] = segment_sizes(seg)
-        w = (depth + 1.0) ** alpha
+        w = (depth + VERSIONS[version]) ** alpha
         alive = a_l != 0
         num += np.where(alive, w * a_l, 0.0)
         den += np.where(alive, w, 0.0)
         diag[f"hgpo_a{depth}"] = a_l
         diag[f"hgpo_size{depth}"] = size
-    return np.divide(num, den, out=np.zeros_like(num), where=den > 0), diag
+    if base is not None:  # weight 1 when non-zero (a zero adds nothing to num)
+        num += base
+        den += base != 0
+    if version == "verl_agent":
+        return num / (den + epsilon), diag  # den = 0 only where num = 0
+    out = np.zeros_like(num)
+    np.divide(num, den, out=out, where=den > 0)
+    return out, diag
 
 
 def compute_hgpo(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditResult:
@@ -79,6 +100,11 @@ def compute_hgpo(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditR
     opts, norm = cfg.hgpo, cfg.norm
     pen = invalid_penalty(batch.valid, norm.lambda_invalid)
     returns = discounted_returns(batch.reward, batch.traj_id, batch.step, cfg.gigpo.gamma)
+    base = None
+    if opts.base_group:
+        base = segment_norm_keep_single(
+            batch.episode_return - pen, batch.group_id, scale=norm.scale, epsilon=norm.epsilon
+        )
     adv, per_l = hgpo_step_advantage(
         returns - pen,
         batch.group_id,
@@ -88,6 +114,9 @@ def compute_hgpo(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditR
         alpha=opts.alpha,
         scale=norm.scale,
         epsilon=norm.epsilon,
+        version=opts.version,
+        base=base,
     )
-    diag = {"episode_adv": np.zeros_like(adv), "step_adv": adv, "anchor_group_size": per_l["hgpo_size0"], **per_l}
+    episode_adv = np.zeros_like(adv) if base is None else base
+    diag = {"episode_adv": episode_adv, "step_adv": adv, "anchor_group_size": per_l["hgpo_size0"], **per_l}
     return CreditResult("hgpo", adv, returns, diag, group_stats(batch))

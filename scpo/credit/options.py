@@ -20,6 +20,8 @@ __all__ = [
     "ProGPOROptions",
     "G2POOptions",
     "HGPOOptions",
+    "GraphGPOOptions",
+    "RLOOOptions",
     "HCAPOOptions",
     "OracleOptions",
     "ShuffledOptions",
@@ -164,10 +166,80 @@ class G2POOptions(StrictModel):
 
 
 class HGPOOptions(StrictModel):
-    """HGPO as its public code (docs/algorithms.md, "HGPO")."""
+    """HGPO as its two public versions compute it (docs/algorithms.md, "HGPO"): the authors' code (default) and
+    verl-agent's recipe."""
 
     history_length: int = Field(2, ge=0, description="K: context depths l = 0..K (l earlier observations in the key)")
-    alpha: float = Field(1.0, description="w_l proportional to (l+1)^alpha")
+    alpha: float = Field(
+        1.0, description="w_l proportional to (l+1)^alpha (version authors) or (l+2)^alpha (version verl_agent)"
+    )
+    version: Literal["authors", "verl_agent"] = Field(
+        "authors",
+        description="authors: the HGPO authors' code, w_l = (l+1)^alpha / sum; verl_agent: verl-agent's recipe/hgpo, "
+        "w_l = (l+2)^alpha / (sum + eps), with the optional base group",
+    )
+    base_group: bool = Field(
+        False,
+        description="version verl_agent: also pool the episode term (verl's, over the group's rows) as a depth with "
+        "weight 1^alpha",
+    )
+
+    @model_validator(mode="after")
+    def _base_group_is_the_recipes(self) -> HGPOOptions:
+        if self.base_group and self.version != "verl_agent":
+            raise ValueError("base_group=True belongs to version='verl_agent' (the recipe); the authors' code has none")
+        return self
+
+
+class GraphGPOOptions(StrictModel):
+    """GraphGPO as verl-agent's recipe/GraphGPO computes it (docs/algorithms.md, "GraphGPO")."""
+
+    gamma: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="discount of R_t = goal_value gamma^d for environments not in gamma_by_env (the recipe's "
+        "config default)",
+    )
+    gamma_by_env: dict[str, float] = Field(
+        default_factory=lambda: {"alfworld": 0.1, "webshop": 0.2},
+        description="gamma per environment, as the recipe's run scripts set it (`CreditConfig.for_env(name)`)",
+    )
+    scale: Scale = Field(
+        "std",
+        description="norm of both terms: the recipe's scripts use mean_std_norm on every environment (GiGPO's use "
+        "mean_norm on WebShop), so GraphGPO reads this, not norm.scale",
+    )
+    goal_value: float = Field(10.0, gt=0, description="the constant of R_t = goal_value gamma^d(s_{t+1})")
+    normalize_distance: bool = Field(
+        False, description="R_t = goal_value gamma^(d(s_{t+1}) - d(s_t) + 1) instead of goal_value gamma^d(s_{t+1})"
+    )
+    step_advantage_w: float = Field(1.0, ge=0, description="w_s in A = w_s A^S + w_e A^E")
+    episode_advantage_w: float = Field(1.0, ge=0, description="w_e in A = w_s A^S + w_e A^E")
+    enable_similarity: bool = Field(
+        False,
+        description="merge graph nodes whose difflib ratio to a node's first text is >= similarity_thresh (greedy, "
+        "in order of appearance; step groups stay exact)",
+    )
+    similarity_thresh: float = Field(0.95, gt=0, lt=1)
+
+    @field_validator("gamma_by_env")
+    @classmethod
+    def _gammas_in_range(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = {k: g for k, g in v.items() if not 0 < g <= 1}
+        if bad:
+            raise ValueError(f"every gamma must be in (0, 1], got {bad}")
+        return v
+
+
+class RLOOOptions(StrictModel):
+    """RLOO as verl's `compute_rloo_outcome_advantage` (docs/algorithms.md, "RLOO")."""
+
+    baseline_over: Literal["steps", "trajectories"] = Field(
+        "steps",
+        description="the leave-one-out unit: every step row of the group (verl's default) or one score per "
+        "trajectory (its first row's, as verl's compute_mean_std_cross_steps=False)",
+    )
 
 
 class HCAPOOptions(StrictModel):
@@ -206,14 +278,20 @@ class CreditConfig(StrictModel):
     progpo_r: ProGPOROptions = ProGPOROptions()
     g2po: G2POOptions = G2POOptions()
     hgpo: HGPOOptions = HGPOOptions()
+    graphgpo: GraphGPOOptions = GraphGPOOptions()
+    rloo: RLOOOptions = RLOOOptions()
     hcapo: HCAPOOptions = HCAPOOptions()
     oracle: OracleOptions = OracleOptions()
     shuffled: ShuffledOptions = ShuffledOptions()
 
     def for_env(self, env: str | None) -> CreditConfig:
-        """This config with `norm.scale` set to the environment's reference scale (`norm.scale_by_env`, else
-        `norm.scale`)."""
+        """This config with the environment's reference settings: `norm.scale` from `norm.scale_by_env` and
+        `graphgpo.gamma` from `graphgpo.gamma_by_env` (unlisted environments keep `norm.scale` / `graphgpo.gamma`)."""
         scale = self.norm.scale_by_env.get(env, self.norm.scale) if env else self.norm.scale
-        if scale == self.norm.scale:
-            return self
-        return self.model_copy(update={"norm": self.norm.model_copy(update={"scale": scale})})
+        gamma = self.graphgpo.gamma_by_env.get(env, self.graphgpo.gamma) if env else self.graphgpo.gamma
+        update = {}
+        if scale != self.norm.scale:
+            update["norm"] = self.norm.model_copy(update={"scale": scale})
+        if gamma != self.graphgpo.gamma:
+            update["graphgpo"] = self.graphgpo.model_copy(update={"gamma": gamma})
+        return self.model_copy(update=update) if update else self

@@ -10,7 +10,9 @@ registry.
 
 Each `MethodSpec` also declares what the method needs beyond the batch, so callers ask the spec, never the name: a
 frozen `scorer` (per config), `policy_scores` (per-row scores computed with the policy, passed as `hindsight_logprob`:
-HCAPO's hindsight log-probs, `scpo.policy.hindsight`) or an `oracle` (per-step oracle progress carried by the rollouts).
+HCAPO's hindsight log-probs, `scpo.policy.hindsight`) or an `oracle` (per-step oracle progress carried by the rollouts),
+and whether it reads the environment's `state_description` columns when the batch has them (GraphGPO's graph nodes;
+without them it uses the raw observations).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pydantic import ValidationError
 from scpo.batch import RolloutBatch
 from scpo.credit.g2po import compute_g2po
 from scpo.credit.gigpo import compute_gigpo
+from scpo.credit.graphgpo import compute_graphgpo
 from scpo.credit.grouping import check_rows, shared_codes
 from scpo.credit.grpo import compute_grpo
 from scpo.credit.hcapo import compute_hcapo
@@ -35,6 +38,7 @@ from scpo.credit.oracle import compute_oracle
 from scpo.credit.progpo_c import compute_progpo_c
 from scpo.credit.progpo_r import compute_progpo_r
 from scpo.credit.result import CreditResult
+from scpo.credit.rloo import compute_rloo
 from scpo.credit.scpo import compute_scpo
 from scpo.credit.shuffled import compute_shuffled
 
@@ -56,6 +60,7 @@ class MethodSpec:
     scorer: Callable[[CreditConfig], tuple[str, str | None] | None] = lambda cfg: None  # (name, model) it needs
     policy_scores: bool = False  # needs `hindsight_logprob` (n_rows,), computed with the policy
     oracle: bool = False  # needs oracle progress per step (not in the pipeline's rollouts)
+    state_description: bool = False  # reads the batch's state_description columns when present (else the observations)
 
     @property
     def rollouts_suffice(self) -> bool:
@@ -82,6 +87,8 @@ METHODS: dict[str, MethodSpec] = {
     "hcapo": MethodSpec(compute_hcapo, ("hcapo", "gigpo", "grpo", "norm"), policy_scores=True),
     "oracle": MethodSpec(compute_oracle, ("oracle", "grpo", "norm"), oracle=True),
     "shuffled": MethodSpec(compute_shuffled, ("shuffled", "grpo", "norm")),
+    "graphgpo": MethodSpec(compute_graphgpo, ("graphgpo", "norm"), state_description=True),
+    "rloo": MethodSpec(compute_rloo, ("rloo", "norm")),
 }
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["TextEnv", "StepResult", "EnvPackage", "CONTRACT"]
+__all__ = ["TextEnv", "StepResult", "EnvPackage", "CONTRACT", "STATE_DESCRIPTION"]
 
 StepResult = tuple[str, float, bool, dict[str, Any]]
+STATE_DESCRIPTION = "state_description"  # the optional `info` key of an environment that describes its states
 
 
 @runtime_checkable
@@ -18,6 +19,11 @@ class TextEnv(Protocol):
 
     `info` carries at least: `admissible_commands` (list[str]), `won` (bool), `task_score` (float in [0, 1]),
     `task_type` (str), `goal` (str). Reward is 10.0 on success, else 0.0 (the papers' convention).
+
+    An environment that can describe its state more fully than its observation says so by putting that text in every
+    `info` under `STATE_DESCRIPTION` ("state_description", str): ALFWorld adds the agent's location, held item, item
+    changes and moves and the sorted admissible commands; WebShop gives the page without its instruction header. The
+    collector records it on each step (`Step.state_description` / `next_state_description`).
     """
 
     max_steps: int

@@ -24,6 +24,20 @@ G2PO and HGPO keep their public trainers' signatures, so either file can be swap
 - HGPO: `compute_hgpo_outcome_advantage(step_rewards=..., response_mask=..., anchor_obs=..., index=..., traj_index=...,
   types=..., history_length=..., epsilon=..., weight_type=..., mode=...)`.
 SCPO has no public code; its drop-in takes GiGPO's arguments plus the step texts and a scorer.
+
+verl-agent's own recipes and verl's RLOO keep their trainers' calls too:
+- GraphGPO (recipe/GraphGPO): `Gs = ComplexGraph.from_data(batch, enable_similarity=..., similarity_thresh=...)`,
+  `ComplexGraph.Calculate_all_shortest_path(Gs)`, `step_rewards = compute_graph_path_returns(batch=..., Gs=Gs,
+  gamma=..., normalize_distance=...)` (reads non_tensor_batch "uid", "anchor_obs", "next_obs", with "success" as the
+  next_obs of a successful trajectory's last step, as the recipe's rollout loop writes it), then, after the invalid
+  penalty, `compute_graphgpo_outcome_advantage(token_level_rewards=..., step_rewards=..., response_mask=...,
+  anchor_obs=..., index=..., traj_index=..., step_advantage_w=..., episode_advantage_w=..., mode=...)`.
+- RLOO (verl's core_algos): `compute_rloo_outcome_advantage(token_level_rewards=..., response_mask=..., index=...,
+  traj_index=...)`.
+- HGPO as verl-agent's recipe/hgpo calls it: `compute_hgpo_recipe_outcome_advantage(token_level_rewards=...,
+  step_rewards=..., response_mask=..., anchor_obs=..., index=..., traj_index=..., history_length=..., mode=...,
+  length_weight_alpha=..., base_group=...)`; the recipe's module names it `compute_hgpo_outcome_advantage`, so import
+  it under that name to swap it in.
 """
 
 from __future__ import annotations
@@ -36,10 +50,20 @@ import numpy as np
 from scpo.batch import RolloutBatch
 from scpo.credit.g2po import node_values
 from scpo.credit.gigpo import similarity_anchor_groups
+from scpo.credit.graphgpo import graph_distances, graphgpo_advantage, path_returns
 from scpo.credit.grouping import combine_codes, discounted_returns, factorize, segment_norm
 from scpo.credit.grpo import episode_statistics
 from scpo.credit.hgpo import hgpo_step_advantage
-from scpo.credit.options import CreditConfig, G2POOptions, GiGPOOptions, HGPOOptions, NormOptions, SCPOOptions
+from scpo.credit.options import (
+    CreditConfig,
+    G2POOptions,
+    GiGPOOptions,
+    GraphGPOOptions,
+    HGPOOptions,
+    NormOptions,
+    SCPOOptions,
+)
+from scpo.credit.rloo import leave_one_out
 from scpo.credit.scpo import match_failures, returns_bonus
 
 __all__ = [
@@ -49,6 +73,12 @@ __all__ = [
     "compute_hgpo_outcome_advantage",
     "compute_group_aggregation_values",
     "episode_norm_reward",
+    "ComplexGraph",
+    "compute_graph_path_returns",
+    "compute_graphgpo_outcome_advantage",
+    "compute_rloo_outcome_advantage",
+    "compute_hgpo_recipe_outcome_advantage",
+    "recipe_base_term",
 ]
 
 _MODES = {"mean_norm": "none", "mean_std_norm": "std"}
@@ -56,6 +86,7 @@ _EPS = NormOptions().epsilon
 _GIGPO = GiGPOOptions()
 _R_SUCCESS = CreditConfig().success_reward
 _SCPO = SCPOOptions()
+_GRAPHGPO = GraphGPOOptions()
 
 
 def _scale(mode: str) -> str:
@@ -402,4 +433,161 @@ def compute_hgpo_outcome_advantage(
 
     mask = torch.as_tensor(response_mask)
     out = torch.as_tensor(rows.back(adv), dtype=torch.float32, device=mask.device).unsqueeze(-1) * mask
+    return out, out
+
+
+# ----------------------------------------------------------------------------------------------------- GraphGPO
+class ComplexGraph:
+    """The two graph calls of verl-agent's GraphGPO trainer. `from_data` returns the graphs as {uid: {state key: d}}:
+    every anchor_obs / next_obs key of the uid's rows mapped to its node's hop distance to "success"
+    (docs/algorithms.md, "GraphGPO"); the distances are computed there, so `Calculate_all_shortest_path` has nothing
+    left to do."""
+
+    @staticmethod
+    def from_data(data, enable_similarity: bool = False, similarity_thresh: float = _GRAPHGPO.similarity_thresh):
+        nt = data.non_tensor_batch
+        uid = np.asarray(nt["uid"])
+        state, nxt = _keys(nt["anchor_obs"]), _keys(nt["next_obs"])
+        if enable_similarity:  # the recipe compares the texts: str() of what is not a string
+            texts = ([str(o) for o in nt["anchor_obs"]], [str(o) for o in nt["next_obs"]])
+            d_state, d_next = graph_distances(factorize(_keys(uid)), *texts, similarity_thresh=similarity_thresh)
+        else:
+            d_state, d_next = graph_distances(factorize(_keys(uid)), state, nxt)
+        graphs: dict = {}
+        for r, (s_key, n_key) in enumerate(zip(state, nxt)):
+            g = graphs.setdefault(uid[r], {})
+            g[s_key], g[n_key] = d_state[r], d_next[r]
+        return graphs
+
+    @staticmethod
+    def Calculate_all_shortest_path(Gs) -> None:
+        """Kept for the trainer's call: `from_data` already holds the distances."""
+
+
+def compute_graph_path_returns(
+    batch, Gs, gamma: float = _GRAPHGPO.gamma, normalize_distance: bool = _GRAPHGPO.normalize_distance
+):
+    """The recipe's step returns per row: 10 gamma^d(next_obs), or 10 gamma^(d(next_obs) - d(anchor_obs) + 1) with
+    normalize_distance, d from `ComplexGraph.from_data`'s graphs `Gs`. A float32 tensor on batch.batch["input_ids"]'s
+    device (the CPU when the batch has none), like the recipe's."""
+    import torch
+
+    nt = batch.non_tensor_batch
+    rows = list(zip(nt["uid"], _keys(nt["anchor_obs"]), _keys(nt["next_obs"])))
+    d_state = np.array([Gs[u][s_key] for u, s_key, _ in rows])
+    d_next = np.array([Gs[u][n_key] for u, _, n_key in rows])
+    returns = path_returns(
+        d_state, d_next, gamma=gamma, goal_value=_GRAPHGPO.goal_value, normalize_distance=normalize_distance
+    )
+    tensors = getattr(batch, "batch", {})
+    where = {"device": tensors["input_ids"].device} if "input_ids" in tensors else {}
+    return torch.as_tensor(returns, dtype=torch.float32, **where)
+
+
+def compute_graphgpo_outcome_advantage(
+    token_level_rewards,
+    step_rewards,
+    response_mask,
+    anchor_obs,
+    index,
+    traj_index,
+    epsilon: float = _EPS,
+    step_advantage_w: float = _GRAPHGPO.step_advantage_w,
+    episode_advantage_w: float = _GRAPHGPO.episode_advantage_w,
+    mode: str = "mean_std_norm",
+):
+    """GraphGPO with the recipe's signature: A = step_advantage_w A^S + episode_advantage_w A^E, with
+    A^S = norm(step_rewards, rows of the uid with the identical anchor_obs) (a one-row group gives 0) and A^E = verl's
+    episode term of token_level_rewards.sum(-1) (a one-row uid keeps its score); both with the unbiased std,
+    "mean_norm" without it.
+    `step_rewards` are `compute_graph_path_returns`' with the invalid penalty subtracted (the trainer does that).
+    Returns (advantages, advantages), (rows, response_len), masked."""
+    scale = _scale(mode)
+    group = factorize(_keys(index))
+    anchor = combine_codes(group, factorize(_keys(anchor_obs)))
+    adv, _, _ = graphgpo_advantage(
+        _np(step_rewards),
+        _np(token_level_rewards).sum(1),
+        anchor,
+        group,
+        scale=scale,
+        epsilon=epsilon,
+        step_w=step_advantage_w,
+        episode_w=episode_advantage_w,
+    )
+    out = _broadcast(adv, response_mask, token_level_rewards)
+    return out, out
+
+
+# --------------------------------------------------------------------------------------------------------- RLOO
+def compute_rloo_outcome_advantage(
+    token_level_rewards,
+    response_mask,
+    index,
+    traj_index,
+    epsilon: float = _EPS,
+    compute_mean_std_cross_steps: bool = True,
+):
+    """verl's RLOO with its signature: A = N / (N - 1) (s - mean) per row, s = token_level_rewards.sum(-1), N and the
+    mean over the uid's rows (`compute_mean_std_cross_steps`) or over the first row of each (uid, traj_index) pair;
+    N = 1 keeps s. `epsilon` is unused, as in verl. Returns (advantages, advantages), (rows, response_len), masked."""
+    scores = _np(token_level_rewards).sum(1)
+    group = factorize(_keys(index))
+    if compute_mean_std_cross_steps:
+        rows = np.arange(len(scores))
+    else:
+        pair = combine_codes(group, factorize(_keys(traj_index)))
+        rows = np.unique(pair, return_index=True)[1]
+    out = _broadcast(leave_one_out(scores, group, rows), response_mask, token_level_rewards)
+    return out, out
+
+
+# ------------------------------------------------------------------------------------------- HGPO (verl-agent recipe)
+def recipe_base_term(episode: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The recipe's base-group term per row: the episode term broadcast over the response, masked twice (the recipe
+    masks it in `trajectory_advantages`, then again), averaged over the mask (its sum clamped at 1e-8)."""
+    return (episode[:, None] * mask * mask).sum(1) / np.maximum(mask.sum(1), 1e-8)
+
+
+def compute_hgpo_recipe_outcome_advantage(
+    token_level_rewards,
+    step_rewards,
+    response_mask,
+    anchor_obs,
+    index,
+    traj_index,
+    history_length: int,
+    epsilon: float = _EPS,
+    mode: str = "mean_std_norm",
+    length_weight_alpha: float = HGPOOptions().alpha,
+    base_group: bool = HGPOOptions().base_group,
+):
+    """HGPO as verl-agent's recipe/hgpo computes it, with that trainer's signature: A = sum over the non-zero terms of
+    w a, w = (l+2)^length_weight_alpha / (sum + epsilon) over the context depths l = 0..history_length (population std),
+    plus, with `base_group`, verl's episode term of token_level_rewards.sum(-1) (averaged over the row's response mask)
+    as a term of weight 1 (docs/algorithms.md, "HGPO"). Returns (advantages, advantages) in float32 on
+    `response_mask`'s device, like the recipe."""
+    import torch
+
+    scale = _scale(mode)
+    rows = _Rows(index, traj_index, observation=[str(o) for o in _keys(anchor_obs)])
+    b = rows.batch
+    base = None
+    if base_group:
+        episode = episode_norm_reward(_np(token_level_rewards).sum(1), index, scale=scale, epsilon=epsilon)
+        base = recipe_base_term(episode, _np(response_mask))[rows.order]
+    adv, _ = hgpo_step_advantage(
+        _np(step_rewards)[rows.order],
+        b.group_id,
+        b.observation,
+        b.step,
+        history_length=history_length,
+        alpha=length_weight_alpha,
+        scale=scale,
+        epsilon=epsilon,
+        version="verl_agent",
+        base=base,
+    )
+    mask_t = torch.as_tensor(response_mask)
+    out = torch.as_tensor(rows.back(adv), dtype=torch.float32, device=mask_t.device)[:, None] * mask_t
     return out, out

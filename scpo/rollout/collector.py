@@ -4,6 +4,9 @@ one generation call per turn; the environments are held by `scpo.envs.vector.Vec
     per turn: prompt_i = build_prompt(goal, obs_i, admissible_i, history_i[-H:], t) -> engine.generate(all live prompts)
               -> (action_i, valid_i) = project_action(text_i, admissible_i) -> env_i.step(action_i)
 
+An environment that describes its states (`info["state_description"]`, `scpo.envs.base.STATE_DESCRIPTION`) gets
+that text recorded on each step, for the state acted on and for the next one.
+
 An invalid answer (no tags, garbage, very long text) is never an error: `project_action` maps it to a string the env
 treats as a no-op, the step is recorded with `valid=False`, and the credit estimators subtract the invalid-action
 penalty.
@@ -20,7 +23,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from scpo.batch import Step, Trajectory
-from scpo.envs.base import EnvPackage
+from scpo.envs.base import STATE_DESCRIPTION, EnvPackage
 from scpo.envs.vector import VectorEnv
 from scpo.rollout.generation import Generation, GenerationEngine
 
@@ -133,6 +136,8 @@ def collect_rollouts(
                     response_ids=list(gen.response_ids),
                     candidate_ids=_candidates(gen),
                     choice_logprob=getattr(gen, "choice_logprob", None),
+                    state_description=ep.info.get(STATE_DESCRIPTION),
+                    next_state_description=info.get(STATE_DESCRIPTION),
                 )
             )
             ep.history.append((ep.obs, actions[k]))

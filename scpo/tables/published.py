@@ -2,7 +2,8 @@
 
 They come from other papers' models and scale (Qwen2.5-1.5B-Instruct unless marked 7B; 16 tasks x 8 rollouts, 150
 iterations), never from this repository's runs: tables print them in a separate, labelled block, and the side-by-side
-comparison uses the 1.5B figures only.
+comparison uses the 1.5B figures only, and only those trained without dynamic sampling (`rollout.dynamic_sampling`, off
+in our runs). GraphGPO's figures are its paper's as secondary sources quote them.
 """
 
 from __future__ import annotations
@@ -22,12 +23,28 @@ _ROWS = [
     (MODEL_1_5B, "hgpo", "HGPO paper", 92.8, None, 71.5, None),
     (MODEL_1_5B, "g2po", "G2PO paper", 95.0, 0.8, 71.2, 2.6),
     (MODEL_1_5B, "scpo", "SCPO paper", 93.7, 4.1, 74.8, 2.0),
+    (MODEL_1_5B, "graphgpo", "GraphGPO paper (secondary sources)", 92.71, None, 78.65, None),
+    (MODEL_1_5B, "rloo", "GiGPO paper", 69.7, 2.5, None, None),
     (MODEL_7B, "grpo", "GiGPO paper", 77.6, None, 66.1, None),
     (MODEL_7B, "gigpo", "GiGPO paper", 90.8, None, None, None),
+    (MODEL_7B, "graphgpo", "GraphGPO paper (secondary sources)", 95.31, None, 80.31, None),
+    (MODEL_7B, "rloo", "GiGPO paper", 75.5, None, None, None),
+]
+# trained with dynamic sampling (GiGPO paper, App. E.4): listed in `published_table`, never set beside our runs
+_DYNAMIC_SAMPLING_ROWS = [
+    (MODEL_1_5B, "gigpo", "GiGPO paper App. E.4, dynamic sampling", None, None, 75.0, 3.5),
+    (MODEL_1_5B, "dapo", "GiGPO paper App. E.4, DAPO", None, None, 66.1, 3.2),
 ]
 # qualifiers the paper attaches to one number (GiGPO 7B WebShop is reported as a range, 72.8-75.2)
 _CELL_NOTES = {("hgpo", "alfworld"): "in-domain"}
-_CELL_TEXT = {(MODEL_7B, "gigpo", "webshop"): "72.8-75.2"}
+_CELL_TEXT = {
+    (MODEL_7B, "gigpo", "webshop"): "72.8-75.2",
+    # GraphGPO's paper reports two decimals
+    (MODEL_1_5B, "graphgpo", "alfworld"): "92.71",
+    (MODEL_1_5B, "graphgpo", "webshop"): "78.65",
+    (MODEL_7B, "graphgpo", "alfworld"): "95.31",
+    (MODEL_7B, "graphgpo", "webshop"): "80.31",
+}
 
 
 def _fmt(mean: float | None, std: float | None, text: str | None = None) -> str:
@@ -50,7 +67,7 @@ def published_table() -> pd.DataFrame:
                 "webshop": _cell(model, m, "webshop", w, sw),
                 "scale": "16 tasks x 8 rollouts, 150 iterations",
             }
-            for model, m, src, a, sa, w, sw in _ROWS
+            for model, m, src, a, sa, w, sw in _ROWS + _DYNAMIC_SAMPLING_ROWS
         ]
     )
 

@@ -105,6 +105,14 @@ def test_published_figures_match_algorithms_md():
     assert table.loc[("Qwen2.5-7B-Instruct", "gigpo", "GiGPO paper"), "webshop"] == "72.8-75.2"
     assert table.loc[("Qwen2.5-7B-Instruct", "grpo", "GiGPO paper"), "alfworld"] == "77.6"
     assert "90.8" not in pub["gigpo"]["alfworld"]  # 7B figures never enter the 1.5B comparison
+    assert pub["graphgpo"] == {"alfworld": "92.71", "webshop": "78.65"}
+    assert pub["rloo"] == {"alfworld": "69.7 ± 2.5", "webshop": "n/a"}
+    assert table.loc[("Qwen2.5-7B-Instruct", "graphgpo", "GraphGPO paper (secondary sources)"), "webshop"] == "80.31"
+    assert table.loc[("Qwen2.5-7B-Instruct", "rloo", "GiGPO paper"), "alfworld"] == "75.5"
+    dynamic = table.loc[("Qwen2.5-1.5B-Instruct", "gigpo", "GiGPO paper App. E.4, dynamic sampling")]
+    assert (dynamic["alfworld"], dynamic["webshop"]) == ("n/a", "75.0 ± 3.5")
+    assert table.loc[("Qwen2.5-1.5B-Instruct", "dapo", "GiGPO paper App. E.4, DAPO"), "webshop"] == "66.1 ± 3.2"
+    assert "75.0" not in pub["gigpo"]["webshop"] and "dapo" not in pub  # trained with dynamic sampling: not beside ours
 
 
 def test_scale_label_names_model_and_scale(repo_root):

@@ -147,6 +147,9 @@ def test_registry_errors_name_the_bad_value():
         "hgpo",
         "hcapo",
         "oracle",
+        "graphgpo",
+        "rloo",
+        "shuffled",
     }
 
 

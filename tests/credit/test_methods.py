@@ -307,6 +307,7 @@ def test_a_scorer_name_passed_as_scorer_is_the_methods_scorer_option():
 
 # ------------------------------------------------------------------------------------------ shuffled credit (control)
 def test_shuffled_credit_permutes_grpos_advantages_within_each_group():
+    from scpo.batch import stable_uid
     from scpo.credit.grpo import compute_grpo
     from scpo.credit.options import CreditConfig
     from scpo.credit.shuffled import group_permutation
@@ -330,6 +331,11 @@ def test_shuffled_credit_permutes_grpos_advantages_within_each_group():
     alone = b.select(b.group_id == 1)
     alone = RolloutBatch.from_columns(**{**alone.columns(), "group_id": [0, 0, 0], "traj_id": [0, 1, 1]})
     np.testing.assert_array_equal(compute_advantages("shuffled", alone).advantages, res.advantages[5:])
-    np.testing.assert_array_equal(group_permutation(b.group_id, b.group_uid, 0), src)
-    other = [group_permutation(b.group_id, b.group_uid, s)[:5].tolist() for s in range(1, 8)]
-    assert any(p != src[:5].tolist() for p in other)  # another seed, another permutation
+    other = [compute_advantages("shuffled", b, seed=s).diagnostics["shuffled_source_row"][:5] for s in range(1, 8)]
+    assert any(p.tolist() != src[:5].tolist() for p in other)  # another seed, another permutation
+    # group_permutation in a given order: position k of the order takes the row at position pi[k]
+    canonical = np.array(["b", "a", "c", "e", "d", "x", "y", "z"], dtype=object)
+    src2 = group_permutation(b.group_id, b.group_uid, 0, canonical)
+    order = np.argsort(canonical[:5], kind="stable")
+    pi = np.random.default_rng([0, int(stable_uid("shuffled", "ga", length=12), 16)]).permutation(5)
+    np.testing.assert_array_equal(src2[order], order[pi])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from scpo.credit import compute_advantages
+from scpo.credit import CreditConfig, compute_advantages
 from scpo.credit.grouping import discounted_returns
 from scpo.credit.synthetic import synthetic_batch
 from scpo.integrations.verl_agent import (
@@ -861,3 +861,135 @@ def test_scpo_drop_in_returns_mode_reads_the_similarity_options(multi_success_ba
         )
         res = compute_advantages("scpo", b, scorer=scorer, mode="returns", tau=0.5, **kwargs)
         np.testing.assert_allclose(adv[:, 0].numpy(), res.advantages[order], rtol=1e-12, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- GraphGPO, as recipe/GraphGPO's trainer
+def test_graphgpo_drop_ins_as_the_recipe_trainer_calls_them():
+    """The trainer's sequence: graphs from the rollout batch, path returns, the invalid penalty on the last response
+    token and on step_rewards (`apply_invalid_action_penalty`), then the advantage; equal to `compute_advantages`."""
+    from types import SimpleNamespace
+
+    from scpo.credit.graphgpo import state_keys
+    from scpo.integrations.verl_agent import (
+        ComplexGraph,
+        compute_graph_path_returns,
+        compute_graphgpo_outcome_advantage,
+    )
+
+    b = synthetic_batch(n_groups=4, group_size=4, max_steps=8, n_states=5, seed=7)
+    b.state_description = np.array([f"{o} (desc)" for o in b.observation], dtype=object)
+    b.next_state_description = np.array([f"{o} (desc)" for o in b.next_observation], dtype=object)
+    anchor, next_obs = state_keys(b)  # next_obs is "success" after a won trajectory's last step, as the rollout loop
+    order = np.lexsort((b.traj_id, b.step))
+    n = len(order)
+    response_length = 4
+    valid_len = np.random.default_rng(0).integers(1, response_length + 1, size=n)
+    token_level_scores = torch.zeros(n, response_length)
+    token_level_scores[np.arange(n), valid_len - 1] = torch.from_numpy(b.episode_return[order]).float()
+    response_mask = (torch.arange(response_length)[None, :] < torch.from_numpy(valid_len)[:, None]).long()
+    data = SimpleNamespace(
+        batch={"input_ids": torch.zeros(n, 3, dtype=torch.long), "token_level_scores": token_level_scores},
+        non_tensor_batch={
+            "uid": np.array([f"uid-{g}" for g in b.group_id[order]], dtype=object),
+            "traj_uid": np.array([f"traj-{t}" for t in b.traj_id[order]], dtype=object),
+            "anchor_obs": anchor[order],
+            "next_obs": next_obs[order],
+            "is_action_valid": b.valid[order],
+            "episode_rewards": b.episode_return[order],
+            "text_actions": b.action[order],
+        },
+    )
+    for gamma, scale, mode, env in [(0.1, "std", "mean_std_norm", "alfworld"), (0.2, "none", "mean_norm", None)]:
+        Gs = ComplexGraph.from_data(data, enable_similarity=False, similarity_thresh=0.95)
+        ComplexGraph.Calculate_all_shortest_path(Gs)
+        data.batch["step_rewards"] = compute_graph_path_returns(
+            batch=data, Gs=Gs, gamma=gamma, normalize_distance=False
+        )
+        scores, step_rewards = data.batch["token_level_scores"].clone(), data.batch["step_rewards"].clone()
+        invalid = torch.from_numpy(1 - data.non_tensor_batch["is_action_valid"].astype(np.float32))
+        scores[np.arange(n), valid_len - 1] -= 0.1 * invalid
+        step_rewards -= 0.1 * invalid
+        adv, returns = compute_graphgpo_outcome_advantage(
+            token_level_rewards=scores,
+            step_rewards=step_rewards,
+            response_mask=response_mask,
+            anchor_obs=data.non_tensor_batch["anchor_obs"],
+            index=data.non_tensor_batch["uid"],
+            traj_index=data.non_tensor_batch["traj_uid"],
+            step_advantage_w=1.0,
+            episode_advantage_w=1.0,
+            mode=mode,
+        )
+        assert adv is returns and adv.dtype == torch.float32 and adv.shape == (n, response_length)
+        cfg = CreditConfig().for_env(env)
+        res = compute_advantages("graphgpo", b, cfg, gamma=gamma, scale=scale)
+        np.testing.assert_allclose(adv[:, 0].numpy(), res.advantages[order], rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(adv.numpy()[response_mask.numpy() == 0], 0.0)
+
+
+def test_field_drop_ins_keep_the_device_dtype_and_defaults():
+    """Tensors land where the batch's are (a meta device stands in for a GPU), float32 as the public code's, and the
+    defaults are the public signatures' (GraphGPO: exact nodes, mean_std_norm)."""
+    from types import SimpleNamespace
+
+    from scpo.integrations.verl_agent import (
+        ComplexGraph,
+        compute_graph_path_returns,
+        compute_graphgpo_outcome_advantage,
+        compute_hgpo_recipe_outcome_advantage,
+        compute_rloo_outcome_advantage,
+    )
+
+    long = "You arrive at countertop 1. On the countertop 1, you see a mug 1, a plate 2, a fork 3 and a spoon "
+    nt = {
+        "uid": np.array(["u", "u"], dtype=object),
+        "anchor_obs": np.array([long + "4.", long + "5."], dtype=object),
+        "next_obs": np.array(["success", long + "4."], dtype=object),
+    }
+    graphs = ComplexGraph.from_data(SimpleNamespace(non_tensor_batch=nt))  # exact nodes by default: 5. -> 4. -> goal
+    assert graphs == {"u": {long + "4.": 1, "success": 0, long + "5.": 2}}
+    meta = SimpleNamespace(non_tensor_batch=nt, batch={"input_ids": torch.zeros(2, 1, device="meta")})
+    returns = compute_graph_path_returns(batch=meta, Gs=graphs, gamma=0.5, normalize_distance=False)
+    assert returns.device.type == "meta" and returns.dtype == torch.float32
+    on_cpu = compute_graph_path_returns(batch=SimpleNamespace(non_tensor_batch=nt), Gs=graphs, gamma=0.5)
+    np.testing.assert_allclose(on_cpu.numpy(), [10.0, 5.0])
+
+    tlr = torch.tensor([[10.0], [0.0], [0.0]])
+    index, traj = np.array(["a", "a", "b"], dtype=object), np.array(["t", "t", "t"], dtype=object)
+    adv, _ = compute_graphgpo_outcome_advantage(
+        tlr, torch.tensor([1.0, 0.0, 3.0]), torch.ones(3, 1), index, index, traj
+    )
+    # anchors = uids here: step term over {1, 0} in "a" ("b" alone: 0), episode term over {10, 0} ("b" keeps its 0)
+    a = 0.5 / (np.std([1.0, 0.0], ddof=1) + EPS) + 5 / (np.std([10.0, 0.0], ddof=1) + EPS)
+    np.testing.assert_allclose(adv[:, 0].numpy(), [a, -a, 0.0], rtol=1e-6)  # mean_std_norm: the default mode
+    # RLOO per trajectory: the same trajectory id under two uids is two trajectories, as verl's (uid, traj) pairs
+    adv, _ = compute_rloo_outcome_advantage(tlr, torch.ones(3, 1), index, traj, compute_mean_std_cross_steps=False)
+    np.testing.assert_allclose(adv[:, 0].numpy(), [10.0, 0.0, 0.0])  # N = 1 in each uid: the scores themselves
+
+    int_mask = torch.ones(3, 2, dtype=torch.long)
+    obs = np.array(["x", "x", "y"], dtype=object)
+    kwargs = {
+        "step_rewards": torch.tensor([1.0, 0.0, 2.0]),
+        "anchor_obs": obs,
+        "index": index,
+        "traj_index": np.array(["p", "q", "r"]),
+    }
+    adv, _ = compute_hgpo_recipe_outcome_advantage(tlr, response_mask=int_mask, history_length=1, **kwargs)
+    assert adv.dtype == torch.float32 and adv.shape == (3, 2)
+    a = 0.5 / (0.5 + EPS) * 2 / (2 + EPS)  # "x": {1, 0}, population std 0.5, weight (0 + 2)^1 over (2 + eps)
+    np.testing.assert_allclose(adv[:, 1].numpy(), [a, -a, 0.0], rtol=1e-6)
+    on_meta, _ = compute_hgpo_recipe_outcome_advantage(
+        tlr, response_mask=torch.ones(3, 2, device="meta"), history_length=1, **kwargs
+    )
+    assert on_meta.device.type == "meta"
+
+
+def test_recipe_base_term_averages_the_twice_masked_episode_term():
+    from scpo.integrations.verl_agent import recipe_base_term
+
+    mask = np.array([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 0.0], [0.5, 0.5, 0.0]])
+    got = recipe_base_term(np.array([2.0, -3.0, 4.0, 1.0]), mask)
+    # one token: 2 ; two: -3 ; an empty mask: 0 ; a fractional mask 0.5, 0.5: (0.25 + 0.25) / 1 = 0.5
+    np.testing.assert_allclose(got, [2.0, -3.0, 0.0, 0.5], rtol=1e-15)
+    tiny = recipe_base_term(np.array([1.0]), np.array([[1e-9]]))
+    assert tiny[0] == pytest.approx(1e-18 / 1e-8, rel=1e-12)  # the sum is clamped at 1e-8

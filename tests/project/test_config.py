@@ -242,3 +242,12 @@ def test_credit_method_names_come_from_the_credit_registry(repo_root):
         load_config(repo_root / "params.yaml", overrides={"credit.method": "scp0"})
     with pytest.raises(ConfigError, match=r"report\.credit_map_method = 'x'"):
         load_config(repo_root / "params.yaml", overrides={"report.credit_map_method": "x"})
+
+
+def test_dynamic_sampling_option(repo_root):
+    cfg = load_config(repo_root / "params.yaml")
+    assert not cfg.rollout.dynamic_sampling.enable and cfg.rollout.dynamic_sampling.max_tries == 10
+    on = load_config(repo_root / "params.yaml", overrides={"rollout.dynamic_sampling.enable": True})
+    assert on.rollout.dynamic_sampling.enable
+    with pytest.raises(ValueError, match="rollout.dynamic_sampling.max_tries"):
+        load_config(repo_root / "params.yaml", overrides={"rollout.dynamic_sampling.max_tries": 0})

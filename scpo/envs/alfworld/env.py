@@ -5,7 +5,9 @@
     obs, reward, done, info = env.step("go to desk 1")
 
 Reward is 10.0 on the step that wins, else 0.0; the episode ends on a win or after `max_steps` steps. `info` carries
-`admissible_commands`, `won`, `task_score` (1.0 if won), `task_type`, `goal`, `task_id`, `step`.
+`admissible_commands`, `won`, `task_score` (1.0 if won), `task_type`, `goal`, `task_id`, `step` and `state_description`
+(the observation with the agent's location, held item, item changes and moves, and the sorted admissible commands:
+`scpo.envs.alfworld.state_description`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from scpo.envs.alfworld.games import goal_of, load_game, task_type
+from scpo.envs.alfworld.state_description import AlfworldStateTracker
+from scpo.envs.base import STATE_DESCRIPTION
 
 __all__ = ["AlfworldEnv", "ENGINES", "SUCCESS_REWARD", "DEFAULT_MAX_STEPS", "make_engine"]
 
@@ -52,11 +56,13 @@ class AlfworldEnv:
         self.task_id = task_id or self.game_path.parent.as_posix()
         self.task_type = task_type(self.game_path)
         self.engine = make_engine(self.game_path, engine)  # FastEngine | TextworldEngine (the planner reads FastEngine)
+        self._tracker = AlfworldStateTracker()
         self._steps = 0
         self._done = True
 
-    def _info(self, admissible: list[str], won: bool) -> dict[str, Any]:
+    def _info(self, obs: str, admissible: list[str], won: bool) -> dict[str, Any]:
         return {
+            STATE_DESCRIPTION: self._tracker.describe(obs, admissible),
             "admissible_commands": admissible,
             "won": won,
             "task_score": 1.0 if won else 0.0,
@@ -69,12 +75,14 @@ class AlfworldEnv:
     def reset(self) -> tuple[str, dict[str, Any]]:
         obs, admissible, won = self.engine.reset()
         self._steps, self._done = 0, False
-        return obs, self._info(admissible, won)
+        self._tracker.reset()
+        return obs, self._info(obs, admissible, won)
 
     def step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
         if self._done:
             raise RuntimeError(f"step() on a finished ALFWorld episode ({self.task_id}); call reset() first")
         obs, admissible, won = self.engine.step(str(action))
+        self._tracker.update(str(action), obs)
         self._steps += 1
         self._done = won or self._steps >= self.max_steps
-        return obs, SUCCESS_REWARD if won else 0.0, self._done, self._info(admissible, won)
+        return obs, SUCCESS_REWARD if won else 0.0, self._done, self._info(obs, admissible, won)

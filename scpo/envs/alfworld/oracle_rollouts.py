@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from scpo.batch import RolloutBatch, Step, Trajectory, stable_uid
 from scpo.envs.alfworld import build_prompt, game_file, make_env, task_type
 from scpo.envs.alfworld.planner import Planner, PlannerStats, oracle_progress
+from scpo.envs.base import STATE_DESCRIPTION
 
 __all__ = [
     "PlannerPool",
@@ -117,6 +118,8 @@ def noisy_optimal_episode(
                 prompt=prompt,
                 oracle_progress=oracle_progress(v, v_next),
                 extras={"v_star": v},
+                state_description=info[STATE_DESCRIPTION],
+                next_state_description=next_info[STATE_DESCRIPTION],
             )
         )
         obs, info, v = next_obs, next_info, v_next

@@ -21,7 +21,8 @@ else 0.0; the score is `info["task_score"]`) or after `max_steps` (default 15; N
 `info` carries `admissible_commands` (verl-agent's list: "search[<your query>]" while the search bar is shown, then the
 clickables as `click[...]`), `choice_commands` (the same with the placeholder replaced by `search_candidates(goal)`:
 what an admissible-choice policy chooses among), `won`, `task_score`, `task_type`, `goal`, `task_id`, `step`,
-`action_valid` (the action changed the page), `page` and, after a purchase, `reward_breakdown`.
+`action_valid` (the action changed the page), `page`, `state_description` (the page's fields after the instruction,
+quoted, as verl-agent passes WebShop pages on: `pages.without_instruction`) and, after a purchase, `reward_breakdown`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from scpo.envs.base import STATE_DESCRIPTION
 from scpo.envs.webshop import pages
 from scpo.envs.webshop.catalogue import SPLITS, Catalogue, load_catalogue
 from scpo.envs.webshop.goals import random_idx
@@ -122,6 +124,7 @@ class WebShopEnv:
         self._rng = random.Random(seed)
         self._done = True
         self._steps = 0
+        self._task_field: str | None = None
         self.goal = catalogue.goals[goal_index if goal_index is not None else catalogue.split_indices(goal_pool)[0]]
 
     # ----- episode ---------------------------------------------------------------------------------------------------
@@ -144,6 +147,8 @@ class WebShopEnv:
         self._results: list = []
         self._breakdown: RewardBreakdown | None = None
         self._show_search()
+        fields = self._obs.split(pages.SEP)
+        self._task_field = fields[2] if len(fields) > 2 else None  # the goal's field on the search page
         return self._obs, self._info(valid=True)
 
     def step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
@@ -275,6 +280,9 @@ class WebShopEnv:
             "action_valid": valid,
             "page": self.page,
             "reward_breakdown": asdict(self._breakdown) if self._breakdown is not None else None,
+            STATE_DESCRIPTION: self._obs
+            if self._task_field is None
+            else pages.without_instruction(self._obs, self._task_field),
         }
 
 

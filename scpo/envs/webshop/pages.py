@@ -36,6 +36,7 @@ __all__ = [
     "item_page",
     "sub_page",
     "done_page",
+    "without_instruction",
 ]
 
 SEP = " [SEP] "
@@ -163,3 +164,13 @@ def done_page(asin: str, options: dict[str, str], score: float) -> tuple[str, li
         "None",
     ]
     return _join(fields), []
+
+
+def without_instruction(page: str, task: str) -> str:
+    """The fields of `page` after the field `task` (the goal as the search page shows it), each in single quotes and
+    joined by " [SEP] ": verl-agent's WebShop observation without its instruction header; `page` itself when no field
+    is `task` (the done page)."""
+    parts = page.split(SEP)
+    if task not in parts:
+        return page
+    return SEP.join(f"'{p}'" for p in parts[parts.index(task) + 1 :])
