@@ -1,9 +1,10 @@
 """The group-RL loop (`scpo train --stage rl`): `run_rl` reads top to bottom, one iteration =
 
-    sample tasks -> collect N rollouts per task -> the batch (`RolloutBatch`: environment columns and the policy's
-    prompts and token ids) -> its oracle progress when the method reads it -> credit (`scpo.estimators.estimate`,
-    with the policy for methods that need its scores) -> clipped-ratio update with KL to the reference and an
-    entropy bonus -> sync the engine's weights -> metrics, saved rollouts, checkpoint.
+    sample tasks -> collect N rollouts per task (dynamic sampling: until enough groups carry a signal) -> the batch
+    (`RolloutBatch`: environment columns and the policy's prompts and token ids) -> its oracle progress when the
+    method reads it -> credit (`scpo.estimators.estimate`, with the policy for methods that need its scores) ->
+    clipped-ratio update with KL to the reference and an entropy bonus -> sync the engine's weights -> metrics,
+    saved rollouts, checkpoint.
 
 Steps with advantage 0 are left out of the update with `train.skip_zero_advantage` (kept by the gpu profile, as
 verl-agent). Every iteration is seeded from (train.seed, iteration), so a run resumed from a checkpoint continues
@@ -27,7 +28,9 @@ from scpo.envs.registry import EnvSettings
 from scpo.estimators import estimate, needs_oracle, with_oracle_progress
 from scpo.policy.placement import resolve_device
 from scpo.rollout import GenerationEngine, collect_rollouts, make_engine
+from scpo.rollout.collector import RolloutTiming
 from scpo.train.checkpoint import finished_checkpoints, save_checkpoint
+from scpo.train.dynamic_sampling import dynamic_sample
 from scpo.train.metrics import HistoryLog, credit_metrics, rollout_metrics
 from scpo.train.panel import training_pool
 from scpo.train.preflight import TrainingPlan
@@ -35,14 +38,16 @@ from scpo.train.seeding import iteration_seed, seed_everything
 from scpo.train.setup import identity, initial_policy_dir, reference_model, run_env, save_model, trained_policy
 from scpo.train.update import make_optimizer, ppo_update, update_samples
 
-__all__ = ["run_rl", "sample_tasks", "iteration_rollouts", "PERF_KEYS"]
+__all__ = ["run_rl", "sample_tasks", "iteration_rollouts", "collect_iteration", "PERF_KEYS"]
 
 PERF_KEYS = ("perf/env_s", "perf/gen_s", "perf/credit_s", "perf/update_s", "perf/iter_s")
+ATTEMPT_SEED_STRIDE = 1000  # dynamic sampling's try k plays environment seed train.seed + iteration + 1000 k
 
 
-def sample_tasks(pool: list[str], n_tasks: int, seed: int, iteration: int) -> list[str]:
-    """n_tasks distinct tasks for this iteration (with replacement only if the pool is smaller than n_tasks)."""
-    rng = np.random.default_rng([seed, iteration])
+def sample_tasks(pool: list[str], n_tasks: int, seed: int, iteration: int, attempt: int = 0) -> list[str]:
+    """n_tasks distinct tasks for this iteration (with replacement only if the pool is smaller than n_tasks); a later
+    `attempt` of dynamic sampling draws from its own stream."""
+    rng = np.random.default_rng([seed, iteration] if attempt == 0 else [seed, iteration, attempt])
     idx = rng.choice(len(pool), size=n_tasks, replace=len(pool) < n_tasks)
     return [pool[i] for i in idx]
 
@@ -55,18 +60,20 @@ def iteration_rollouts(
     it: int,
     group_size: int | None = None,
     desc: str | None = None,
+    attempt: int = 0,
 ):
     """Iteration `it`'s rollouts: `sample_tasks` from `pool`, then `rollout.group_size` (or `group_size`) rollouts per
     task at the rollout temperature -> (trajectories, timing). Whatever the policy, iteration `it` plays the same
-    tasks."""
-    tasks = sample_tasks(pool, cfg.rollout.n_tasks, cfg.train.seed, it)
+    tasks. A later `attempt` (dynamic sampling's try k) draws other tasks with another environment seed, so its groups
+    are new ones."""
+    tasks = sample_tasks(pool, cfg.rollout.n_tasks, cfg.train.seed, it, attempt)
     return collect_rollouts(
         env.package,
         tasks,
         group_size or cfg.rollout.group_size,
         engine,
         env_name=env.name,
-        seed=cfg.train.seed + it,
+        seed=cfg.train.seed + it + ATTEMPT_SEED_STRIDE * attempt,
         data_root=env.data_root,
         max_steps=env.max_steps,
         history_length=cfg.env.history_length,
@@ -75,6 +82,31 @@ def iteration_rollouts(
         env_options=env.options,
         desc=desc or f"iter {it} rollouts",
     )
+
+
+def collect_iteration(cfg: Config, env: EnvSettings, engine: GenerationEngine, pool: list[str], it: int):
+    """-> (trajectories, timing, metrics): `iteration_rollouts`, or with `rollout.dynamic_sampling.enable` its tries
+    until `rollout.n_tasks` groups with unequal returns are kept (`scpo.train.dynamic_sampling`; the metrics are its
+    counters, the timing the sum over tries)."""
+    opts = cfg.rollout.dynamic_sampling
+    if not opts.enable:
+        trajectories, timing = iteration_rollouts(cfg, env, engine, pool, it)
+        return trajectories, timing, {}
+    timings: list[RolloutTiming] = []
+
+    def one_try(k: int):
+        trajectories, timing = iteration_rollouts(cfg, env, engine, pool, it, attempt=k, desc=f"iter {it} try {k}")
+        timings.append(timing)
+        return trajectories
+
+    sample = dynamic_sample(one_try, target_groups=cfg.rollout.n_tasks, max_tries=opts.max_tries)
+    total = RolloutTiming(
+        env_s=sum(t.env_s for t in timings),
+        gen_s=sum(t.gen_s for t in timings),
+        n_generations=sum(t.n_generations for t in timings),
+        n_turns=sum(t.n_turns for t in timings),
+    )
+    return sample.trajectories, total, sample.metrics()
 
 
 def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
@@ -107,7 +139,7 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
         t_iter = time.perf_counter()
 
         # 1. rollouts: N per task, same seed, all envs batched through generation -> the batch
-        trajectories, timing = iteration_rollouts(cfg, env.settings, engine, pool, it)
+        trajectories, timing, sampling = collect_iteration(cfg, env.settings, engine, pool, it)
         batch = RolloutBatch.from_trajectories(trajectories)
         if needs_oracle([method]):  # the planner's oracle progress, part of the saved batch
             batch = with_oracle_progress(batch, cfg.data.root)
@@ -146,6 +178,7 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
             "perf/credit_s": credit_s,
             "perf/update_s": update_s,
             "perf/iter_s": time.perf_counter() - t_iter,
+            **sampling,
             "perf/steps": float(batch.n_rows),
             "perf/response_tokens": float(sum(len(s.response_ids) for s in samples)),
         }

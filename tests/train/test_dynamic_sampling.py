@@ -92,3 +92,34 @@ def test_ten_tries_by_default_and_a_one_trajectory_group_is_uniform():
     assert fake.calls == list(range(10)) and out.tries == 10 and out.groups_dropped == 9
     assert uniform_groups(group("solo", 0, [10])) == {group("solo", 0, [10])[0].group_uid}
     assert tasks(out) == ["task9-0", "task9-1"]
+
+
+def test_the_rl_loop_samples_dynamically_and_logs_the_counters(tmp_path):
+    """With rollout.dynamic_sampling.enable the corridor run keeps only groups with unequal returns (or the last,
+    unfiltered try), logs the counters, and every try drew fresh groups."""
+    import pandas as pd
+
+    from scpo.config import load_config
+    from scpo.train.run import run_training
+
+    from helpers.runs import CORRIDOR
+
+    overrides = {
+        **CORRIDOR,
+        "train.iterations": 3,
+        "rollout.dynamic_sampling.enable": True,
+        "rollout.dynamic_sampling.max_tries": 3,
+    }
+    cfg = load_config("params.yaml", profile="smoke", overrides=overrides)
+    run_training(cfg, stage="rl", out_dir=tmp_path / "run")
+    hist = pd.read_csv(tmp_path / "run" / "history.csv")
+    assert (hist["dynamic_sampling/tries"] >= 1).all() and (hist["dynamic_sampling/tries"] <= 3).all()
+    kept, dropped = hist["dynamic_sampling/groups_kept"], hist["dynamic_sampling/groups_dropped"]
+    assert (kept + dropped == hist["dynamic_sampling/groups_collected"]).all()
+    # the batch holds the kept groups: a try that stops early has at least n_tasks kept groups
+    done_early = hist["dynamic_sampling/tries"] < 3
+    assert (kept[done_early] >= cfg.rollout.n_tasks).all()
+    from scpo.batch import RolloutBatch
+
+    rollouts = sorted((tmp_path / "run" / "rollouts").glob("iter_*.parquet"))
+    assert [RolloutBatch.read(p).n_groups for p in rollouts] == kept.astype(int).tolist()
