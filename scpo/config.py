@@ -395,13 +395,30 @@ class LearningConfig(StrictModel):
 
     envs: tuple[str, ...] = Field(("alfworld", "webshop"), min_length=1)
     methods: tuple[str, ...] = Field(
-        ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo", "oracle", "shuffled"),
+        (
+            "grpo",
+            "gigpo",
+            "scpo",
+            "progpo_c",
+            "progpo_r",
+            "g2po",
+            "hgpo",
+            "hcapo",
+            "graphgpo",
+            "rloo",
+            "oracle",
+            "shuffled",
+        ),
         min_length=1,
         description="estimators compared, the bounds among them: oracle (ground-truth credit; environments with a "
         "planner) and shuffled (no information)",
     )
     reference_methods: tuple[str, ...] = Field(
         ("grpo", "gigpo"), min_length=1, description="every method's AULC difference from each of these"
+    )
+    dynamic_sampling: tuple[str, ...] = Field(
+        (),
+        description="methods also run with dynamic sampling (rollout.dynamic_sampling.enable), labelled <method>+ds",
     )
     seeds: tuple[int, ...] = Field((0, 1, 2, 3, 4), min_length=2, description="paired seeds (train.seed of the runs)")
     iterations: int = Field(10, ge=1, description="RL iterations of every run")
@@ -423,7 +440,7 @@ class LearningConfig(StrictModel):
     parallel_runs: int = Field(2, ge=1, description="runs trained side by side")
     out_dir: str = Field("runs/learning", description="the runs: <out_dir>/<env>/<method>/seed<k>")
 
-    _check_methods = field_validator("methods", "reference_methods", mode="after")(
+    _check_methods = field_validator("methods", "reference_methods", "dynamic_sampling", mode="after")(
         lambda names: tuple(check_method(n) for n in names)
     )
     _check_envs = field_validator("envs", mode="after")(lambda names: tuple(_trainable_env(n) for n in names))

@@ -102,6 +102,13 @@ def first_reach(iterations: Sequence[float], values: Sequence[float], threshold:
     return float(t[order][hit[0]]) if len(hit) else float("nan")
 
 
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rho, NaN when either side is constant (the correlation is not defined)."""
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(stats.spearmanr(x, y).statistic)
+
+
 def spearman_bootstrap(
     fixed: Mapping[str, float],
     per_seed: Mapping[str, Sequence[float]],
@@ -116,10 +123,10 @@ def spearman_bootstrap(
         raise ValueError(f"a rank correlation needs at least 3 methods in both, got {methods}")
     x = np.array([fixed[m] for m in methods], dtype=np.float64)
     y = np.array([np.asarray(per_seed[m], dtype=np.float64) for m in methods])  # [methods, seeds]
-    rho = float(stats.spearmanr(x, y.mean(axis=1)).statistic)
+    rho = _spearman(x, y.mean(axis=1))
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, y.shape[1], size=(n_resamples, y.shape[1]))
-    boot = np.array([stats.spearmanr(x, y[:, i].mean(axis=1)).statistic for i in idx])
+    boot = np.array([_spearman(x, y[:, i].mean(axis=1)) for i in idx])
     boot = boot[np.isfinite(boot)]
     lo, hi = np.quantile(boot, [0.025, 0.975]) if len(boot) else (np.nan, np.nan)
     return {"rho": rho, "lo": float(lo), "hi": float(hi), "n_methods": len(methods), "n_seeds": int(y.shape[1])}

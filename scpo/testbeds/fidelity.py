@@ -101,6 +101,13 @@ def hindsight_policy_dir(cfg) -> Path:
     return Path(path)
 
 
+def _needs_policy_scores(methods: Sequence[str]) -> bool:
+    """Whether any of `methods` declares it needs the policy's scores (HCAPO's hindsight log-probs)."""
+    from scpo.credit.registry import method_spec
+
+    return any(method_spec(m).policy_scores for m in methods)
+
+
 def _load_hindsight_policy(cfg):
     """The hindsight scorer, with torch's CPU threads set from train.torch_threads (1 on shared cores: small scoring
     batches with 2 threads spin and cost 3-8x the CPU time on a loaded machine)."""
@@ -122,7 +129,7 @@ def _hindsight(
     cfg, batches: list[RolloutBatch], methods: Sequence[str], policy, timer: Timer, progress: bool
 ) -> list[np.ndarray | None]:
     """HCAPO's hindsight log-probs of each batch, every distinct row scored once over all of them (None: no hcapo)."""
-    if "hcapo" not in methods:
+    if not _needs_policy_scores(methods):
         return [None] * len(batches)
     from scpo.policy.hindsight import hindsight_scores
 
@@ -177,7 +184,7 @@ def noisy_fidelity(
     task_ids = list(task_ids if task_ids is not None else list_tasks(f.split, cfg.data.root, limit=f.n_tasks))
     pool = pool or PlannerPool(cfg.data.root)
     timer = Timer()
-    policy = _load_hindsight_policy(cfg) if "hcapo" in methods else None
+    policy = _load_hindsight_policy(cfg) if _needs_policy_scores(methods) else None
     tables, incons, batches, advs = [], [], {}, {}
     with timer("rollouts"):
         sources = [
@@ -237,20 +244,23 @@ def trained_fidelity(
     methods: Sequence[str] | None = None,
     progress: bool = True,
     pool: PlannerPool | None = None,
+    iterations: Sequence[int] | None = None,
 ) -> FidelityResult:
     """Fidelity of every estimator on the saved rollouts of trained runs: `run_dirs` maps a label (the method that
-    trained the policy) to its runs (one per seed); every saved iteration is used, q labelled by replay."""
+    trained the policy) to its runs (one per seed); every saved iteration is used (or the positions `iterations` of
+    each run's saved ones, e.g. [-1]: the last), q labelled by replay."""
     from scpo.analysis.rollout_files import iteration_files
 
     methods = list(cfg.fidelity.methods if methods is None else methods)
     pool = pool or PlannerPool(cfg.data.root)
     timer = Timer()
-    policy = _load_hindsight_policy(cfg) if "hcapo" in methods else None
+    policy = _load_hindsight_policy(cfg) if _needs_policy_scores(methods) else None
     tables, incons, batches, advs = [], [], {}, {}
     labelled = []
     for label, runs in run_dirs.items():
         for k, run in enumerate(runs):
-            for file in iteration_files(run):
+            files = iteration_files(run)
+            for file in files if iterations is None else [files[i] for i in iterations]:
                 with timer("label_q"):
                     batch = label_progress(RolloutBatch.read(file), data_root=cfg.data.root, pool=pool, progress=False)
                 labelled.append((label, k, run, file, batch))

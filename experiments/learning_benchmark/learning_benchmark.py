@@ -1,0 +1,96 @@
+"""The full-size learning benchmark: every estimator, both bounds and two dynamic-sampling variants, 5 paired seeds,
+14 iterations on a 12-task panel per environment (settings.yaml), from the pipeline's warm starts.
+
+    python experiments/learning_benchmark/learning_benchmark.py [--warm-start alfworld=DIR webshop=DIR]
+        [--fidelity reports/tables/credit_fidelity.csv] [--report-only] [--workers 2] [--set KEY=VALUE ...]
+
+Runs go to `learning.out_dir` (settings.yaml: runs/learning_benchmark/<env>/<method>/seed<k>); a run whose
+result.json exists is not repeated, so an interrupted benchmark continues where it stopped (`--report-only`: the
+tables and figures from the finished runs only). Tables and figures: results/ beside this file
+(`scpo.testbeds.learning_tables`), with runs.json (every run's curves, unseen success and training success), the
+fidelity-vs-learning correlation from the fidelity benchmark's table (`--fidelity`) and from the runs' own last
+saved rollouts (ALFWorld, planner-labelled), and timing.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from scpo.config import load_config, parse_overrides
+from scpo.testbeds.learning import RESULT_FILE, run_keys, run_learning
+from scpo.testbeds.learning_tables import write_learning_report
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+def fidelity_from_table(path: Path) -> dict[str, float]:
+    """Per estimator, its credit fidelity AUC on the noisy-optimal rollouts (all groups, mean over eps)."""
+    table = pd.read_csv(path)
+    return table[table["kind"] == "all"].groupby("estimator")["auc_mean"].mean().to_dict()
+
+
+def own_rollouts_fidelity(cfg, results: list[dict]) -> dict[str, float]:
+    """Per estimator, its fidelity AUC on the last saved rollouts of every ALFWorld run of the benchmark."""
+    from scpo.testbeds.fidelity import trained_fidelity
+    from scpo.testbeds.learning import RunKey
+
+    runs: dict[str, list[Path]] = {}
+    for r in results:
+        if r["env"] == "alfworld":
+            key = RunKey(r["env"], r["method"], r["seed"])
+            runs.setdefault(r["method"], []).append(key.folder(cfg.learning.out_dir) / "train")
+    res = trained_fidelity(
+        cfg, runs, methods=list(cfg.learning.methods), iterations=[cfg.learning.fidelity_runs_iteration]
+    )
+    s = res.summary
+    return s[s["kind"] == "all"].groupby("estimator")["auc_mean"].mean().to_dict()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--warm-start", nargs="*", default=[], help="env=DIR (default: runs/<env>/sft/seed0)")
+    ap.add_argument("--fidelity", type=Path, default=REPO / "reports" / "tables" / "credit_fidelity.csv")
+    ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--set", dest="sets", action="append", default=[], help="more dotted overrides")
+    args = ap.parse_args()
+
+    overrides = yaml.safe_load((HERE / "settings.yaml").read_text())
+    overrides.update(parse_overrides(args.sets))
+    cfg = load_config(REPO / "params.yaml", profile="cpu", overrides=overrides)
+    starts = {env: REPO / "runs" / env / "sft" / "seed0" for env in cfg.learning.envs}
+    starts.update({k: Path(v) for k, v in (item.split("=", 1) for item in args.warm_start)})
+    t0 = time.perf_counter()
+    if args.report_only:
+        results = []
+        for key in run_keys(cfg):
+            path = key.folder(cfg.learning.out_dir) / RESULT_FILE
+            if path.exists():
+                results.append(json.loads(path.read_text()))
+    else:
+        results = run_learning(cfg, starts, workers=args.workers)
+    out = HERE / "results"
+    out.mkdir(exist_ok=True)
+    (out / "runs.json").write_text(json.dumps(results, indent=1) + "\n")
+    fidelity = {}
+    if args.fidelity.exists():
+        fidelity["noisy-optimal rollouts (fidelity benchmark)"] = fidelity_from_table(args.fidelity)
+    if any(r["env"] == "alfworld" for r in results):
+        fidelity["the benchmark runs' own last rollouts"] = own_rollouts_fidelity(cfg, results)
+    tables = write_learning_report(cfg, results, out, fidelity=fidelity)
+    (out / "fidelity_auc.json").write_text(json.dumps(fidelity, indent=1) + "\n")
+    timing = {"wall_s": time.perf_counter() - t0, "runs": len(results), "run_wall_s": [r["wall_s"] for r in results]}
+    (out / "timing.json").write_text(json.dumps(timing, indent=1) + "\n")
+    print(tables["learning_ranking"].to_string())
+    print(tables["learning_differences"].to_string())
+
+
+if __name__ == "__main__":
+    main()
