@@ -308,7 +308,18 @@ class EvalConfig(StrictModel):
 
 
 class ReportConfig(StrictModel):
-    methods: tuple[str, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo")
+    methods: tuple[str, ...] = (
+        "grpo",
+        "gigpo",
+        "scpo",
+        "progpo_c",
+        "progpo_r",
+        "g2po",
+        "hgpo",
+        "hcapo",
+        "graphgpo",
+        "rloo",
+    )
     envs: tuple[str, ...] = ("alfworld", "webshop")
     seeds: tuple[int, ...] = (0, 1, 2)
     parallel_runs: int = Field(
@@ -360,7 +371,20 @@ class FidelityConfig(StrictModel):
         description="episode limit of the noisy-optimal rollouts (15, the cpu profile's: "
         "at 50 nearly every episode wins and mixed groups vanish)",
     )
-    methods: tuple[str, ...] = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo", "oracle")
+    methods: tuple[str, ...] = (
+        "grpo",
+        "gigpo",
+        "scpo",
+        "progpo_c",
+        "progpo_r",
+        "g2po",
+        "hgpo",
+        "hcapo",
+        "graphgpo",
+        "rloo",
+        "oracle",
+        "shuffled",
+    )
     hindsight_policy: str | None = Field(
         None,
         description="policy whose hindsight scores HCAPO uses (None: the warm "
