@@ -162,8 +162,11 @@ def collect_rollouts(
 
 
 def _token_extras(gen: Generation) -> dict[str, Any]:
-    """What the trainer needs of a generation: prompt and answer ids, and the candidates' ids when it was a choice."""
+    """What the trainer needs of a generation: prompt and answer ids, the candidates' ids when it was a choice, and the
+    sampler's token log-probs when the engine gives them (vLLM)."""
     extras: dict[str, Any] = {"prompt_ids": gen.prompt_ids, "response_ids": gen.response_ids}
     if getattr(gen, "candidate_ids", None) is not None:
         extras["candidate_ids"] = gen.candidate_ids
+    if getattr(gen, "sampler_logprobs", None) is not None:
+        extras["sampler_logprobs"] = gen.sampler_logprobs
     return extras

@@ -17,12 +17,15 @@ class Generation:
 
     `candidate_ids` are the token ids of every answer the sampler chose among (admissible choice only; `response_ids` is
     one of them), so the trainer can compute the probability of the choice that was actually sampled.
+    `sampler_logprobs` (vLLM only): the sampler's log-prob of each answer token after temperature, for the
+    importance-sampling correction of the sampler / trainer mismatch (`train.rollout_correction`).
     """
 
     text: str
     prompt_ids: list[int] = field(default_factory=list)
     response_ids: list[int] = field(default_factory=list)
     candidate_ids: list[list[int]] | None = None
+    sampler_logprobs: list[float] | None = None
 
 
 class GenerationEngine(Protocol):
@@ -39,3 +42,6 @@ class GenerationEngine(Protocol):
 
     def sync_weights(self, policy) -> None:
         """Make the next `generate` sample from `policy`'s current weights."""
+
+    def memory_released(self):
+        """A context for the update: the engine frees what it can until the next `sync_weights` (vLLM's sleep mode)."""

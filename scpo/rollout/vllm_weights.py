@@ -1,12 +1,15 @@
 """The trainer's weights as vLLM takes them, and an exact comparison of vLLM's weights with the trainer's after a sync.
 
-    with trainer_parameters(model) as named:          # LoRA merged; tied weights once (named_parameters)
-        llm_model.load_weights(cast_weights(named, torch.bfloat16, device))
+    weights = trainer_weights(model)                  # name -> tensor on demand; LoRA merged out of place
+    llm_model.load_weights(cast_weights(weights.items(), torch.bfloat16, device))
     report = compare_with_trainer(llm_model, model, torch.bfloat16)   # max |diff|, NaNs, what could not be matched
 
 Names are the checkpoint's (Hugging Face) names, the form vLLM's `load_weights` expects, as TRL's colocate weight sync
 sends them (`trl.generation.vllm_generation.VLLMGeneration._iter_named_params`: `named_parameters()`, so a tied
 `lm_head.weight` is not sent; PEFT's `base_model.model.` prefix and `.base_layer` removed, adapter tensors left out).
+A LoRA layer's weight is sent merged, W + sum over its active adapters of peft's `get_delta_weight` (B A x scale),
+computed one tensor at a time into a new tensor: the base weights are never merged in place, so a bfloat16 base is not
+rounded by a merge / unmerge per sync (TRL merges and unmerges in place), and no merged copy of the model is held.
 
 vLLM fuses some projections: a parameter named by a key of the model's `packed_modules_mapping` (Llama, Qwen2:
 `qkv_proj` <- q/k/v_proj, `gate_up_proj` <- gate/up_proj) holds its parts concatenated along dim 0 (one GPU, no tensor
@@ -18,46 +21,77 @@ by 1 plus products by 0). Written here because neither vLLM nor TRL offers a che
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
-__all__ = ["trainer_parameters", "cast_weights", "vllm_tensors", "compare_with_trainer", "vllm_model_dtype"]
+__all__ = [
+    "trainer_weights",
+    "named_trainer_tensors",
+    "cast_weights",
+    "vllm_tensors",
+    "compare_with_trainer",
+    "vllm_model_dtype",
+]
 
 
-@contextmanager
-def trainer_parameters(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
-    """(name, parameter) pairs under checkpoint names, LoRA adapters merged for the duration (unmerged on exit).
+def _lora_layers(model) -> dict[str, object]:
+    """{module path: peft LoRA layer} of a peft model (empty for a plain model)."""
+    if not hasattr(model, "peft_config"):
+        return {}
+    from peft.tuners.lora.layer import LoraLayer
+
+    return {name: module for name, module in model.named_modules() if isinstance(module, LoraLayer)}
+
+
+def _merged(layer, weight: torch.Tensor) -> torch.Tensor:
+    """W + the layer's active adapters' delta (peft's get_delta_weight), as a new tensor; W itself if disabled."""
+    out = weight.detach()
+    if getattr(layer, "disable_adapters", False) or getattr(layer, "merged", False):
+        return out
+    for adapter in layer.active_adapters:
+        if adapter in getattr(layer, "lora_A", {}):
+            out = out + layer.get_delta_weight(adapter).to(out.device)
+    return out
+
+
+def trainer_weights(model) -> dict[str, Callable[[], torch.Tensor]]:
+    """{checkpoint name: a function returning that weight, detached}, in `named_parameters()` order; a LoRA layer's
+    weight comes merged out of place (module docstring), adapter tensors are left out.
 
     `named_parameters()` yields a tied parameter once (under its first name, `model.embed_tokens.weight`), so a tied
     `lm_head.weight` is skipped: vLLM ties it itself and would otherwise receive the embedding twice."""
-    peft = hasattr(model, "merge_adapter") and hasattr(model, "peft_config")
-    if peft:
-        model.merge_adapter()
-    try:
-        named = []
-        for name, param in model.named_parameters():
-            if "lora_" in name or "original_module" in name:
-                continue
-            name = (
-                name.removeprefix("base_model.model.")
-                .replace(".base_layer", "")
-                .replace("modules_to_save.default.", "")
-            )
-            named.append((name, param))
-        yield named
-    finally:
-        if peft:
-            model.unmerge_adapter()
+    layers = _lora_layers(model)
+    out: dict[str, Callable[[], torch.Tensor]] = {}
+    for name, param in model.named_parameters():
+        if "lora_" in name or "original_module" in name:
+            continue
+        module_path, _, leaf = name.rpartition(".")
+        owner = module_path.removesuffix(".base_layer")
+        clean = (
+            name.removeprefix("base_model.model.").replace(".base_layer", "").replace("modules_to_save.default.", "")
+        )
+        if leaf == "weight" and module_path.endswith(".base_layer") and owner in layers:
+            out[clean] = lambda layer=layers[owner], p=param: _merged(layer, p)
+        else:
+            out[clean] = lambda p=param: p.detach()
+    return out
+
+
+def named_trainer_tensors(model) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, tensor) of `trainer_weights`, one tensor materialised at a time, under no_grad."""
+    with torch.no_grad():
+        for name, get in trainer_weights(model).items():
+            yield name, get()
 
 
 def cast_weights(
     named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype, device: torch.device | str
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """Detached copies in vLLM's dtype on vLLM's device, one at a time (a 1.5B model is not copied whole at once)."""
-    for name, param in named:
-        yield name, param.detach().to(device=device, dtype=dtype)
+    with torch.no_grad():
+        for name, param in named:
+            yield name, param.detach().to(device=device, dtype=dtype)
 
 
 def vllm_model_dtype(llm_model, fallback: torch.dtype = torch.float32) -> torch.dtype:
@@ -92,17 +126,19 @@ def vllm_tensors(llm_model) -> Iterator[tuple[str, torch.Tensor, bool]]:
             yield name, param.detach(), False
 
 
-def _expected(name: str, mine: dict[str, torch.Tensor], packed: dict[str, list[str]]) -> torch.Tensor | None:
+def _expected(
+    name: str, mine: dict[str, Callable[[], torch.Tensor]], packed: dict[str, list[str]]
+) -> torch.Tensor | None:
     """The trainer tensor (or concatenation of tensors) vLLM's parameter `name` should hold; None if none matches."""
     if name in mine:
-        return mine[name]
+        return mine[name]()
     prefix, _, rest = name.rpartition(".")  # "model.layers.0.self_attn.qkv_proj" + "weight"
     owner, _, module = prefix.rpartition(".")
     parts = packed.get(module)
     if parts:
         names = [f"{owner}.{p}.{rest}" if owner else f"{p}.{rest}" for p in parts]
         if all(n in mine for n in names):
-            return torch.cat([mine[n] for n in names], dim=0)
+            return torch.cat([mine[n]() for n in names], dim=0)
     return None
 
 
@@ -128,8 +164,8 @@ def compare_with_trainer(llm_model, trainer_model, dtype: torch.dtype | None = N
         "largest": [],
     }
     diffs = []
-    with torch.no_grad(), trainer_parameters(trainer_model) as named:
-        mine = dict(named)
+    mine = trainer_weights(trainer_model)
+    with torch.no_grad():
         used: set[str] = set()
         for name, theirs, read_back in vllm_tensors(llm_model):
             ref = _expected(name, mine, packed)

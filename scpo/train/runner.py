@@ -37,8 +37,8 @@ from scpo.envs.registry import EnvSettings, env_settings
 from scpo.pipeline.layout import run_dir as layout_run_dir
 from scpo.pipeline.manifest import write_run_manifest
 from scpo.policy import PolicyLike, create_policy, load_policy, resolve_model_dir
-from scpo.policy.placement import autocast_each_forward, resolve_device
-from scpo.policy.profiles import with_lora
+from scpo.policy.placement import autocast_each_forward, gpu_claim, resolve_device
+from scpo.policy.profiles import enable_gradient_checkpointing, reference_for, trained_dtype, with_lora
 from scpo.rollout import GenerationEngine, collect_rollouts, make_engine
 from scpo.rollout_types import RolloutBatch
 from scpo.train.checkpoint import save_checkpoint
@@ -114,7 +114,7 @@ def run_training(
     run_dir = Path(out_dir) if out_dir is not None else _run_dir(cfg, stage)
     plan = plan_training(cfg, stage, run_dir, resume=resume, overwrite=overwrite, force=force)
     set_threads(cfg.train.torch_threads)
-    with RunLock(run_dir) as lock:
+    with RunLock(run_dir) as lock, gpu_claim(resolve_device(cfg.train.device)):  # one run per GPU
         for line in [lock.note, *plan.notes]:
             if line:
                 _note(line)
@@ -195,11 +195,11 @@ def run_sft(cfg: Config, run_dir: Path) -> dict:
     )
     corpus = [d.prompt for d in demos] + [d.response for d in demos]
     device = resolve_device(cfg.train.device)
-    if cfg.train.init_from:  # trained weights in float32, forward passes in policy.dtype (scpo.policy.placement)
-        policy = load_policy(cfg.train.init_from, dtype="float32", device=device)
+    if cfg.train.init_from:  # trained weights in float32 (a LoRA base in policy.dtype), forward passes in policy.dtype
+        policy = load_policy(cfg.train.init_from, dtype=trained_dtype(cfg.policy), device=device)
     else:
         policy = create_policy(
-            cfg.policy.model_copy(update={"dtype": "float32"}),
+            cfg.policy.model_copy(update={"dtype": trained_dtype(cfg.policy)}),
             corpus=corpus,
             models_dir=Path(cfg.data.root) / "models",
             seed=cfg.train.seed,
@@ -208,6 +208,8 @@ def run_sft(cfg: Config, run_dir: Path) -> dict:
             lowercase=getattr(env.package, "TINY_TOKENIZER_LOWERCASE", False),
         )
     autocast_each_forward(policy.model, device, cfg.policy.dtype)  # each forward pass in policy.dtype
+    if cfg.train.gradient_checkpointing:
+        enable_gradient_checkpointing(policy.model)
     bc = behaviour_cloning(
         policy,
         demos,
@@ -334,15 +336,17 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
     seed_everything(cfg.train.seed)
     device = resolve_device(cfg.train.device)
     init_dir = _initial_policy_dir(cfg, env, run_dir)
-    # trained weights in float32, forward passes in policy.dtype (scpo.policy.placement); the reference in policy.dtype
-    policy = load_policy(ckpt / "model" if ckpt else init_dir, dtype="float32", device=device)
+    # trained weights in float32 (a LoRA base in policy.dtype), forward passes in policy.dtype (scpo.policy.placement)
+    policy = load_policy(ckpt / "model" if ckpt else init_dir, dtype=trained_dtype(cfg.policy), device=device)
     if cfg.policy.lora and not hasattr(policy.model, "peft_config"):
         policy.model = with_lora(policy.model, cfg.policy.lora_r, cfg.policy.lora_alpha)
     autocast_each_forward(policy.model, device, cfg.policy.dtype)  # each forward pass in policy.dtype, fresh casts
+    if cfg.train.gradient_checkpointing:
+        enable_gradient_checkpointing(policy.model)
     reference = None
     if cfg.train.kl_coef > 0:  # the weights RL starts from, or the profile's base model (train.kl_reference)
         ref_dir = init_dir if cfg.train.kl_reference == "start" else _profile_model_dir(cfg, env, run_dir)
-        reference = load_policy(ref_dir, dtype=cfg.policy.dtype, device=device).model.eval().requires_grad_(False)
+        reference = reference_for(policy, ref_dir, same_start=ckpt is None and ref_dir == init_dir, cfg=cfg.policy)
     optimizer = make_optimizer(policy.model, cfg.train)
     start = saved.restore(optimizer) if saved else 0
     engine = make_engine(cfg, policy, model_dir=ckpt / "model" if ckpt else init_dir)
@@ -375,16 +379,17 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
         t0 = time.perf_counter()
         samples, n_steps = update_samples(trajectories, credit.advantages, cfg.train.skip_zero_advantage)
         gen = torch.Generator().manual_seed(iteration_seed(cfg.train.seed, it))
-        update = ppo_update(
-            policy.model,
-            reference,
-            optimizer,
-            samples,
-            pad_id=pad_id,
-            train_cfg=cfg.train,
-            temperature=cfg.rollout.temperature or 1.0,
-            generator=gen,
-        )
+        with engine.memory_released():  # vLLM's sleep mode (rollout.vllm_sleep_mode); nothing for transformers
+            update = ppo_update(
+                policy.model,
+                reference,
+                optimizer,
+                samples,
+                pad_id=pad_id,
+                train_cfg=cfg.train,
+                temperature=cfg.rollout.temperature or 1.0,
+                generator=gen,
+            )
         engine.sync_weights(policy)
         update_s = time.perf_counter() - t0
 
