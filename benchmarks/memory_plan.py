@@ -50,6 +50,7 @@ def measure(dtype: str, checkpointing: bool, sizes: dict) -> dict:
 
     from scpo.policy.memory_plan import model_shape, plan_memory
     from scpo.policy.placement import autocast_each_forward
+    from scpo.policy.profiles import enable_gradient_checkpointing
     from scpo.policy.qwen2_shapes import qwen2_config
     from scpo.train.update import StepSample, make_optimizer, ppo_update
 
@@ -72,7 +73,7 @@ def measure(dtype: str, checkpointing: bool, sizes: dict) -> dict:
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(config)
     if checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        enable_gradient_checkpointing(model)
     reference = Qwen2ForCausalLM(config).to(getattr(torch, dtype)).eval().requires_grad_(False)
     autocast_each_forward(model, torch.device("cpu"), dtype)
     optimizer = make_optimizer(model, cfg.train)

@@ -189,10 +189,16 @@ def device_capacity(device_type: str) -> tuple[int | None, str]:
 
 def vllm_memory_utilization(cfg, config, capacity: int | None = None) -> float:
     """`rollout.vllm_gpu_memory_utilization`, or when it is null vLLM's planned bytes (weights + one iteration's KV
-    cache + reserve) over the GPU's memory, rounded up to 0.01."""
+    cache + reserve) over the GPU's memory, rounded up to 0.01. Without a GPU (vLLM's CPU build, which sizes its KV
+    cache by VLLM_CPU_KVCACHE_SPACE instead) vLLM's default, 0.9, is passed on."""
     if cfg.rollout.vllm_gpu_memory_utilization is not None:
         return cfg.rollout.vllm_gpu_memory_utilization
-    capacity = capacity or device_capacity("cuda")[0]
+    if capacity is None:
+        import torch
+
+        if not torch.cuda.is_available():
+            return 0.9
+        capacity = device_capacity("cuda")[0]
     engine = sum(plan_memory(cfg, model_shape(config)).engine.values())
     share = -(-engine * 100 // capacity) / 100
     if share >= 1:

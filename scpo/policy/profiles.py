@@ -312,7 +312,11 @@ def trained_dtype(policy_cfg) -> str:
 def enable_gradient_checkpointing(model) -> None:
     """transformers' gradient checkpointing on every decoder layer (`train.gradient_checkpointing`), non-reentrant
     (torch's recommended variant; it needs no input that requires grad, so a LoRA model's frozen embedding is fine)."""
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers' name for it from 5.x on
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def reference_for(policy: Policy, ref_dir: str | Path, same_start: bool, cfg):

@@ -43,6 +43,16 @@ QWEN25_15B = {
 }
 SHAPES = {
     "qwen2.5-1.5b": {},
+    "qwen2.5-7b": {  # Qwen2.5-7B-Instruct's config.json (the memory plan's 7B numbers; never built here)
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "max_window_layers": 28,
+        "tie_word_embeddings": False,
+        "vocab_size": 152064,
+    },
     "qwen2-small": {
         "hidden_size": 128,
         "intermediate_size": 384,

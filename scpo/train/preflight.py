@@ -1,7 +1,8 @@
 """The checks a training command makes before it writes anything: the config (already validated by `load_config`),
 the run folder (not in use; empty, or with `--resume` a restorable checkpoint whose recorded config matches), the data
 (the training split's task list), the model it starts from, and whether the run fits its device's memory
-(`scpo.policy.memory_plan`: the estimated peak is one of the plan's notes, a run over the device's memory is refused).
+(`scpo.policy.memory_plan`: on a GPU the estimated peak is one of the plan's notes; a run over its device's memory is
+refused).
 Each failure is one line (an `ExpectedError`), and a run folder holding another run is never touched by a command
 that fails one of them.
 """
@@ -117,11 +118,15 @@ def plan_training(
 
 
 def _check_inputs(cfg: Config) -> list[str]:
-    """The data of the training split, the model the run starts from and its memory; -> lines to show."""
+    """The data of the training split, the model the run starts from and its memory; -> lines to show (the memory
+    plan's on a GPU; on the CPU it is only checked)."""
+    from scpo.policy.placement import resolve_device
+
     env = env_settings(cfg)
     check_task_list(env, env.train_split)
     check_start_model(cfg)
-    return [check_memory(cfg)]
+    line = check_memory(cfg)
+    return [line] if resolve_device(cfg.train.device).type == "cuda" else []
 
 
 def _model_config(cfg: Config):
