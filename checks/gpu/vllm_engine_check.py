@@ -162,8 +162,8 @@ def engine_check(args) -> dict:
     }
 
     # 3. weight sync: update the trainer's weights, compare before / after sync_weights. No autocast block is held
-    # around the update, so hf_after comes from the updated weights (a block held across optimizer steps kept serving
-    # its first weight casts: the run of results/vllm_engine_check computed hf_after that way).
+    # around the update, so hf_after comes from the updated weights (a block held across optimizer steps can keep
+    # serving weight casts made before them; the run of results/vllm_engine_check computed hf_after in such a block).
     bc = behaviour_cloning(
         policy,
         demos[: args.sync_demos],
