@@ -14,8 +14,10 @@ import torch
 from run_helpers import CORRIDOR
 
 from scpo.config import load_config
+from scpo.errors import PlacementError
+from scpo.pipeline.devices import parallel_runs, visible_gpus
 from scpo.pipeline.sweep import SweepError, run_sweep
-from scpo.policy.placement import PlacementError, gpu_claim, parallel_runs, visible_gpus
+from scpo.policy.placement import gpu_claim
 from scpo.train.seed_pool import train_seeds
 
 

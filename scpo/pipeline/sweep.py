@@ -52,7 +52,7 @@ import yaml
 from tqdm.auto import tqdm
 
 from scpo.config import ConfigError, load_config, parse_overrides
-from scpo.errors import ExpectedError
+from scpo.errors import ExpectedError, PlacementError
 
 __all__ = [
     "parse_grid",
@@ -287,7 +287,7 @@ def _execute_point(
 def _local_devices(gpus: str | None, jobs: int) -> list[str]:
     """The local backend's slots: one per GPU of `gpus` ("auto": every visible GPU), else `jobs` slots that leave
     CUDA_VISIBLE_DEVICES as it is (refused on a machine with GPUs when jobs > 1: the points would share the first)."""
-    from scpo.policy.placement import PlacementError, unique_gpus, visible_gpus
+    from scpo.pipeline.devices import unique_gpus, visible_gpus
 
     try:
         if gpus == "auto":

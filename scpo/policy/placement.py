@@ -1,6 +1,6 @@
-"""Where the policy runs and in which precision: `train.device` and `policy.dtype`; and one run per GPU (the seeds of a
-stage and the points of a sweep each get a GPU of their own through CUDA_VISIBLE_DEVICES, `gpu_claim` refuses a second
-run on a GPU).
+"""Where the policy runs and in which precision: `train.device` and `policy.dtype`; and one run per GPU: `gpu_claim`
+refuses a second run on a GPU (the seeds of a stage and the points of a sweep each get a GPU of their own through
+CUDA_VISIBLE_DEVICES: `scpo.pipeline.devices`).
 
 The trained weights stay float32 and the forward passes run under `torch.autocast` to `policy.dtype` (mixed
 precision, as transformers' Trainer does with `bf16=True`): an AdamW step moves a weight by about `lr`, and at the gpu
@@ -24,7 +24,7 @@ from types import MethodType
 
 import torch
 
-from scpo.errors import ExpectedError
+from scpo.errors import PlacementError
 from scpo.policy.profiles import torch_dtype
 
 __all__ = [
@@ -32,10 +32,6 @@ __all__ = [
     "compute_precision",
     "autocast_each_forward",
     "forward_precision",
-    "PlacementError",
-    "visible_gpus",
-    "parallel_runs",
-    "unique_gpus",
     "gpu_claim",
 ]
 
@@ -101,40 +97,6 @@ def forward_precision(model):
 
 
 # ------------------------------------------------------------------------------------------------------ one run per GPU
-class PlacementError(ExpectedError, RuntimeError):
-    """Runs that would share a GPU (two trainers with their engines on one device)."""
-
-
-def visible_gpus() -> list[str]:
-    """The GPUs this process may hand out, as CUDA_VISIBLE_DEVICES entries: that variable's ids when it is set, else
-    0 .. torch.cuda.device_count() - 1 (none on a machine without CUDA)."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [x.strip() for x in env.split(",") if x.strip() and x.strip() != "-1"]
-    return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
-
-
-def parallel_runs(setting: int | str, gpus: list[str], what: str = "report.parallel_runs") -> int:
-    """How many runs go side by side: `setting` (`report.parallel_runs`: a number, or "per_gpu" = one per visible GPU,
-    1 without GPUs). With GPUs each run gets one of its own, so more runs than GPUs is refused in one line."""
-    if setting == "per_gpu":
-        return max(1, len(gpus))
-    if gpus and int(setting) > len(gpus):
-        raise PlacementError(
-            f"{what}={setting} but {len(gpus)} GPU(s) are visible ({','.join(gpus)}): two runs, each a trainer with "
-            f"its generation engine, would share a GPU; use {what}=per_gpu or at most {len(gpus)}"
-        )
-    return int(setting)
-
-
-def unique_gpus(ids: list[str], what: str = "--gpus") -> list[str]:
-    """`ids` if no id appears twice; PlacementError (one line) otherwise: two runs would share that GPU."""
-    seen = [g for i, g in enumerate(ids) if g in ids[:i]]
-    if seen:
-        raise PlacementError(f"{what}={','.join(ids)} names GPU {seen[0]} twice: two runs would share it")
-    return ids
-
-
 @contextlib.contextmanager
 def gpu_claim(device: torch.device, lock_dir: str | os.PathLike | None = None):
     """Hold the GPU `device` (the first visible one) for this process: an exclusive flock on

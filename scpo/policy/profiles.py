@@ -85,7 +85,7 @@ class Policy:
         """safetensors weights (LoRA merged), tokenizer, and `policy.json` with the profile and chat flag.
 
         A peft model is saved as the plain model it amounts to, loadable without peft: each LoRA layer's weight merged
-        out of place (`scpo.rollout.vllm_weights.trainer_weights`) in the base weight's dtype and moved to the CPU one
+        out of place (`scpo.policy.merged_weights`) in the base weight's dtype and moved to the CPU one
         tensor at a time, so no second copy of the model is made on its device and the adapters stay unmerged."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
@@ -103,7 +103,7 @@ def _save_merged(model, path: Path) -> None:
     """A peft model's merged weights (CPU, base dtype) saved as its base model's checkpoint."""
     import torch
 
-    from scpo.rollout.vllm_weights import trainer_weights
+    from scpo.policy.merged_weights import trainer_weights
 
     base = model.get_base_model()
     dtypes = {n: p.dtype for n, p in base.named_parameters()}

@@ -7,9 +7,9 @@
 Names are the checkpoint's (Hugging Face) names, the form vLLM's `load_weights` expects, as TRL's colocate weight sync
 sends them (`trl.generation.vllm_generation.VLLMGeneration._iter_named_params`: `named_parameters()`, so a tied
 `lm_head.weight` is not sent; PEFT's `base_model.model.` prefix and `.base_layer` removed, adapter tensors left out).
-A LoRA layer's weight is sent merged, W + sum over its active adapters of peft's `get_delta_weight` (B A x scale),
-computed one tensor at a time into a new tensor: the base weights are never merged in place, so a bfloat16 base is not
-rounded by a merge / unmerge per sync (TRL merges and unmerges in place), and no merged copy of the model is held.
+A LoRA layer's weight is sent merged out of place (`scpo.policy.merged_weights`): the base weights are never merged in
+place, so a bfloat16 base is not rounded by a merge / unmerge per sync (TRL merges and unmerges in place), and no merged
+copy of the model is held.
 
 vLLM fuses some projections: a parameter named by a key of the model's `packed_modules_mapping` (Llama, Qwen2:
 `qkv_proj` <- q/k/v_proj, `gate_up_proj` <- gate/up_proj) holds its parts concatenated along dim 0 (one GPU, no tensor
@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
+from scpo.policy.merged_weights import named_trainer_tensors, trainer_weights
+
 __all__ = [
     "trainer_weights",
     "named_trainer_tensors",
@@ -35,63 +37,14 @@ __all__ = [
 ]
 
 
-def _lora_layers(model) -> dict[str, object]:
-    """{module path: peft LoRA layer} of a peft model (empty for a plain model)."""
-    if not hasattr(model, "peft_config"):
-        return {}
-    from peft.tuners.lora.layer import LoraLayer
-
-    return {name: module for name, module in model.named_modules() if isinstance(module, LoraLayer)}
-
-
-def _merged(layer, weight: torch.Tensor) -> torch.Tensor:
-    """W + the layer's active adapters' delta (peft's get_delta_weight), as a new tensor; W itself if disabled."""
-    out = weight.detach()
-    if getattr(layer, "disable_adapters", False) or getattr(layer, "merged", False):
-        return out
-    for adapter in layer.active_adapters:
-        if adapter in getattr(layer, "lora_A", {}):
-            out = out + layer.get_delta_weight(adapter).to(out.device)
-    return out
-
-
-def trainer_weights(model) -> dict[str, Callable[[], torch.Tensor]]:
-    """{checkpoint name: a function returning that weight, detached}, in `named_parameters()` order; a LoRA layer's
-    weight comes merged out of place (module docstring), adapter tensors are left out.
-
-    `named_parameters()` yields a tied parameter once (under its first name, `model.embed_tokens.weight`), so a tied
-    `lm_head.weight` is skipped: vLLM ties it itself and would otherwise receive the embedding twice."""
-    layers = _lora_layers(model)
-    out: dict[str, Callable[[], torch.Tensor]] = {}
-    for name, param in model.named_parameters():
-        if "lora_" in name or "original_module" in name:
-            continue
-        module_path, _, leaf = name.rpartition(".")
-        owner = module_path.removesuffix(".base_layer")
-        clean = (
-            name.removeprefix("base_model.model.").replace(".base_layer", "").replace("modules_to_save.default.", "")
-        )
-        if leaf == "weight" and module_path.endswith(".base_layer") and owner in layers:
-            out[clean] = lambda layer=layers[owner], p=param: _merged(layer, p)
-        else:
-            out[clean] = lambda p=param: p.detach()
-    return out
-
-
-def named_trainer_tensors(model) -> Iterator[tuple[str, torch.Tensor]]:
-    """(name, tensor) of `trainer_weights`, one tensor materialised at a time, under no_grad."""
-    with torch.no_grad():
-        for name, get in trainer_weights(model).items():
-            yield name, get()
-
-
 def cast_weights(
     named: Iterable[tuple[str, torch.Tensor]], dtype: torch.dtype, device: torch.device | str
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """Detached copies in vLLM's dtype on vLLM's device, one at a time (a 1.5B model is not copied whole at once)."""
-    with torch.no_grad():
-        for name, param in named:
-            yield name, param.detach().to(device=device, dtype=dtype)
+    for name, param in named:
+        with torch.no_grad():  # per tensor: a no_grad block around a yield would hold for the consumer too
+            tensor = param.detach().to(device=device, dtype=dtype)
+        yield name, tensor
 
 
 def vllm_model_dtype(llm_model, fallback: torch.dtype = torch.float32) -> torch.dtype:

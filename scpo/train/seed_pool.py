@@ -8,7 +8,7 @@ provenance and RNG streams: nothing is shared between the processes), so the res
 once (tests/test_seed_pool.py compares them file by file).
 
 On a GPU machine every seed gets a GPU of its own: each worker process takes one visible GPU
-(`scpo.policy.placement.visible_gpus`) as its CUDA_VISIBLE_DEVICES before torch touches CUDA, and runs its seeds one
+(`scpo.pipeline.devices.visible_gpus`) as its CUDA_VISIBLE_DEVICES before torch touches CUDA, and runs its seeds one
 after another on it; `report.parallel_runs: per_gpu` (the gpu profile) runs one seed per visible GPU at once, and a
 number above the visible GPUs is refused in one line (two trainers with their engines would share a GPU).
 
@@ -31,9 +31,9 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from scpo.config import Config
+from scpo.pipeline.devices import parallel_runs, visible_gpus
 from scpo.pipeline.layout import run_dir
 from scpo.pipeline.manifest import write_seeds_manifest
-from scpo.policy.placement import parallel_runs, visible_gpus
 
 __all__ = ["parse_seeds", "train_seeds", "evaluate_seeds", "SeedRunError"]
 
