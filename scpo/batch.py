@@ -55,6 +55,7 @@ class Step:
     response_ids: list[int] | None = None
     candidate_ids: list[list[int]] | None = None
     choice_logprob: float | None = None
+    sampler_logprobs: list[float] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     oracle_progress: float | None = None  # q_t = V*(s_t) - V*(s_{t+1}) where a planner knows V* (ALFWorld fast engine)
     state_description: str | None = None  # the env's description of the state acted on (info "state_description")
@@ -118,9 +119,16 @@ _NUM_COLUMNS = {
 }
 # columns a batch may lack (files written before they existed stay readable): name -> dtype
 _OPTIONAL_COLUMNS = {"oracle_progress": np.float64, "state_description": object, "next_state_description": object}
-# the policy's view of each step (ragged, object arrays), present when the rollouts came from a policy: name -> depth
-# of nesting (1: a str or a list of ints per row; 2: a list of int lists, or None, per row)
-_POLICY_COLUMNS = {"prompt": 0, "prompt_ids": 1, "response_ids": 1, "candidate_ids": 2, "choice_logprob": 0}
+# the policy's view of each step (ragged, object arrays), present when the rollouts came from a policy: name -> what
+# each row holds (or None): a str, a float, a list of ints, a list of int lists, a list of floats
+_POLICY_COLUMNS = {
+    "prompt": "str",
+    "prompt_ids": "ints",
+    "response_ids": "ints",
+    "candidate_ids": "int_lists",
+    "choice_logprob": "float",
+    "sampler_logprobs": "floats",
+}
 
 
 @dataclass
@@ -147,6 +155,8 @@ class RolloutBatch:
     candidate_ids     : object (list[list[int]] per row, None where the answer was generated freely) or None
     choice_logprob    : object (float per row, None where the answer was generated freely) or None: the sampler's
                         log pi(k | x) of the candidate it drew, at the rollout temperature
+    sampler_logprobs  : object (list[float] per row, None where the engine gives none) or None: the sampler's
+                        log-prob of each answer token (vLLM), for `train.rollout_correction`
     state_description, next_state_description : object (str) or None (optional) the environment's descriptions of
                         the state acted on and of the next one (`info["state_description"]`, `scpo.envs.base`); None
                         when the environment gives none
@@ -180,6 +190,7 @@ class RolloutBatch:
     response_ids: np.ndarray | None = None
     candidate_ids: np.ndarray | None = None
     choice_logprob: np.ndarray | None = None
+    sampler_logprobs: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.step)
@@ -389,7 +400,7 @@ class RolloutBatch:
         if missing:
             raise ValueError(f"{path} is not a saved RolloutBatch: missing columns {missing}")
         optional = {k: df[k].to_numpy(dtype=dtype) for k, dtype in _OPTIONAL_COLUMNS.items() if k in df.columns}
-        view = {k: [_from_stored(v, depth) for v in df[k].tolist()] for k, depth in _POLICY_COLUMNS.items() if k in df}
+        view = {k: [_from_stored(v, kind) for v in df[k].tolist()] for k, kind in _POLICY_COLUMNS.items() if k in df}
         return cls(
             **_to_arrays({k: df[k].tolist() for k in (*_NUM_COLUMNS, *_STR_COLUMNS)}),
             **optional,
@@ -485,19 +496,21 @@ def _policy_view(view: dict[str, list]) -> dict[str, np.ndarray | None]:
     if view["prompt"] and all(view["prompt"]):
         out["prompt"] = _object_column(view["prompt"])
     if view["prompt_ids"] and all(v is not None for k in ("prompt_ids", "response_ids") for v in view[k]):
-        out.update(
-            {k: _object_column(view[k]) for k in ("prompt_ids", "response_ids", "candidate_ids", "choice_logprob")}
-        )
+        keys = ("prompt_ids", "response_ids", "candidate_ids", "choice_logprob", "sampler_logprobs")
+        out.update({k: _object_column(view[k]) for k in keys})
     return out
 
 
-def _from_stored(value, depth: int):
-    """A ragged value read back from parquet / JSON (numpy arrays, lists or None) as plain Python: str, list[int] or
-    list[list[int]]."""
-    if value is None or depth == 0:
+def _from_stored(value, kind: str):
+    """A ragged value read back from parquet / JSON (numpy arrays, lists or None) as plain Python values."""
+    if value is None:
+        return None
+    if kind in ("str", "float"):
         return None if isinstance(value, float) and value != value else value  # parquet reads a missing float as NaN
-    if depth == 1:
+    if kind == "ints":
         return [int(x) for x in value]
+    if kind == "floats":
+        return [float(x) for x in value]
     return [[int(x) for x in c] for c in value]
 
 

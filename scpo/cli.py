@@ -199,7 +199,9 @@ def sweep(
     kernel: str = typer.Option("python3", help="Jupyter kernel"),
     backend: str = typer.Option("serial", help="serial | local (--jobs / --gpus on this machine) | ray"),
     jobs: int = typer.Option(1, help="local: points at once (without --gpus)"),
-    gpus: str | None = typer.Option(None, help="local: GPU ids, one point per GPU, e.g. 0,1,2,3"),
+    gpus: str | None = typer.Option(
+        None, help="local: GPU ids, one point per GPU, e.g. 0,1,2,3; auto: every visible GPU"
+    ),
     gpus_per_point: float = typer.Option(1.0, help="ray: GPUs each point asks for (0 on CPU nodes)"),
     ray_address: str | None = typer.Option(
         None, help="ray: cluster address (auto: the one this node joined; default: a local Ray instance)"

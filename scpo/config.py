@@ -166,7 +166,18 @@ class RolloutConfig(StrictModel):
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     batch_size: int = Field(64, ge=1, description="prompts per generate call")
-    vllm_gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vLLM's share of GPU memory")
+    vllm_gpu_memory_utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="vLLM's share of the GPU's memory; None: from the memory plan (its weights + the KV cache of one "
+        "iteration's sequences + a fixed reserve, scpo.policy.memory_plan)",
+    )
+    vllm_sleep_mode: bool = Field(
+        False,
+        description="vLLM's sleep mode (TRL's enable_sleep_mode): vLLM frees its weights and KV cache during each "
+        "update and gets them back with the weight sync",
+    )
     vllm_enforce_eager: bool = Field(
         False,
         description="vLLM without CUDA graphs / torch.compile: starts in seconds, "
@@ -230,6 +241,18 @@ class TrainConfig(StrictModel):
         "gradient is accumulated over them (None: the whole minibatch at once)",
     )
     max_grad_norm: float = Field(1.0, gt=0)
+    gradient_checkpointing: bool = Field(
+        False,
+        description="recompute each decoder layer's activations in the backward pass instead of keeping them "
+        "(transformers' gradient checkpointing; verl-agent: enable_gradient_checkpointing=True)",
+    )
+    rollout_correction: Literal["none", "tis"] = Field(
+        "none",
+        description="none: the PPO ratio against the trainer's own recomputed old log-probs (verl-agent's GiGPO "
+        "recipe); tis: each token's policy-gradient loss also weighted by min(exp(old - sampler log-prob), cap), "
+        "the sampler's log-probs from vLLM (docs/algorithms.md)",
+    )
+    rollout_correction_cap: float = Field(2.0, gt=0, description="the truncation C of the tis weight")
     dual_clip_c: float | None = Field(
         None,
         gt=1,
@@ -322,11 +345,11 @@ class ReportConfig(StrictModel):
     )
     envs: tuple[str, ...] = ("alfworld", "webshop")
     seeds: tuple[int, ...] = (0, 1, 2)
-    parallel_runs: int = Field(
+    parallel_runs: Annotated[int, Field(ge=1)] | Literal["per_gpu"] = Field(
         3,
-        ge=1,
         description="seeds a DVC train / evaluate stage runs side by side, one process "
-        "each with train.torch_threads threads (scpo.train.seed_pool); 1: one after another",
+        "each with train.torch_threads threads (scpo.train.seed_pool); 1: one after another; per_gpu: one per "
+        "visible GPU, each on its own (on a GPU machine a number above the visible GPUs is refused)",
     )
     similarity_thresh: float = Field(
         0.9,
@@ -515,6 +538,11 @@ class Config(StrictModel):
             raise ValueError("rollout.engine='vllm' needs a Hub/local model, not policy.profile='tiny'")
         if self.rollout.engine == "vllm" and self.rollout.action_choice != "generate":
             raise ValueError("rollout.action_choice='admissible' is a transformers-engine option; vLLM generates")
+        if self.train.rollout_correction != "none" and self.rollout.engine != "vllm":
+            raise ValueError(
+                f"train.rollout_correction={self.train.rollout_correction!r} weights by the sampler's log-probs, "
+                "which only rollout.engine='vllm' gives"
+            )
         if self.credit.hcapo.clip_low > self.credit.hcapo.clip_high:
             raise ValueError("credit.hcapo.clip_low must be <= credit.hcapo.clip_high")
         return self

@@ -8,7 +8,7 @@ caller can catch them all at once without importing every module.
 
 from __future__ import annotations
 
-__all__ = ["ExpectedError", "DataError", "RunFolderError", "ModelNotFoundError", "one_line"]
+__all__ = ["ExpectedError", "DataError", "RunFolderError", "ModelNotFoundError", "PlacementError", "one_line"]
 
 
 class ExpectedError(Exception):
@@ -26,6 +26,10 @@ class RunFolderError(ExpectedError, RuntimeError):
 
 class ModelNotFoundError(ExpectedError, FileNotFoundError):
     """A policy model (`policy.profile`, `train.init_from`, an evaluated checkpoint) that is not on this machine."""
+
+
+class PlacementError(ExpectedError, RuntimeError):
+    """Runs that would share a GPU (two trainers with their generation engines on one device)."""
 
 
 def one_line(err: BaseException, limit: int = 400) -> str:

@@ -2,17 +2,22 @@
 
     python checks/gpu/gpu_check.py engine --runner default|v1 [--throughput] --out OUT/engine_default.json
         SmolLM2-135M-Instruct (or --model qwen2-small / qwen2.5-1.5b, random Qwen2), P ALFWorld prompts of expert
-        steps: 1. vLLM vs the trainer on the same weights: greedy answers (token-exact, first token, common prefix),
-        the log-prob of vLLM's samples (vLLM's vs the trainer's), the exact parameter comparison; 2. a behaviour-cloning
-        update of the trainer, then `VLLMEngine.sync_weights`: greedy agreement before and after the sync, the
-        parameter comparison (max |diff|, NaN) and the probe agreement, on the runner asked for; 3. (--throughput)
-        generated tokens per second, vLLM vs `TransformersEngine`, same prompts at temperature 1.
+        steps (`--env corridor`: the data-free corridor's): 1. vLLM vs the trainer on the same weights: greedy answers
+        (token-exact, first token, common prefix), the log-prob of vLLM's samples (vLLM's vs the trainer's), the exact
+        parameter comparison; 2. a behaviour-cloning update of the trainer, then `VLLMEngine.sync_weights`: greedy
+        agreement before and after the sync, the parameter comparison (max |diff|, NaN) and the probe agreement, on
+        the runner asked for; 3. (--throughput) generated tokens per second, vLLM vs `TransformersEngine`, same prompts
+        at temperature 1. The trainer's forward passes each run in their own autocast block
+        (`scpo.policy.placement.autocast_each_forward`, as in training), so its answers after the update (`hf_after`)
+        come from the updated weights, never from a weight cast made before the update.
     python checks/gpu/gpu_check.py rl --engine vllm|transformers [--model qwen2.5-1.5b] --out OUT/rl_vllm.json
         RL iterations of the gpu profile (verl-agent's recipe) end to end, smaller sizes; seconds per iteration split
         env / generation / credit / update, generated tokens per second; for the paper-shaped random Qwen2, also the
-        cost per step-sample and its extrapolation to a full gpu-profile iteration (16 x 8 episodes of max_steps).
+        cost per step-sample and its extrapolation to a full gpu-profile iteration (the gpu profile's own tasks x
+        group size x env.<name>.max_steps step-samples, read from params.yaml, not the check's smaller sizes).
     python checks/gpu/gpu_check.py report --out OUT
-        OUT/summary.json and OUT/README.md (a table) from the stages' JSON files.
+        OUT/summary.json, OUT/README.md (a table) and OUT/verdict.txt from the stages' JSON files: one line, "GPU check
+        passed: ..." or "GPU check FAILED: <stage>: <first failed criterion>; ..." (`verdict`); exit 1 when failed.
 
 Without CUDA the stages run on the CPU (vLLM's CPU build, or the stand-in of checks/gpu/standin: run.sh --dry).
 """
@@ -93,7 +98,7 @@ def _config(args, engine: str, policy_dir: Path):
         ROOT / "params.yaml",
         profile="gpu",
         overrides={
-            "env.name": "alfworld",
+            "env.name": args.env,
             "data.root": args.data_root,
             "policy.profile": str(policy_dir),
             "policy.max_new_tokens": args.max_new_tokens,
@@ -103,7 +108,7 @@ def _config(args, engine: str, policy_dir: Path):
             "rollout.vllm_model_runner": args.runner,
             "rollout.n_tasks": args.tasks,
             "rollout.group_size": args.group,
-            "env.alfworld.max_steps": args.max_steps,
+            f"env.{args.env}.max_steps": args.max_steps,
             "train.iterations": args.iterations,
             "train.out_dir": str(Path(args.out).with_suffix("")) + "_runs",
             "train.checkpoint_every": 1000,
@@ -150,10 +155,9 @@ def engine_stage(args) -> dict:
 
     from scpo.policy import load_policy
     from scpo.policy.logprobs import response_logprobs
-    from scpo.policy.placement import compute_precision
+    from scpo.policy.placement import autocast_each_forward
     from scpo.rollout.engine import TransformersEngine
     from scpo.rollout.vllm_engine import VLLMEngine, WeightSyncError
-    from scpo.rollout.vllm_weights import compare_with_trainer
     from scpo.train.sft import behaviour_cloning
 
     device = _device()
@@ -162,7 +166,7 @@ def engine_stage(args) -> dict:
     prompts, demos = _prompts(cfg, args.prompts)
     max_prompt = cfg.policy.max_prompt_tokens
     policy = load_policy(mdir, dtype="float32", device=device)  # trained weights float32, compute in args.dtype
-    precision = compute_precision(device, args.dtype)
+    autocast_each_forward(policy.model, device, args.dtype)  # every forward pass its own autocast block, as in training
     hf = TransformersEngine(policy, max_prompt, args.max_new_tokens, batch_size=args.batch_size)
     engine, startup_s = _timed(
         lambda: VLLMEngine(
@@ -177,7 +181,6 @@ def engine_stage(args) -> dict:
             model_runner=args.runner,
         )
     )
-    vdtype = getattr(torch, args.dtype)
     report: dict = {
         **_versions(),
         "stage": "engine",
@@ -189,16 +192,13 @@ def engine_stage(args) -> dict:
         "max_new_tokens": args.max_new_tokens,
         "enforce_eager": args.enforce_eager,
         "vllm_startup_s": startup_s,
+        "planted_faults": os.environ.get("SCPO_STANDIN_FAULTS", ""),
     }
 
     # 1. same weights: greedy answers, log-probs of vLLM's samples, parameters
-    with precision:
-        hf_greedy = hf.generate(prompts, temperature=0.0)
+    hf_greedy = hf.generate(prompts, temperature=0.0)
     v_greedy = engine.generate(prompts, temperature=0.0)
-    report["same_weights"] = {
-        "greedy": agreement(v_greedy, hf_greedy),
-        "parameters": compare_with_trainer(engine.vllm_model(), policy.model, vdtype),
-    }
+    report["same_weights"] = {"greedy": agreement(v_greedy, hf_greedy), "parameters": engine.parameter_report(policy)}
     ids = policy.encode_prompts(prompts, max_prompt)
     outs = engine.llm.generate(
         [{"prompt_token_ids": x} for x in ids],
@@ -210,7 +210,7 @@ def engine_stage(args) -> dict:
     resp = [list(o.outputs[0].token_ids) for o in outs]
     v_lp = [[d[t].logprob for t, d in zip(r, o.outputs[0].logprobs)] for r, o in zip(resp, outs)]
     diffs = []
-    with torch.no_grad(), precision:
+    with torch.no_grad():
         for s in range(0, len(ids), 32):
             lp, mask, _ = response_logprobs(
                 policy.model, ids[s : s + 32], resp[s : s + 32], policy.tokenizer.pad_token_id
@@ -227,18 +227,18 @@ def engine_stage(args) -> dict:
         "mean_ratio_error": float(np.mean(np.abs(np.exp(flat) - 1))),
     }
 
-    # 2. an update, then the sync: agreement before / after, parameters, probes
-    with precision:
-        bc = behaviour_cloning(
-            policy,
-            demos[: args.sync_demos],
-            epochs=1,
-            lr=args.sync_lr,
-            batch_size=8,
-            max_prompt_tokens=max_prompt,
-            progress=False,
-        )
-        hf_after = hf.generate(prompts, temperature=0.0)
+    # 2. an update, then the sync: agreement before / after, parameters, probes. No autocast block is held around the
+    # update: hf_after is generated by the updated weights, each forward pass casting them afresh.
+    bc = behaviour_cloning(
+        policy,
+        demos[: args.sync_demos],
+        epochs=1,
+        lr=args.sync_lr,
+        batch_size=8,
+        max_prompt_tokens=max_prompt,
+        progress=False,
+    )
+    hf_after = hf.generate(prompts, temperature=0.0)
     report["update"] = {
         "bc_loss": bc["loss_first_epoch"],
         "demos": min(args.sync_demos, len(demos)),
@@ -246,15 +246,14 @@ def engine_stage(args) -> dict:
         "trainer_before_vs_after": agreement(hf_greedy, hf_after),
     }
     report["before_sync"] = agreement(engine.generate(prompts, temperature=0.0), hf_after)
-    report["before_sync_parameters"] = compare_with_trainer(engine.vllm_model(), policy.model, vdtype)
+    report["before_sync_parameters"] = engine.parameter_report(policy)
     try:
-        with precision:  # as in the trainer's loop: the engine must step out of autocast itself
-            engine.sync_weights(policy)
+        engine.sync_weights(policy)
         report["sync_error"] = None
     except WeightSyncError as err:
         report["sync_error"] = str(err)
     report["sync"] = dict(engine.last_sync)
-    report["after_sync_parameters"] = compare_with_trainer(engine.vllm_model(), policy.model, vdtype)
+    report["after_sync_parameters"] = engine.parameter_report(policy)
     report["after_sync"] = agreement(engine.generate(prompts, temperature=0.0), hf_after)
 
     # 3. throughput at temperature 1
@@ -264,8 +263,7 @@ def engine_stage(args) -> dict:
             return sum(len(g.response_ids) for g in gens)
 
         v_samples, v_s = _timed(lambda: engine.generate(prompts, temperature=1.0))
-        with precision:
-            hf_samples, hf_s = _timed(lambda: hf.generate(prompts, temperature=1.0))
+        hf_samples, hf_s = _timed(lambda: hf.generate(prompts, temperature=1.0))
         report["throughput"] = {
             "vllm_s": v_s,
             "vllm_tokens": tokens(v_samples),
@@ -338,15 +336,74 @@ def rl_stage(args) -> dict:
         "last_iteration": {k: v for k, v in hist.iloc[-1].items() if k.startswith(("losses/", "charts/"))},
     }
     if samples:
-        full = 16 * 8 * cfg.env.alfworld.max_steps  # gpu profile: 16 tasks x 8 rollouts, episodes up to max_steps
+        full, note = full_iteration_step_samples(args.env)
         report["per_step_sample_s"] = {"gen": per["gen_s"] / samples, "update": per["update_s"] / samples}
+        report["full_iteration_step_samples"] = full
         report["extrapolated_full_iteration_s_upper"] = (per["gen_s"] + per["update_s"]) / samples * full
-        report["extrapolation_note"] = (
-            f"{full} step-samples: every episode of a 16 x 8 gpu-profile iteration runs "
-            f"to max_steps={cfg.env.alfworld.max_steps} (an upper bound), at this run's "
-            f"per-sample cost"
-        )
+        report["extrapolation_note"] = f"{note}, at this run's per-sample cost"
     return report
+
+
+def full_iteration_step_samples(env: str) -> tuple[int, str]:
+    """Step-samples of one iteration of the gpu profile as params.yaml defines it (not the check's smaller sizes): every
+    episode of its tasks x group size runs to env.<env>.max_steps (an upper bound)."""
+    from scpo.config import load_config
+
+    gpu = load_config(ROOT / "params.yaml", profile="gpu", overrides={"env.name": env})
+    steps = getattr(gpu.env, env).max_steps
+    full = gpu.rollout.n_tasks * gpu.rollout.group_size * steps
+    return full, (
+        f"{full} step-samples: every episode of a {gpu.rollout.n_tasks} x {gpu.rollout.group_size} gpu-profile "
+        f"iteration runs to env.{env}.max_steps={steps} (an upper bound)"
+    )
+
+
+SAME_WEIGHTS_SLACK = 0.10  # after the sync, first-token agreement may trail the same-weights agreement by this much
+
+
+def stage_failure(name: str, r: dict) -> str | None:
+    """The first failed criterion of one stage's result, one line; None if it passed.
+
+    engine stages, in this order: the engine's own sync check (`WeightSyncError`); vLLM's parameters after the sync
+    equal to the trainer's exactly (no NaN, every tensor matched); the update changed the trainer's greedy answers
+    (else the sync cannot be judged); after the sync vLLM's greedy first tokens agree with the updated trainer's at
+    least as well as on the same weights, less SAME_WEIGHTS_SLACK."""
+    if r.get("stage") != "engine":
+        return None
+    if r.get("sync_error"):
+        return f"{name}: {r['sync_error'].splitlines()[0]}"
+    p = r["after_sync_parameters"]
+    if p["max_abs_diff"] != 0.0 or p["nan"] or not p["tensors"] or p["unmatched"] or p["unused"]:
+        return (
+            f"{name}: after the sync vLLM's parameters are not the trainer's: max |diff| {p['max_abs_diff']:.3g}, "
+            f"{p['nan']} NaN, {len(p['unmatched'])} unmatched, {len(p['unused'])} not taken, {p['tensors']} compared"
+        )
+    moved = r["update"]["trainer_before_vs_after"]
+    if moved["exact"] >= 1.0:
+        return f"{name}: the update left every greedy answer of the trainer unchanged, so the sync cannot be judged"
+    same, after = r["same_weights"]["greedy"]["first_token"], r["after_sync"]["first_token"]
+    if after < same - SAME_WEIGHTS_SLACK:
+        return (
+            f"{name}: after the sync vLLM's greedy first tokens agree with the updated trainer's on {after:.0%} of "
+            f"{r['after_sync']['n']} prompts, against {same:.0%} on the same weights (before the sync "
+            f"{r['before_sync']['first_token']:.0%}): vLLM samples from other weights than it holds"
+        )
+    return None
+
+
+def verdict(stages: list[dict], results: dict, out: Path) -> str:
+    """One line: every stage exited 0 and every engine stage passed `stage_failure`, or the first reason per failure."""
+    failures = []
+    for s in stages:
+        if s["rc"] != 0:
+            log = out / f"{s['stage']}.log"
+            lines = [x for x in log.read_text().splitlines() if x.strip()] if log.exists() else []
+            failures.append(f"{s['stage']}: exit {s['rc']}{': ' + lines[-1].strip()[:300] if lines else ''}")
+    failures += [f for name, r in results.items() if (f := stage_failure(name, r))]
+    if failures:
+        return f"GPU check FAILED: {'; '.join(failures)}"
+    engines = [n for n, r in results.items() if r.get("stage") == "engine"]
+    return f"GPU check passed: {len(stages)} stages exited 0; exact sync, answers after it agree: {', '.join(engines)}"
 
 
 def report_stage(out: Path) -> dict:
@@ -356,7 +413,12 @@ def report_stage(out: Path) -> dict:
         if (out / "stages.jsonl").exists()
         else []
     )
-    results = {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json")) if p.name != "summary.json"}
+    ran = {s["stage"] for s in stages}  # JSON files of this run's stages only (an earlier run's may lie in OUT)
+    results = {
+        p.stem: json.loads(p.read_text())
+        for p in sorted(out.glob("*.json"))
+        if p.name != "summary.json" and (p.stem in ran or not stages)
+    }
     rows = []
 
     def add(what, value):
@@ -400,17 +462,20 @@ def report_stage(out: Path) -> dict:
             )
             if "extrapolated_full_iteration_s_upper" in r:
                 add(
-                    f"{name}: full gpu-profile iteration, upper bound",
+                    f"{name}: full gpu-profile iteration ({r.get('full_iteration_step_samples', '?')} step-samples), "
+                    "upper bound",
                     f"{r['extrapolated_full_iteration_s_upper']:.0f} s",
                 )
     for s in stages:
         add(f"stage {s['stage']}", f"exit {s['rc']} after {s['seconds']} s (limit {s['limit']} s)")
-    summary = {"stages": stages, "results": results, "table": rows}
+    line = verdict(stages, results, out)
+    summary = {"stages": stages, "results": results, "table": rows, "verdict": line}
+    (out / "verdict.txt").write_text(line + "\n")
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     device = next((r.get("device") for r in results.values()), "?")
     vllm = next((r.get("vllm") for r in results.values()), "?")
     lines = [f"# GPU check: {device}, vLLM {vllm}", "", "| what | result |", "|---|---|"]
-    lines += [f"| {w} | {v} |" for w, v in rows]
+    lines += [f"| {w} | {v} |" for w, v in rows] + ["", line]
     (out / "README.md").write_text("\n".join(lines) + "\n")
     return summary
 
@@ -420,6 +485,7 @@ def main() -> None:
     ap.add_argument("stage", choices=["engine", "rl", "report"])
     ap.add_argument("--out", required=True, help="a .json file (engine, rl) or the results folder (report)")
     ap.add_argument("--data-root", default="data")
+    ap.add_argument("--env", default="alfworld", choices=["alfworld", "corridor"], help="where the prompts come from")
     ap.add_argument("--models-dir", default="runs/models")
     ap.add_argument("--model", default="smollm2", choices=MODELS)
     ap.add_argument("--runner", default="v1", choices=["v1", "default"])
@@ -440,8 +506,9 @@ def main() -> None:
     ap.add_argument("--micro-batch-size", type=int, default=8)
     args = ap.parse_args()
     if args.stage == "report":
-        print(json.dumps(report_stage(Path(args.out))["table"], indent=1))
-        return
+        summary = report_stage(Path(args.out))
+        print(json.dumps(summary["table"], indent=1))
+        raise SystemExit(0 if summary["verdict"].startswith("GPU check passed") else 1)
     if not torch.cuda.is_available():
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB of KV cache for vLLM's CPU backend
         torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))

@@ -70,30 +70,10 @@ def agreement(a: list, b: list) -> dict:
 
 
 def _param_diff(engine, policy) -> dict:
-    """Max |vLLM weight - trainer weight| for a few tensors (q/k/v and gate/up are fused in vLLM: compared stacked)."""
-    theirs = dict(engine._driver_worker().model_runner.model.named_parameters())
-    mine = policy.model.state_dict()
-    pairs = {
-        "model.embed_tokens.weight": ["model.embed_tokens.weight"],
-        "model.layers.0.self_attn.qkv_proj.weight": [f"model.layers.0.self_attn.{x}_proj.weight" for x in "qkv"],
-        "model.layers.0.self_attn.o_proj.weight": ["model.layers.0.self_attn.o_proj.weight"],
-        "model.layers.0.mlp.gate_up_proj.weight": [f"model.layers.0.mlp.{x}_proj.weight" for x in ("gate", "up")],
-        "model.norm.weight": ["model.norm.weight"],
-    }
-    out = {}
-    for name, parts in pairs.items():
-        if name not in theirs:
-            out[name] = "not in vLLM's model"
-            continue
-        ref = torch.cat([mine[p].float() for p in parts])
-        got = theirs[name].detach().float()
-        if got.numel() == 0:  # vLLM's CPU backend repacks linear weights for oneDNN and drops the parameter
-            out[name] = "repacked by vLLM's CPU backend"
-        elif got.shape[1:] != ref.shape[1:]:
-            out[name] = f"shape {tuple(got.shape)} vs {tuple(ref.shape)}"
-        else:
-            out[name] = float((got[: ref.shape[0]] - ref).abs().max())
-    return out
+    """vLLM's weights against the trainer's, every tensor (`VLLMEngine.parameter_report`: fused q/k/v and gate/up
+    compared stacked, in vLLM's dtype): max |diff|, NaN count and the largest differences."""
+    report = engine.parameter_report(policy)
+    return {k: report[k] for k in ("max_abs_diff", "nan", "tensors", "largest", "unmatched", "unused")}
 
 
 def _timed(fn):
@@ -109,7 +89,7 @@ def _timed(fn):
 def engine_check(args) -> dict:
     from scpo.policy import load_policy
     from scpo.policy.logprobs import response_logprobs
-    from scpo.policy.placement import compute_precision
+    from scpo.policy.placement import autocast_each_forward
     from scpo.policy.smollm2 import ensure_smollm2
     from scpo.rollout.engine import TransformersEngine
     from scpo.rollout.vllm_engine import VLLMEngine
@@ -120,7 +100,7 @@ def engine_check(args) -> dict:
     prompts, demos = demo_prompts(cfg, args.prompts)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     policy = load_policy(model_dir, dtype="float32", device=device)  # trained weights float32, compute in args.dtype
-    precision = compute_precision(device, args.dtype)
+    autocast_each_forward(policy.model, device, args.dtype)  # every forward pass its own autocast block (training's)
     hf = TransformersEngine(policy, cfg.policy.max_prompt_tokens, args.max_new_tokens, batch_size=args.batch_size)
     (vllm, startup_s) = _timed(
         lambda: VLLMEngine(
@@ -147,8 +127,7 @@ def engine_check(args) -> dict:
     }
 
     # 1. greedy agreement on the same weights
-    with precision:
-        hf_greedy = hf.generate(prompts, temperature=0.0)
+    hf_greedy = hf.generate(prompts, temperature=0.0)
     v_greedy = vllm.generate(prompts, temperature=0.0)
     report["greedy_same_weights"] = agreement(v_greedy, hf_greedy)
     report["example"] = {"prompt_tail": prompts[0][-200:], "vllm": v_greedy[0].text, "transformers": hf_greedy[0].text}
@@ -164,7 +143,7 @@ def engine_check(args) -> dict:
     )
     resp = [list(o.outputs[0].token_ids) for o in outs]
     v_lp = [[d[t].logprob for t, d in zip(r, o.outputs[0].logprobs)] for r, o in zip(resp, outs)]
-    with torch.no_grad(), precision:
+    with torch.no_grad():
         diffs = []
         for s in range(0, len(ids), 32):
             lp, mask, _ = response_logprobs(
@@ -182,18 +161,19 @@ def engine_check(args) -> dict:
         "mean_ratio_error": float(np.mean(np.abs(np.exp(flat) - 1))),
     }
 
-    # 3. weight sync: update the trainer's weights, compare before / after sync_weights
-    with precision:
-        bc = behaviour_cloning(
-            policy,
-            demos[: args.sync_demos],
-            epochs=1,
-            lr=args.sync_lr,
-            batch_size=16,
-            max_prompt_tokens=cfg.policy.max_prompt_tokens,
-            progress=False,
-        )
-        hf_after = hf.generate(prompts, temperature=0.0)
+    # 3. weight sync: update the trainer's weights, compare before / after sync_weights. No autocast block is held
+    # around the update, so hf_after comes from the updated weights (a block held across optimizer steps can keep
+    # serving weight casts made before them; the run of results/vllm_engine_check computed hf_after in such a block).
+    bc = behaviour_cloning(
+        policy,
+        demos[: args.sync_demos],
+        epochs=1,
+        lr=args.sync_lr,
+        batch_size=16,
+        max_prompt_tokens=cfg.policy.max_prompt_tokens,
+        progress=False,
+    )
+    hf_after = hf.generate(prompts, temperature=0.0)
     report["update"] = {
         "bc_loss": bc["loss_first_epoch"],
         "demos": args.sync_demos,
@@ -215,8 +195,7 @@ def engine_check(args) -> dict:
         return sum(len(g.response_ids) for g in gens)
 
     v_samples, v_s = _timed(lambda: vllm.generate(prompts, temperature=1.0))
-    with precision:
-        hf_samples, hf_s = _timed(lambda: hf.generate(prompts, temperature=1.0))
+    hf_samples, hf_s = _timed(lambda: hf.generate(prompts, temperature=1.0))
     report["throughput"] = {
         "vllm_s": v_s,
         "vllm_tokens": tokens(v_samples),
@@ -279,7 +258,17 @@ def rl_check(args) -> dict:
 
     cfg = check_config(args, args.engine)
     summary = run_training(cfg, stage="rl")
+    import pandas as pd
+
+    from scpo.config import load_config
+
+    gpu = load_config("params.yaml", profile="gpu")
+    full = gpu.rollout.n_tasks * gpu.rollout.group_size * gpu.env.alfworld.max_steps  # the profile's, not this check's
+    per = summary["seconds_per_iteration"]
+    samples = float(pd.read_csv(Path(summary["run_dir"]) / "history.csv")["perf/steps"].mean())
     return {
+        "extrapolated_full_iteration_s_upper": (per["gen_s"] + per["update_s"]) / max(samples, 1.0) * full,
+        "full_iteration_step_samples": full,
         "engine": args.engine,
         "iterations": summary["iterations"],
         "wall_s": summary["wall_s"],

@@ -22,8 +22,10 @@ their kernels did not answer).
 
 Where the points run (`backend`), on existing engines rather than a scheduler of our own:
 - `serial`: one after the other in this process (the default);
-- `local`: `jobs` points at once on this machine, each a Papermill process; with `gpus` (e.g. "0,1,2,3") each point
-  gets one GPU through CUDA_VISIBLE_DEVICES, handed back when it ends (one point per GPU);
+- `local`: `jobs` points at once on this machine, each a Papermill process; with `gpus` (e.g. "0,1,2,3", or "auto":
+  every visible GPU) each point gets one GPU through CUDA_VISIBLE_DEVICES, handed back when it ends (one point per
+  GPU). On a machine with visible GPUs, `jobs` > 1 without `gpus` (every point would train on the first GPU) and a GPU
+  named twice are refused in one line;
 - `ray`: each point a Ray task asking for `gpus_per_point` GPUs (Ray sets CUDA_VISIBLE_DEVICES), on the cluster of
   `ray_address` (None: a local Ray instance; "auto": the cluster this machine joined). Notebook, outputs and data must
   be on paths every node sees.
@@ -50,7 +52,7 @@ import yaml
 from tqdm.auto import tqdm
 
 from scpo.config import ConfigError, load_config, parse_overrides
-from scpo.errors import ExpectedError
+from scpo.errors import ExpectedError, PlacementError
 
 __all__ = [
     "parse_grid",
@@ -282,6 +284,30 @@ def _execute_point(
     return failure_status_from_notebook(output) or failure_status_from_log(done.stderr)
 
 
+def _local_devices(gpus: str | None, jobs: int) -> list[str]:
+    """The local backend's slots: one per GPU of `gpus` ("auto": every visible GPU), else `jobs` slots that leave
+    CUDA_VISIBLE_DEVICES as it is (refused on a machine with GPUs when jobs > 1: the points would share the first)."""
+    from scpo.pipeline.devices import unique_gpus, visible_gpus
+
+    try:
+        if gpus == "auto":
+            found = visible_gpus()
+            if not found:
+                raise SweepError("--gpus auto but no GPU is visible (CUDA_VISIBLE_DEVICES / torch.cuda)")
+            return found
+        if gpus:
+            return unique_gpus([g.strip() for g in gpus.split(",") if g.strip()])
+    except PlacementError as err:
+        raise SweepError(str(err)) from None
+    found = visible_gpus()
+    if found and jobs > 1:
+        raise SweepError(
+            f"--jobs {jobs} without --gpus on a machine with {len(found)} visible GPU(s): every point would train on "
+            f"the first one; pass --gpus auto (one point per GPU) or --gpus {','.join(found)}"
+        )
+    return [""] * max(1, jobs)
+
+
 def _ray_execute(notebook, output, params, kernel, cwd):  # a Ray task: Ray has set CUDA_VISIBLE_DEVICES already
     return _execute_point(notebook, output, params, kernel, cwd)
 
@@ -313,6 +339,8 @@ def run_sweep(
 
     if backend not in BACKENDS:
         raise SweepError(f"backend={backend!r} is not one of {', '.join(BACKENDS)}")
+    if backend == "local":
+        _local_devices(gpus, jobs)  # refused before anything runs
     notebook, out = Path(notebook), Path(out)
     if not notebook.exists():
         raise SweepError(f"no notebook at {notebook}")
@@ -361,7 +389,7 @@ def run_sweep(
             statuses.append(_execute_point(*a, ipc=True))
             bar.update()
     elif backend == "local":
-        devices = [g.strip() for g in gpus.split(",")] if gpus else [""] * max(1, jobs)
+        devices = _local_devices(gpus, jobs)
         free: queue.Queue = queue.Queue()
         for d in devices:
             free.put(d)

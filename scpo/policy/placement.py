@@ -1,4 +1,6 @@
-"""Where the policy runs and in which precision: `train.device` and `policy.dtype`.
+"""Where the policy runs and in which precision: `train.device` and `policy.dtype`; and one run per GPU: `gpu_claim`
+refuses a second run on a GPU (the seeds of a stage and the points of a sweep each get a GPU of their own through
+CUDA_VISIBLE_DEVICES: `scpo.pipeline.devices`).
 
 The trained weights stay float32 and the forward passes run under `torch.autocast` to `policy.dtype` (mixed
 precision, as transformers' Trainer does with `bf16=True`): an AdamW step moves a weight by about `lr`, and at the gpu
@@ -17,13 +19,21 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from types import MethodType
 
 import torch
 
+from scpo.errors import PlacementError
 from scpo.policy.profiles import torch_dtype
 
-__all__ = ["resolve_device", "compute_precision", "autocast_each_forward", "forward_precision"]
+__all__ = [
+    "resolve_device",
+    "compute_precision",
+    "autocast_each_forward",
+    "forward_precision",
+    "gpu_claim",
+]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -84,3 +94,42 @@ def forward_precision(model):
     if wrapped is None:
         return contextlib.nullcontext()
     return compute_precision(torch.device(wrapped[0]), wrapped[1])
+
+
+# ------------------------------------------------------------------------------------------------------ one run per GPU
+@contextlib.contextmanager
+def gpu_claim(device: torch.device, lock_dir: str | os.PathLike | None = None):
+    """Hold the GPU `device` (the first visible one) for this process: an exclusive flock on
+    `<lock_dir>/scpo-gpu-<uuid>.lock` (the GPU's UUID, so different CUDA_VISIBLE_DEVICES views of one GPU meet); a
+    second run on the same GPU fails at once in one line naming the first one's pid. A no-op on the CPU."""
+    if device.type != "cuda":
+        yield None
+        return
+    import fcntl
+    import tempfile
+    from pathlib import Path
+
+    index = device.index or 0
+    uuid = str(getattr(torch.cuda.get_device_properties(index), "uuid", index))
+    path = Path(lock_dir or tempfile.gettempdir()) / f"scpo-gpu-{uuid}.lock"
+    handle = open(path, "a+")  # noqa: SIM115 (held for the run)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise PlacementError(
+            f"GPU {uuid} (cuda:{index} with CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}) "
+            f"is in use by scpo run {holder}: two trainers with their engines on one GPU do not fit; give each run its "
+            "own GPU (report.parallel_runs=per_gpu, scpo sweep --gpus auto)"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}")
+    handle.flush()
+    try:
+        yield path
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()

@@ -7,7 +7,6 @@ for `tiny`). `Policy.save(dir)` writes safetensors + tokenizer + `policy.json`; 
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,9 @@ __all__ = [
     "load_policy",
     "resolve_model_dir",
     "with_lora",
+    "trained_dtype",
+    "enable_gradient_checkpointing",
+    "reference_for",
     "torch_dtype",
     "POLICY_META",
     "check_model_source",
@@ -80,17 +82,37 @@ class Policy:
         return next(self.model.parameters()).device
 
     def save(self, path: str | Path) -> Path:
-        """safetensors weights (LoRA merged), tokenizer, and `policy.json` with the profile and chat flag."""
+        """safetensors weights (LoRA merged), tokenizer, and `policy.json` with the profile and chat flag.
+
+        A peft model is saved as the plain model it amounts to, loadable without peft: each LoRA layer's weight merged
+        out of place (`scpo.policy.merged_weights`) in the base weight's dtype and moved to the CPU one
+        tensor at a time, so no second copy of the model is made on its device and the adapters stay unmerged."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        model = self.model
-        if hasattr(model, "merge_and_unload"):  # peft: save a plain model loadable without peft
-            model = copy.deepcopy(model).merge_and_unload()
         quiet_transformers()
-        model.save_pretrained(path, safe_serialization=True)
+        if hasattr(self.model, "peft_config"):
+            _save_merged(self.model, path)
+        else:
+            self.model.save_pretrained(path, safe_serialization=True)
         self.tokenizer.save_pretrained(path)
         (path / POLICY_META).write_text(json.dumps({"profile": self.profile, "chat": self.chat}, indent=2))
         return path
+
+
+def _save_merged(model, path: Path) -> None:
+    """A peft model's merged weights (CPU, base dtype) saved as its base model's checkpoint."""
+    import torch
+
+    from scpo.policy.merged_weights import trainer_weights
+
+    base = model.get_base_model()
+    dtypes = {n: p.dtype for n, p in base.named_parameters()}
+    with torch.no_grad():
+        state = {}
+        for name, get in trainer_weights(model).items():
+            tensor = get()
+            state[name] = tensor.to(device="cpu", dtype=dtypes.get(name, tensor.dtype)).contiguous()
+    base.save_pretrained(path, state_dict=state, safe_serialization=True)
 
 
 def torch_dtype(name: str):
@@ -279,6 +301,32 @@ def _load_pretrained(source: str | Path, dtype: str, device: str | None) -> Poli
         profile=str(source),
         chat=getattr(tokenizer, "chat_template", None) is not None,
     )
+
+
+def trained_dtype(policy_cfg) -> str:
+    """The dtype trained weights are held in: float32 (updates of 1e-6 vanish in 16-bit weights), except a LoRA base,
+    which does not train and stays in `policy.dtype` (its float32 adapters do the training)."""
+    return policy_cfg.dtype if policy_cfg.lora else "float32"
+
+
+def enable_gradient_checkpointing(model) -> None:
+    """transformers' gradient checkpointing on every decoder layer (`train.gradient_checkpointing`), non-reentrant
+    (torch's recommended variant; it needs no input that requires grad, so a LoRA model's frozen embedding is fine)."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers' name for it from 5.x on
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
+def reference_for(policy: Policy, ref_dir: str | Path, same_start: bool, cfg):
+    """The KL reference model: the trained LoRA model itself when its frozen base is the reference (`same_start`: the
+    run starts from `ref_dir`, not from a checkpoint whose merged weights moved away from it), so `ppo_update` disables
+    its adapters (peft's `disable_adapter()`) instead of holding a second model; else `ref_dir`'s model in
+    `policy.dtype`, frozen."""
+    if cfg.lora and same_start and hasattr(policy.model, "disable_adapter"):
+        return policy.model
+    return load_policy(ref_dir, dtype=cfg.dtype, device=policy.device).model.eval().requires_grad_(False)
 
 
 def with_lora(model, r: int, alpha: int):

@@ -2,11 +2,12 @@
 
 `qwen2.5-1.5b` is Qwen2.5-1.5B-Instruct's exact configuration (its config.json: 28 layers, hidden 1536, MLP 8960,
 12 query / 2 key-value heads with q/k/v biases, vocabulary 151,936, tied embeddings, RoPE theta 1e6, RMSNorm eps 1e-6);
-`qwen2-small` keeps the architecture and the vocabulary with 2 narrow layers, for CPU checks. The outputs are
-meaningless; what they measure is the paper architecture's path through vLLM (fused q/k/v with biases, tied output
-layer, its weight sync) and its real cost per token and per iteration. The tokenizer is SmolLM2's (49,152 tokens, every
-id valid in the larger vocabulary; ids above it decode to nothing), with its chat template. Checks that need sensible
-text use SmolLM2 itself (`scpo.policy.smollm2`).
+`qwen2-small` keeps the architecture and the vocabulary with 2 narrow layers, for CPU checks; `qwen2-cpu` (4 layers
+of width 512, 8 query / 2 key-value heads) is the memory plan's CPU measurement (`benchmarks/memory_plan.py`). The
+outputs are meaningless; what they measure is the paper architecture's path through vLLM (fused q/k/v with biases, tied
+output layer, its weight sync) and its real cost per token and per iteration. The tokenizer is SmolLM2's (49,152
+tokens, every id valid in the larger vocabulary; ids above it decode to nothing), with its chat template. Checks that
+need sensible text use SmolLM2 itself (`scpo.policy.smollm2`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,16 @@ QWEN25_15B = {
 }
 SHAPES = {
     "qwen2.5-1.5b": {},
+    "qwen2.5-7b": {  # Qwen2.5-7B-Instruct's config.json (the memory plan's 7B numbers; never built here)
+        "hidden_size": 3584,
+        "intermediate_size": 18944,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 28,
+        "num_key_value_heads": 4,
+        "max_window_layers": 28,
+        "tie_word_embeddings": False,
+        "vocab_size": 152064,
+    },
     "qwen2-small": {
         "hidden_size": 128,
         "intermediate_size": 384,
@@ -49,6 +60,14 @@ SHAPES = {
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
         "max_window_layers": 2,
+    },
+    "qwen2-cpu": {
+        "hidden_size": 512,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "max_window_layers": 4,
     },
 }
 

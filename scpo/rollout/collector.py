@@ -136,6 +136,7 @@ def collect_rollouts(
                     response_ids=list(gen.response_ids),
                     candidate_ids=_candidates(gen),
                     choice_logprob=getattr(gen, "choice_logprob", None),
+                    sampler_logprobs=_sampler_logprobs(gen),
                     state_description=ep.info.get(STATE_DESCRIPTION),
                     next_state_description=info.get(STATE_DESCRIPTION),
                 )
@@ -167,6 +168,12 @@ def collect_rollouts(
             )
         )
     return trajectories, timing
+
+
+def _sampler_logprobs(gen: Generation) -> list[float] | None:
+    """The sampler's log-prob of each answer token, when the engine gives them (vLLM)."""
+    lps = getattr(gen, "sampler_logprobs", None)
+    return None if lps is None else [float(x) for x in lps]
 
 
 def _candidates(gen: Generation) -> list[list[int]] | None:

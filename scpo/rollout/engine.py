@@ -7,6 +7,7 @@ weight sync is a no-op. `VLLMEngine` (GPU) lives in `scpo.rollout.vllm_engine` a
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 
@@ -54,6 +55,10 @@ class TransformersEngine:
         if policy.tokenizer is not self.policy.tokenizer:
             self._answer_cache.clear()
         self.policy = policy  # same model object: nothing to copy
+
+    def memory_released(self):
+        """Nothing to release: generation runs on the trained model itself."""
+        return contextlib.nullcontext()
 
     def generate(
         self,
@@ -202,6 +207,7 @@ def make_engine(cfg, policy: PolicyLike, model_dir=None) -> GenerationEngine:
             prompt_overflow=cfg.policy.prompt_overflow,
         )
     if cfg.rollout.engine == "vllm":
+        from scpo.policy.memory_plan import vllm_memory_utilization
         from scpo.rollout.vllm_engine import VLLMEngine
 
         return VLLMEngine(
@@ -210,11 +216,12 @@ def make_engine(cfg, policy: PolicyLike, model_dir=None) -> GenerationEngine:
             max_prompt_tokens=cfg.policy.max_prompt_tokens,
             max_new_tokens=cfg.policy.max_new_tokens,
             dtype=cfg.policy.dtype,
-            gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization,
+            gpu_memory_utilization=vllm_memory_utilization(cfg, policy.model.config),
             seed=cfg.train.seed,
             enforce_eager=cfg.rollout.vllm_enforce_eager,
             model_runner=cfg.rollout.vllm_model_runner,
             sync_path=cfg.rollout.vllm_sync_path,
             prompt_overflow=cfg.policy.prompt_overflow,
+            sleep_mode=cfg.rollout.vllm_sleep_mode,
         )
     raise ValueError(f"rollout.engine={cfg.rollout.engine!r} is not one of 'transformers', 'vllm'")

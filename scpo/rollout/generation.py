@@ -18,6 +18,8 @@ class Generation:
     `candidate_ids` are the token ids of every answer the sampler chose among (admissible choice only; `response_ids` is
     one of them), so the trainer can compute the probability of the choice that was actually sampled;
     `choice_logprob` is that probability's log as the sampler drew it, log pi(k | x) at the sampling temperature.
+    `sampler_logprobs` (vLLM only): the sampler's log-prob of each answer token after temperature, for the
+    importance-sampling correction of the sampler / trainer mismatch (`train.rollout_correction`).
     """
 
     text: str
@@ -25,6 +27,7 @@ class Generation:
     response_ids: list[int] = field(default_factory=list)
     candidate_ids: list[list[int]] | None = None
     choice_logprob: float | None = None
+    sampler_logprobs: list[float] | None = None
 
 
 class GenerationEngine(Protocol):

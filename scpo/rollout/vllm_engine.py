@@ -1,36 +1,45 @@
 """vLLM generation engine (GPU; vLLM's CPU build runs it too). Imported only when `rollout.engine: vllm`.
 
-Generation: vLLM's offline API (`vllm.LLM.generate` on token-id prompts, the prompts encoded and truncated exactly as
-the transformers engine does), outside the trainer's autocast; vLLM returns token ids only (`detokenize=False`) and the
-answer text is decoded by the policy's tokenizer, as in the transformers engine.
+Colocated with the trainer as TRL's colocate mode runs vLLM (`trl.generation.vllm_generation.VLLMGeneration`): one
+`vllm.LLM` whose engine core runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0, what vLLM sets for TRL's external
+launcher), on the trainer's GPU, with `gpu_memory_utilization` its share of that GPU and optionally vLLM's sleep mode.
+Everything goes through vLLM's public `LLM` API: `generate`, `collective_rpc` (a function run with vLLM's worker: in
+this process it is called directly, nothing is pickled), `reset_prefix_cache`, `sleep` / `wake_up`; no attribute path
+into vLLM's engine.
 
-Weight sync, after every update, follows TRL's colocate path (`trl.generation.vllm_generation.VLLMGeneration`: the
-engine core in this process, each trainer parameter pushed under its checkpoint name into the model's `load_weights`,
-then `reset_prefix_cache()`), with what the H200 run of vLLM 0.24 (0 % agreement after a sync,
-checks/gpu/results/vllm_engine_check) showed missing:
-- vLLM's V1 model runner unless asked otherwise (`model_runner="v1"` sets VLLM_USE_V2_MODEL_RUNNER=0): from vLLM 0.24
-  dense models default to the V2 runner, whose weight sync no GPU run has verified yet;
-- the load runs under `torch.no_grad()`, outside any autocast, inside vLLM's `set_current_vllm_config` (as at load
-  time), with detached tensors already in vLLM's dtype and on its device; tied weights are sent once (`lm_head` not at
-  all); CUDA is synchronised before the engine is used again;
-- `reset_prefix_cache()` must return True (False: requests still held KV blocks computed with the old weights);
-- every sync is verified: vLLM's parameters are compared with the trainer's cast to vLLM's dtype (max |diff| must be
-  exactly 0, no NaN, every parameter matched: `scpo.rollout.vllm_weights`), then the greedy next token on probe prompts
-  (>= 50 % agreement). Any failure raises `WeightSyncError`, so a run never samples from another policy.
-Where vLLM repacks weights at load (its CPU backend moves linear weights into oneDNN kernels) the model's `load_weights`
-cannot reach them; `sync_path="auto"` then uses the worker's `reload_weights`, which restores the checkpoint layout,
-loads and re-runs the post-load processing.
+Generation: `LLM.generate` on token-id prompts (encoded and truncated exactly as the transformers engine does), outside
+any autocast, `detokenize=False` (the policy's tokenizer decodes), with the log-prob of each sampled token after
+temperature (`logprobs_mode="processed_logprobs"`, TRL's setting), kept on the `Generation` for the optional
+importance-sampling correction (`train.rollout_correction`).
 
-Why not TRL's `VLLMGeneration` itself: it is built around an accelerate `Accelerator` and fixed sampling settings per
-instance (TRL's trainers), while this trainer is a plain loop that samples at several temperatures; its sync has none of
-the checks above. The calls it makes into vLLM are the same.
+Weight sync, after every update, as TRL's colocate sync does it (every trainer weight under its checkpoint name into
+the model's `load_weights`, then `reset_prefix_cache()`), run inside the worker through `collective_rpc` under vLLM's
+`set_current_vllm_config` (as at load time), under `no_grad`, outside autocast, with detached tensors already in vLLM's
+dtype and on its device, tied weights sent once, LoRA merged out of place (`scpo.rollout.vllm_weights`). Every sync is
+verified: vLLM's parameters are compared with the trainer's cast to vLLM's dtype (max |diff| exactly 0, no NaN, every
+parameter matched), then the greedy next token on probe prompts (>= 50 % agreement); `reset_prefix_cache()` must return
+True. Any failure raises `WeightSyncError`, so a run never samples from another policy. Where vLLM repacks weights at
+load (its CPU backend moves linear weights into oneDNN kernels) the model's `load_weights` cannot reach them;
+`sync_path="auto"` then uses the worker's `reload_weights` (restores the checkpoint layout, loads, re-runs post-load
+processing).
+
+Sleep mode (`sleep_mode=True`, TRL's `enable_sleep_mode`): `with engine.memory_released(): <update>` puts vLLM to sleep
+at level 2 (weights and KV cache freed) for the update, and the next `sync_weights` wakes it and loads the new weights.
+TRL sleeps around every `generate`, one per step of its single-turn trainers; a multi-turn rollout calls `generate` once
+per turn, so here vLLM sleeps around the update only.
+
+Why not TRL's `VLLMGeneration` itself: it takes no `dtype` or `enforce_eager` for vLLM, fixes the sampling settings
+per instance (this trainer samples at several temperatures), sleeps and re-pushes the weights around every `generate`,
+and merges LoRA in place (a bfloat16 base is rounded by each merge / unmerge). Why not vLLM's weight-transfer engines
+(`init_weight_transfer_engine`, `update_weights`; backends NCCL and CUDA IPC): they move weights to an engine in another
+process, while the exact comparison after each sync needs vLLM's weights and the trainer's in one process.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
@@ -49,7 +58,7 @@ class WeightSyncError(RuntimeError):
 
 @contextmanager
 def outside_autocast():
-    """Autocast off on CPU and CUDA for the duration (the trainer's loop runs under autocast to policy.dtype)."""
+    """Autocast off on CPU and CUDA for the duration."""
     import torch
 
     with ExitStack() as stack:
@@ -59,8 +68,72 @@ def outside_autocast():
         yield
 
 
+# ---------------------------------------------------------------------------------------- run inside vLLM's worker
+def _worker_pid(worker) -> int:
+    return os.getpid()
+
+
+def _worker_facts(worker) -> dict:
+    """vLLM's model dtype and the model runner its worker uses ('v2' | 'v1')."""
+    flag = getattr(worker, "use_v2_model_runner", None)
+    if flag is None:
+        module = type(worker.model_runner).__module__
+        flag = ".worker.gpu." in module or ".worker.cpu." in module
+    config = getattr(worker, "vllm_config", None)
+    dtype = getattr(getattr(config, "model_config", None), "dtype", None)
+    if dtype is None:
+        from scpo.rollout.vllm_weights import vllm_model_dtype
+
+        dtype = vllm_model_dtype(worker.get_model())
+    return {"dtype": dtype, "runner": "v2" if flag else "v1"}
+
+
+def _worker_model(worker):
+    return worker.get_model()
+
+
+def _worker_load(worker, weights: Iterator, path: str) -> str:
+    """Load `weights` into the worker's model (`load_weights`, TRL's path) or through `reload_weights`; -> the path.
+    `path="auto"`: reload_weights where vLLM left a parameter empty at load (repacked into kernels) and can reload."""
+    import torch
+
+    model = worker.get_model()
+    if path == "auto":
+        repacked = any(p.numel() == 0 for p in model.parameters())
+        path = "reload_weights" if repacked and hasattr(worker, "reload_weights") else "load_weights"
+    if path == "reload_weights" and not hasattr(worker, "reload_weights"):
+        raise WeightSyncError("sync_path='reload_weights' but this vLLM's worker has no reload_weights")
+    with torch.no_grad(), outside_autocast(), _vllm_config_context(worker):
+        if path == "reload_weights":
+            worker.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+        else:
+            model.load_weights(weights)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    return path
+
+
+def _worker_device(worker):
+    import torch
+
+    for p in worker.get_model().parameters():
+        if p.numel():
+            return p.device
+    return torch.device("cpu")
+
+
+def _vllm_config_context(worker):
+    """vLLM's `set_current_vllm_config(worker.vllm_config)`, as when it loaded the model (a no-op where absent)."""
+    config = getattr(worker, "vllm_config", None)
+    try:
+        from vllm.config import set_current_vllm_config
+    except ImportError:
+        return nullcontext()
+    return set_current_vllm_config(config) if config is not None else nullcontext()
+
+
 class VLLMEngine:
-    """Sampling with vLLM on the same GPU as the trainer (`gpu_memory_utilization` leaves room for training)."""
+    """Sampling with vLLM on the same GPU as the trainer (module docstring)."""
 
     def __init__(
         self,
@@ -76,17 +149,20 @@ class VLLMEngine:
         sync_path: str = "auto",
         prompt_overflow: str = "truncate_left",
         check_parameters: bool = True,
+        sleep_mode: bool = False,
     ):
         if model_runner not in ("v1", "default"):
             raise ValueError(f"model_runner={model_runner!r} is not one of 'v1', 'default'")
         if sync_path not in ("auto", "load_weights", "reload_weights"):
             raise ValueError(f"sync_path={sync_path!r} is not one of 'auto', 'load_weights', 'reload_weights'")
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine core in-process: sync_weights reaches its model
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core in this process (TRL's colocate mode)
         if model_runner == "v1":
             os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
         else:
             os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)  # vLLM's own choice
         from vllm import LLM
+
+        from scpo.policy.profiles import torch_dtype
 
         source = str(model_dir) if model_dir is not None else policy.profile
         self.policy = policy
@@ -95,6 +171,8 @@ class VLLMEngine:
         self.prompt_overflow = prompt_overflow
         self.sync_path = sync_path
         self.check_parameters = check_parameters
+        self.sleep_mode = sleep_mode
+        self.asleep = False
         with outside_autocast():
             self.llm = LLM(
                 model=source,
@@ -105,10 +183,25 @@ class VLLMEngine:
                 gpu_memory_utilization=gpu_memory_utilization,
                 enforce_eager=enforce_eager,
                 max_model_len=max_prompt_tokens + max_new_tokens,
+                enable_sleep_mode=sleep_mode,
+                logprobs_mode="processed_logprobs",
             )
+        if self._on_worker(_worker_pid) != os.getpid():
+            raise RuntimeError(
+                "vLLM's engine core runs in another process, so the trainer's weights cannot be loaded and checked "
+                "there; VLLM_ENABLE_V1_MULTIPROCESSING must be 0 when vllm.LLM is built"
+            )
+        facts = self._on_worker(_worker_facts)
+        self.dtype, self.model_runner_kind = facts["dtype"], facts["runner"]
+        if self.dtype != torch_dtype(dtype):
+            raise ValueError(f"vLLM runs the model in {self.dtype} but policy.dtype={dtype!r} was asked")
         self.probe_ids: list[list[int]] = []  # the first prompts generated for, kept to check each weight sync
         self.last_sync_agreement: float | None = None
         self.last_sync: dict = {}
+
+    def _on_worker(self, fn, *args):
+        """fn(worker, *args) in vLLM's worker (`LLM.collective_rpc`; one worker, in this process)."""
+        return self.llm.collective_rpc(fn, args=args)[0]
 
     # ------------------------------------------------------------------------------------------------------ generation
     def generate(
@@ -118,68 +211,71 @@ class VLLMEngine:
         top_p: float = 1.0,
         admissible: Sequence[Sequence[str]] | None = None,
     ) -> list[Generation]:
-        """Free-text sampling (`admissible` is not used: large models answer in the `<think>/<action>` format)."""
+        """Free-text sampling (`admissible` is not used: large models answer in the `<think>/<action>` format); each
+        Generation carries vLLM's log-prob of every sampled token (`sampler_logprobs`)."""
         from vllm import SamplingParams
 
         if not prompts:
             return []
+        if self.asleep:
+            raise RuntimeError("vLLM sleeps (memory_released); sync_weights() wakes it with the new weights")
         ids = self.policy.encode_prompts(prompts, self.max_prompt_tokens, self.prompt_overflow)
         if not self.probe_ids:
             self.probe_ids = [list(x) for x in ids[:SYNC_PROBES]]
-        params = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=self.max_new_tokens, detokenize=False)
+        params = SamplingParams(
+            temperature=temperature, top_p=top_p, max_tokens=self.max_new_tokens, detokenize=False, logprobs=0
+        )
         with outside_autocast():
             outputs = self.llm.generate([{"prompt_token_ids": x} for x in ids], sampling_params=params, use_tqdm=False)
         decode = self.policy.tokenizer.decode
-        return [
-            Generation(
-                text=decode(list(o.outputs[0].token_ids), skip_special_tokens=True),
-                prompt_ids=list(p),
-                response_ids=list(o.outputs[0].token_ids),
+        out = []
+        for o, p in zip(outputs, ids):
+            tokens = list(o.outputs[0].token_ids)
+            steps = o.outputs[0].logprobs
+            logprobs = [float(d[t].logprob) for t, d in zip(tokens, steps)] if steps is not None else None
+            out.append(
+                Generation(
+                    text=decode(tokens, skip_special_tokens=True),
+                    prompt_ids=list(p),
+                    response_ids=tokens,
+                    sampler_logprobs=logprobs,
+                )
             )
-            for o, p in zip(outputs, ids)
-        ]
+        return out
 
-    # ----------------------------------------------------------------------------------------------------- weight sync
-    @property
-    def model_runner_kind(self) -> str:
-        """'v2' or 'v1': the model runner vLLM's worker actually uses."""
-        worker = self._driver_worker()
-        flag = getattr(worker, "use_v2_model_runner", None)
-        if flag is not None:
-            return "v2" if flag else "v1"
-        module = type(worker.model_runner).__module__
-        return "v2" if (".worker.gpu." in module or ".worker.cpu." in module) else "v1"
+    # ------------------------------------------------------------------------------------------------ memory, sync
+    @contextmanager
+    def memory_released(self):
+        """With sleep mode: vLLM sleeps at level 2 (weights and KV cache freed) until the next `sync_weights`."""
+        if self.sleep_mode and not self.asleep:
+            self.llm.sleep(level=2)
+            self.asleep = True
+        yield
 
     def vllm_model(self):
-        """vLLM's model (`nn.Module`) inside its in-process worker, unwrapped from any CUDA-graph wrapper."""
-        runner = self._driver_worker().model_runner
-        return runner.get_model() if hasattr(runner, "get_model") else runner.model
+        """vLLM's model (`nn.Module`) inside its in-process worker."""
+        return self._on_worker(_worker_model)
+
+    def parameter_report(self, policy: PolicyLike) -> dict:
+        """`compare_with_trainer` of vLLM's weights with `policy`'s, in vLLM's dtype."""
+        from scpo.rollout.vllm_weights import compare_with_trainer
+
+        with outside_autocast():
+            return compare_with_trainer(self.vllm_model(), policy.model, self.dtype)
 
     def sync_weights(self, policy) -> None:
         """Push the trainer's weights into vLLM, reset its prefix cache, and verify (see the module docstring)."""
-        import torch
-
-        from scpo.rollout.vllm_weights import cast_weights, compare_with_trainer, trainer_parameters, vllm_model_dtype
+        from scpo.rollout.vllm_weights import cast_weights, named_trainer_tensors
 
         t0 = time.perf_counter()
-        worker = self._driver_worker()
-        model = self.vllm_model()
-        dtype = _engine_dtype(worker) or vllm_model_dtype(model)
-        device = _engine_device(model)
-        path = self._resolve_sync_path(model, worker)
-        with (
-            torch.no_grad(),
-            outside_autocast(),
-            _vllm_config_context(worker),
-            trainer_parameters(policy.model) as named,
-        ):
-            weights = cast_weights(named, dtype, device)
-            if path == "reload_weights":
-                worker.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
-            else:
-                model.load_weights(weights)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+        if self.asleep:
+            self.llm.wake_up(tags=["weights"])  # level 2 freed them: mapped again, filled by the load below
+        device = self._on_worker(_worker_device)
+        weights = cast_weights(named_trainer_tensors(policy.model), self.dtype, device)
+        path = self._on_worker(_worker_load, weights, self.sync_path)
+        if self.asleep:
+            self.llm.wake_up(tags=["kv_cache"])
+            self.asleep = False
         reset = self.llm.reset_prefix_cache()
         if reset is False:
             raise WeightSyncError(
@@ -189,13 +285,12 @@ class VLLMEngine:
         self.last_sync = {
             "path": path,
             "runner": self.model_runner_kind,
-            "dtype": str(dtype).removeprefix("torch."),
+            "dtype": str(self.dtype).removeprefix("torch."),
             "load_s": time.perf_counter() - t0,
             "prefix_cache_reset": reset,
         }
         if self.check_parameters:
-            with outside_autocast():
-                report = compare_with_trainer(self.vllm_model(), policy.model, dtype)
+            report = self.parameter_report(policy)
             self.last_sync["parameters"] = report
             bad = (
                 report["max_abs_diff"] != 0.0
@@ -226,7 +321,8 @@ class VLLMEngine:
         self.last_sync["total_s"] = time.perf_counter() - t0
 
     def next_token_agreement(self, policy: PolicyLike) -> float:
-        """Share of the probe prompts whose greedy next token is the same in vLLM and in the trainer's model."""
+        """Share of the probe prompts whose greedy next token is the same in vLLM and in the trainer's model (its
+        forward passes in their own autocast block: `scpo.policy.placement.autocast_each_forward`)."""
         import torch
         from vllm import SamplingParams
 
@@ -249,49 +345,3 @@ class VLLMEngine:
             model.train(was_training)
         theirs = [o.outputs[0].token_ids[0] if o.outputs[0].token_ids else -1 for o in outs]
         return sum(a == b for a, b in zip(mine, theirs)) / len(mine)
-
-    def _resolve_sync_path(self, model, worker) -> str:
-        """`auto`: reload_weights where vLLM left a parameter empty at load (weights repacked into kernels, its CPU
-        backend) and the worker can reload; the model's load_weights (TRL's path) otherwise."""
-        if self.sync_path != "auto":
-            if self.sync_path == "reload_weights" and not hasattr(worker, "reload_weights"):
-                raise WeightSyncError("sync_path='reload_weights' but this vLLM's worker has no reload_weights")
-            return self.sync_path
-        repacked = any(p.numel() == 0 for p in model.parameters())
-        return "reload_weights" if repacked and hasattr(worker, "reload_weights") else "load_weights"
-
-    def _driver_worker(self):
-        """The worker inside vLLM's in-process engine (V0 layout, and V1's with multiprocessing off)."""
-        executor = getattr(self.llm.llm_engine, "model_executor", None)
-        if executor is None:
-            raise RuntimeError(
-                "vLLM's engine core runs in another process, so weights cannot be pushed into it; "
-                "VLLM_ENABLE_V1_MULTIPROCESSING must be 0 when vllm.LLM is built"
-            )
-        worker = executor.driver_worker
-        return getattr(worker, "worker", worker)  # V1 wraps the worker once more
-
-
-def _engine_dtype(worker):
-    """vLLM's model dtype from its config (None if the worker does not say)."""
-    config = getattr(worker, "vllm_config", None)
-    return getattr(getattr(config, "model_config", None), "dtype", None)
-
-
-def _engine_device(model):
-    import torch
-
-    for p in model.parameters():
-        if p.numel():
-            return p.device
-    return torch.device("cpu")
-
-
-def _vllm_config_context(worker):
-    """vLLM's `set_current_vllm_config(worker.vllm_config)`, as when it loaded the model (a no-op where absent)."""
-    config = getattr(worker, "vllm_config", None)
-    try:
-        from vllm.config import set_current_vllm_config
-    except ImportError:
-        return nullcontext()
-    return set_current_vllm_config(config) if config is not None else nullcontext()

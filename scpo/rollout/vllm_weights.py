@@ -1,12 +1,15 @@
 """The trainer's weights as vLLM takes them, and an exact comparison of vLLM's weights with the trainer's after a sync.
 
-    with trainer_parameters(model) as named:          # LoRA merged; tied weights once (named_parameters)
-        llm_model.load_weights(cast_weights(named, torch.bfloat16, device))
+    weights = trainer_weights(model)                  # name -> tensor on demand; LoRA merged out of place
+    llm_model.load_weights(cast_weights(weights.items(), torch.bfloat16, device))
     report = compare_with_trainer(llm_model, model, torch.bfloat16)   # max |diff|, NaNs, what could not be matched
 
 Names are the checkpoint's (Hugging Face) names, the form vLLM's `load_weights` expects, as TRL's colocate weight sync
 sends them (`trl.generation.vllm_generation.VLLMGeneration._iter_named_params`: `named_parameters()`, so a tied
 `lm_head.weight` is not sent; PEFT's `base_model.model.` prefix and `.base_layer` removed, adapter tensors left out).
+A LoRA layer's weight is sent merged out of place (`scpo.policy.merged_weights`): the base weights are never merged in
+place, so a bfloat16 base is not rounded by a merge / unmerge per sync (TRL merges and unmerges in place), and no merged
+copy of the model is held.
 
 vLLM fuses some projections: a parameter named by a key of the model's `packed_modules_mapping` (Llama, Qwen2:
 `qkv_proj` <- q/k/v_proj, `gate_up_proj` <- gate/up_proj) holds its parts concatenated along dim 0 (one GPU, no tensor
@@ -18,38 +21,20 @@ by 1 plus products by 0). Written here because neither vLLM nor TRL offers a che
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
-__all__ = ["trainer_parameters", "cast_weights", "vllm_tensors", "compare_with_trainer", "vllm_model_dtype"]
+from scpo.policy.merged_weights import named_trainer_tensors, trainer_weights
 
-
-@contextmanager
-def trainer_parameters(model) -> Iterator[list[tuple[str, torch.Tensor]]]:
-    """(name, parameter) pairs under checkpoint names, LoRA adapters merged for the duration (unmerged on exit).
-
-    `named_parameters()` yields a tied parameter once (under its first name, `model.embed_tokens.weight`), so a tied
-    `lm_head.weight` is skipped: vLLM ties it itself and would otherwise receive the embedding twice."""
-    peft = hasattr(model, "merge_adapter") and hasattr(model, "peft_config")
-    if peft:
-        model.merge_adapter()
-    try:
-        named = []
-        for name, param in model.named_parameters():
-            if "lora_" in name or "original_module" in name:
-                continue
-            name = (
-                name.removeprefix("base_model.model.")
-                .replace(".base_layer", "")
-                .replace("modules_to_save.default.", "")
-            )
-            named.append((name, param))
-        yield named
-    finally:
-        if peft:
-            model.unmerge_adapter()
+__all__ = [
+    "trainer_weights",
+    "named_trainer_tensors",
+    "cast_weights",
+    "vllm_tensors",
+    "compare_with_trainer",
+    "vllm_model_dtype",
+]
 
 
 def cast_weights(
@@ -57,7 +42,9 @@ def cast_weights(
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """Detached copies in vLLM's dtype on vLLM's device, one at a time (a 1.5B model is not copied whole at once)."""
     for name, param in named:
-        yield name, param.detach().to(device=device, dtype=dtype)
+        with torch.no_grad():  # per tensor: a no_grad block around a yield would hold for the consumer too
+            tensor = param.detach().to(device=device, dtype=dtype)
+        yield name, tensor
 
 
 def vllm_model_dtype(llm_model, fallback: torch.dtype = torch.float32) -> torch.dtype:
@@ -92,17 +79,19 @@ def vllm_tensors(llm_model) -> Iterator[tuple[str, torch.Tensor, bool]]:
             yield name, param.detach(), False
 
 
-def _expected(name: str, mine: dict[str, torch.Tensor], packed: dict[str, list[str]]) -> torch.Tensor | None:
+def _expected(
+    name: str, mine: dict[str, Callable[[], torch.Tensor]], packed: dict[str, list[str]]
+) -> torch.Tensor | None:
     """The trainer tensor (or concatenation of tensors) vLLM's parameter `name` should hold; None if none matches."""
     if name in mine:
-        return mine[name]
+        return mine[name]()
     prefix, _, rest = name.rpartition(".")  # "model.layers.0.self_attn.qkv_proj" + "weight"
     owner, _, module = prefix.rpartition(".")
     parts = packed.get(module)
     if parts:
         names = [f"{owner}.{p}.{rest}" if owner else f"{p}.{rest}" for p in parts]
         if all(n in mine for n in names):
-            return torch.cat([mine[n] for n in names], dim=0)
+            return torch.cat([mine[n]() for n in names], dim=0)
     return None
 
 
@@ -128,8 +117,8 @@ def compare_with_trainer(llm_model, trainer_model, dtype: torch.dtype | None = N
         "largest": [],
     }
     diffs = []
-    with torch.no_grad(), trainer_parameters(trainer_model) as named:
-        mine = dict(named)
+    mine = trainer_weights(trainer_model)
+    with torch.no_grad():
         used: set[str] = set()
         for name, theirs, read_back in vllm_tensors(llm_model):
             ref = _expected(name, mine, packed)

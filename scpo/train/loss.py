@@ -7,6 +7,8 @@
     L       = mean_k(L_pg) + beta KL_mean - c_H H_mean                               (beta = 0.01, c_H = 0.001)
 
 Means are over all response tokens of the minibatch ("token-mean"). A_k is the step's advantage broadcast to its tokens.
+With `train.rollout_correction: tis` each token's L_pg is multiplied by the truncated importance weight
+w_k = min(exp(logp_old_k - logp_sampler_k), C) (no gradient; docs/algorithms.md, "Sampler / trainer mismatch").
 Dual clip (Ye et al. 2020, arXiv:1912.09729; verl's `clip_ratio_c`, 3.0 in verl-agent's GiGPO runs) bounds the loss of a
 negative-advantage token whose ratio has grown large: without it, -ratio_k A_k grows without limit in ratio_k.
 """
@@ -67,9 +69,13 @@ def policy_loss(
     kl_coef: float,
     entropy_coef: float,
     dual_clip_c: float | None = None,
+    is_weight: torch.Tensor | None = None,
 ):
-    """-> (loss, stats) with stats pg, kl, entropy, clipfrac, approx_kl (floats), and clipfrac_lower with dual clip."""
+    """-> (loss, stats) with stats pg, kl, entropy, clipfrac, approx_kl (floats), and clipfrac_lower with dual clip.
+    `is_weight` [B, R] (optional, detached): multiplies each token's policy-gradient loss (module docstring)."""
     pg, clipped, lower = clipped_surrogate(logp, old_logp, advantages, mask, clip_ratio, dual_clip_c, with_lower=True)
+    if is_weight is not None:
+        pg = pg * is_weight.detach()
     loss = masked_mean(pg, mask)
     stats = {"pg": float(loss.detach()), "clipfrac": float(masked_mean(clipped, mask))}
     if dual_clip_c is not None:

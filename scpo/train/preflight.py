@@ -1,7 +1,10 @@
 """The checks a training command makes before it writes anything: the config (already validated by `load_config`),
 the run folder (not in use; empty, or with `--resume` a restorable checkpoint whose recorded config matches), the data
-(the training split's task list) and the model it starts from. Each failure is one line (an `ExpectedError`), and a run
-folder holding another run is never touched by a command that fails one of them.
+(the training split's task list), the model it starts from, and whether the run fits its device's memory
+(`scpo.policy.memory_plan`: on a GPU the estimated peak is one of the plan's notes; a run over its device's memory is
+refused).
+Each failure is one line (an `ExpectedError`), and a run folder holding another run is never touched by a command
+that fails one of them.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from scpo.train.checkpoint import TrainingState, restorable_checkpoint
 from scpo.train.provenance import config_differences, read_provenance, resolved_config
 from scpo.train.run_folder import check_fresh, check_not_in_use
 
-__all__ = ["TrainingPlan", "plan_training", "check_task_list", "check_start_model", "STAGES"]
+__all__ = ["TrainingPlan", "plan_training", "check_task_list", "check_start_model", "check_memory", "STAGES"]
 
 STAGES = ("sft", "rl")
 
@@ -92,8 +95,8 @@ def plan_training(
     if not resume:
         if not overwrite:
             check_fresh(run_dir, resumable=stage == "rl")
-        _check_inputs(cfg)
-        return TrainingPlan(stage, run_dir, "overwrite" if overwrite else "fresh")
+        notes = _check_inputs(cfg)
+        return TrainingPlan(stage, run_dir, "overwrite" if overwrite else "fresh", notes=notes)
     ckpt, state, notes = restorable_checkpoint(run_dir)
     saved = read_provenance(ckpt) or read_provenance(run_dir)
     if saved is None:
@@ -102,7 +105,7 @@ def plan_training(
                 f"{ckpt} records no config (written before scpo recorded one), so --resume cannot "
                 "check it matches this one; add --force to resume it anyway"
             )
-        _check_inputs(cfg)
+        notes += _check_inputs(cfg)
         return TrainingPlan(stage, run_dir, "resume", ckpt, state, notes, [("config", "unrecorded", "now")])
     diffs = config_differences(saved["config"], resolved_config(cfg))
     if diffs and not force:
@@ -110,12 +113,59 @@ def plan_training(
             f"--resume of {run_dir} with a different config: {_differences_line(diffs)}; resume with "
             "the run's settings, add --force to resume anyway, or start a new run elsewhere"
         )
-    _check_inputs(cfg)
+    notes += _check_inputs(cfg)
     return TrainingPlan(stage, run_dir, "resume", ckpt, state, notes, diffs)
 
 
-def _check_inputs(cfg: Config) -> None:
-    """The data of the training split and the model the run starts from."""
+def _check_inputs(cfg: Config) -> list[str]:
+    """The data of the training split, the model the run starts from and its memory; -> lines to show (the memory
+    plan's on a GPU; on the CPU it is only checked)."""
+    from scpo.policy.placement import resolve_device
+
     env = env_settings(cfg)
     check_task_list(env, env.train_split)
     check_start_model(cfg)
+    line = check_memory(cfg)
+    return [line] if resolve_device(cfg.train.device).type == "cuda" else []
+
+
+def _model_config(cfg: Config):
+    """The transformers config of the model the run trains (tiny: the one `build_tiny_model` makes); None when it is
+    not on this machine yet (smollm2-135m before its conversion)."""
+    from transformers import AutoConfig, LlamaConfig
+
+    if cfg.train.init_from and cfg.train.rl_start == "warm_start":
+        return AutoConfig.from_pretrained(resolve_model_dir(cfg.train.init_from))
+    p = cfg.policy
+    if p.profile == "tiny":
+        return LlamaConfig(vocab_size=p.tiny_vocab_size, hidden_size=p.tiny_hidden_size,
+                           intermediate_size=4 * p.tiny_hidden_size, num_hidden_layers=p.tiny_layers,
+                           num_attention_heads=p.tiny_heads, num_key_value_heads=p.tiny_heads,
+                           tie_word_embeddings=True)  # fmt: skip
+    if p.profile == "smollm2-135m":
+        converted = Path(cfg.data.root) / "models" / "smollm2-135m"
+        return AutoConfig.from_pretrained(converted) if (converted / "config.json").exists() else None
+    if Path(p.profile).expanduser().exists():
+        return AutoConfig.from_pretrained(resolve_model_dir(Path(p.profile).expanduser()))
+    return AutoConfig.from_pretrained(p.profile)  # a Hub name: its config.json (cached with the model)
+
+
+def check_memory(cfg: Config, capacity: int | None = None) -> str:
+    """The memory plan's line for `cfg` on its device (`train.device`; `capacity` bytes replace the device's);
+    MemoryPlanError (one line) when the estimated peak exceeds the device's memory."""
+    from scpo.policy.memory_plan import MemoryPlanError, device_capacity, model_shape, plan_memory
+    from scpo.policy.placement import resolve_device
+
+    config = _model_config(cfg)
+    if config is None:
+        return "memory plan: skipped (the model's config is not on this machine yet)"
+    device = resolve_device(cfg.train.device)
+    found, name = device_capacity(device.type)
+    plan = plan_memory(cfg, model_shape(config, cfg.policy.lora_r if cfg.policy.lora else None),
+                       capacity or found, name)  # fmt: skip
+    if not plan.fits:
+        raise MemoryPlanError(
+            f"{plan.line()}: over the device's memory; lower train.micro_batch_size, set "
+            "train.gradient_checkpointing=true, rollout.vllm_sleep_mode=true or policy.lora=true, or use a larger GPU"
+        )
+    return plan.line()

@@ -124,7 +124,7 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
     device = resolve_device(cfg.train.device)
     init_dir = initial_policy_dir(cfg, env, run_dir)
     policy = trained_policy(cfg, ckpt / "model" if ckpt else init_dir, device)
-    reference = reference_model(cfg, env, run_dir, init_dir, device)
+    reference = reference_model(cfg, env, run_dir, init_dir, policy, resuming=ckpt is not None)
     optimizer = make_optimizer(policy.model, cfg.train)
     start = saved.restore(optimizer) if saved else 0
     engine = make_engine(cfg, policy, model_dir=ckpt / "model" if ckpt else init_dir)
@@ -153,16 +153,17 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
         t0 = time.perf_counter()
         samples, n_steps = update_samples(batch, credit.advantages, cfg.train.skip_zero_advantage)
         gen = torch.Generator().manual_seed(iteration_seed(cfg.train.seed, it))
-        update = ppo_update(
-            policy.model,
-            reference,
-            optimizer,
-            samples,
-            pad_id=pad_id,
-            train_cfg=cfg.train,
-            temperature=cfg.rollout.temperature or 1.0,
-            generator=gen,
-        )
+        with engine.memory_released():  # vLLM's sleep mode (rollout.vllm_sleep_mode); nothing for transformers
+            update = ppo_update(
+                policy.model,
+                reference,
+                optimizer,
+                samples,
+                pad_id=pad_id,
+                train_cfg=cfg.train,
+                temperature=cfg.rollout.temperature or 1.0,
+                generator=gen,
+            )
         engine.sync_weights(policy)
         update_s = time.perf_counter() - t0
 

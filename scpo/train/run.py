@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 from scpo.config import Config
 from scpo.pipeline.layout import run_dir as layout_run_dir
 from scpo.pipeline.manifest import write_run_manifest
+from scpo.policy.placement import gpu_claim, resolve_device
 from scpo.train.preflight import TrainingPlan, plan_training
 from scpo.train.provenance import PROVENANCE_FILE, provenance, read_provenance, write_json_atomic
 from scpo.train.rl_loop import run_rl
@@ -51,7 +52,7 @@ def run_training(
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(cfg, stage)
     plan = plan_training(cfg, stage, run_dir, resume=resume, overwrite=overwrite, force=force)
     set_threads(cfg.train.torch_threads)
-    with RunLock(run_dir) as lock:
+    with RunLock(run_dir) as lock, gpu_claim(resolve_device(cfg.train.device)):  # one run per GPU
         for line in [lock.note, *plan.notes]:
             if line:
                 tqdm.write(line, file=sys.stderr)  # one line for the user, between progress bars

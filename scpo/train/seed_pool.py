@@ -7,6 +7,11 @@ where one after another they take 3. Each run is exactly the run `scpo train --s
 provenance and RNG streams: nothing is shared between the processes), so the results do not depend on how many run at
 once (tests/train/test_seed_pool.py compares them file by file).
 
+On a GPU machine every seed gets a GPU of its own: each worker process takes one visible GPU
+(`scpo.pipeline.devices.visible_gpus`) as its CUDA_VISIBLE_DEVICES before torch touches CUDA, and runs its seeds one
+after another on it; `report.parallel_runs: per_gpu` (the gpu profile) runs one seed per visible GPU at once, and a
+number above the visible GPUs is refused in one line (two trainers with their engines would share a GPU).
+
 Processes are started with `spawn` (never `fork`: the parent may hold torch's thread pools, e.g. inside a Jupyter
 kernel). A child's progress bars and notes go to a buffer, not to the notebook; the parent shows one bar over the seeds
 and, per finished seed, the one-line summary. A failing seed fails the stage with its error after the others finished.
@@ -17,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import io
 import multiprocessing
+import os
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -25,6 +31,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from scpo.config import Config
+from scpo.pipeline.devices import parallel_runs, visible_gpus
 from scpo.pipeline.layout import run_dir
 from scpo.pipeline.manifest import write_seeds_manifest
 
@@ -58,6 +65,7 @@ def _train_one(cfg: Config, seed: int, stage: str) -> tuple[dict, str]:
     cfg.train.seed = seed
     with _captured() as log:
         summary = run_training(cfg, stage=stage)
+    summary["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
     return summary, log.getvalue()
 
 
@@ -83,10 +91,22 @@ def _captured():
         yield buf
 
 
+def _take_gpu(devices) -> None:
+    """A worker process's initializer: one GPU id from the shared queue becomes its CUDA_VISIBLE_DEVICES."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = devices.get_nowait()
+
+
 def _side_by_side(
-    job: Callable, seeds: Sequence[int], workers: int, desc: str, line: Callable[[int, dict], str], *args
+    job: Callable,
+    seeds: Sequence[int],
+    workers: int,
+    desc: str,
+    line: Callable[[int, dict], str],
+    *args,
+    gpus: Sequence[str] = (),
 ) -> dict[int, dict]:
-    """{seed: job(seed)} with `workers` processes (1: in this process, one after another)."""
+    """{seed: job(seed)} with `workers` processes (1: in this process, one after another); with `gpus`, worker k runs
+    on GPU gpus[k] alone."""
     results, errors = {}, []
     bar = tqdm(total=len(seeds), desc=desc, unit="seed")
     if workers <= 1 or len(seeds) <= 1:
@@ -98,9 +118,15 @@ def _side_by_side(
                 errors.append(f"seed {s}: {type(e).__name__}: {e}")
             bar.update()
     else:
-        with ProcessPoolExecutor(
-            max_workers=min(workers, len(seeds)), mp_context=multiprocessing.get_context("spawn")
-        ) as pool:
+        context = multiprocessing.get_context("spawn")
+        n = min(workers, len(seeds))
+        placement = {}
+        if gpus:
+            devices = context.Queue()
+            for g in list(gpus)[:n]:
+                devices.put(g)
+            placement = {"initializer": _take_gpu, "initargs": (devices,)}
+        with ProcessPoolExecutor(max_workers=n, mp_context=context, **placement) as pool:
             futures = {pool.submit(job, *args[:1], s, *args[1:]): s for s in seeds}
             for f in as_completed(futures):
                 s = futures[f]
@@ -119,9 +145,12 @@ def _side_by_side(
 def train_seeds(cfg: Config, seeds: Sequence[int], stage: str = "rl", workers: int | None = None) -> dict[int, dict]:
     """Train `cfg` once per seed (`train.seed` replaced), each into its default run folder, then write the method
     folder's manifest (`write_seeds_manifest`); -> {seed: summary}."""
-    workers = cfg.report.parallel_runs if workers is None else workers
+    gpus = _gpus(cfg)
+    workers = parallel_runs(cfg.report.parallel_runs if workers is None else workers, gpus)
     name = "sft" if stage == "sft" else cfg.credit.method
-    summaries = _side_by_side(_train_one, seeds, workers, f"{cfg.env.name} {name}: train", _train_line, cfg, stage)
+    summaries = _side_by_side(
+        _train_one, seeds, workers, f"{cfg.env.name} {name}: train", _train_line, cfg, stage, gpus=gpus
+    )
     write_seeds_manifest(run_dir(cfg.train.out_dir, cfg.env.name, name, 0).parent, seeds)
     return summaries
 
@@ -130,10 +159,25 @@ def evaluate_seeds(
     cfg: Config, seeds: Sequence[int], method: str, env: str, reports: Path, workers: int | None = None
 ) -> dict[int, dict]:
     """Evaluate the runs `<train.out_dir>/<env>/<method>/seed<k>` into `<reports>/eval/...`; -> {seed: eval dict}."""
-    workers = cfg.report.parallel_runs if workers is None else workers
+    gpus = _gpus(cfg)
+    workers = parallel_runs(cfg.report.parallel_runs if workers is None else workers, gpus)
     return _side_by_side(
-        _evaluate_one, seeds, workers, f"{env} {method}: evaluate", _eval_line, cfg, method, env, Path(reports)
+        _evaluate_one,
+        seeds,
+        workers,
+        f"{env} {method}: evaluate",
+        _eval_line,
+        cfg,
+        method,
+        env,
+        Path(reports),
+        gpus=gpus,
     )
+
+
+def _gpus(cfg: Config) -> list[str]:
+    """The GPUs the seeds are spread over: the visible ones, unless the runs are to stay on the CPU."""
+    return [] if cfg.train.device == "cpu" else visible_gpus()
 
 
 def _train_line(seed: int, summary: dict) -> str:

@@ -22,7 +22,7 @@ from scpo.envs.demos import expert_demonstrations
 from scpo.envs.registry import EnvSettings, env_settings, env_spec
 from scpo.policy import PolicyLike, create_policy, load_policy, resolve_model_dir
 from scpo.policy.placement import autocast_each_forward
-from scpo.policy.profiles import with_lora
+from scpo.policy.profiles import enable_gradient_checkpointing, reference_for, trained_dtype, with_lora
 from scpo.train.provenance import git_state
 
 __all__ = [
@@ -62,10 +62,10 @@ def demo_tasks(env: EnvSettings, cfg: Config) -> list[str]:
 
 
 def fresh_policy(cfg: Config, env: RunEnv, corpus: list[str], device=None) -> PolicyLike:
-    """A new policy of `policy.profile` with float32 weights (tiny: its tokenizer trained on `corpus` with the
-    environment's tokenizer hints)."""
+    """A new policy of `policy.profile` with the trained weights' dtype (float32; a LoRA base in policy.dtype:
+    `trained_dtype`; tiny: its tokenizer trained on `corpus` with the environment's tokenizer hints)."""
     return create_policy(
-        cfg.policy.model_copy(update={"dtype": "float32"}),
+        cfg.policy.model_copy(update={"dtype": trained_dtype(cfg.policy)}),
         corpus=corpus,
         models_dir=Path(cfg.data.root) / "models",
         seed=cfg.train.seed,
@@ -119,22 +119,26 @@ def profile_model_dir(cfg: Config, env: RunEnv, run_dir: Path) -> Path:
 
 
 def trained_policy(cfg: Config, model_dir: Path, device) -> PolicyLike:
-    """The policy RL trains: float32 weights from `model_dir` (LoRA adapters added with `policy.lora`), each forward
-    pass under autocast to `policy.dtype` (`scpo.policy.placement`)."""
-    policy = load_policy(model_dir, dtype="float32", device=device)
+    """The policy RL trains: float32 weights from `model_dir` (a LoRA base in policy.dtype, adapters added with
+    `policy.lora`), each forward pass under autocast to `policy.dtype` (`scpo.policy.placement`), gradient
+    checkpointing with `train.gradient_checkpointing`."""
+    policy = load_policy(model_dir, dtype=trained_dtype(cfg.policy), device=device)
     if cfg.policy.lora and not hasattr(policy.model, "peft_config"):
         policy.model = with_lora(policy.model, cfg.policy.lora_r, cfg.policy.lora_alpha)
     autocast_each_forward(policy.model, device, cfg.policy.dtype)
+    if cfg.train.gradient_checkpointing:
+        enable_gradient_checkpointing(policy.model)
     return policy
 
 
-def reference_model(cfg: Config, env: RunEnv, run_dir: Path, init_dir: Path, device):
-    """The frozen KL reference in `policy.dtype` (None with `train.kl_coef` 0): the weights RL starts from, or the
-    profile's base model (`train.kl_reference`)."""
+def reference_model(cfg: Config, env: RunEnv, run_dir: Path, init_dir: Path, policy: PolicyLike, resuming: bool):
+    """The frozen KL reference (None with `train.kl_coef` 0): the weights RL starts from, or the profile's base model
+    (`train.kl_reference`); a LoRA policy starting from them is its own reference, its adapters disabled
+    (`scpo.policy.profiles.reference_for`), else a second model in `policy.dtype`."""
     if cfg.train.kl_coef <= 0:
         return None
     ref_dir = init_dir if cfg.train.kl_reference == "start" else profile_model_dir(cfg, env, run_dir)
-    return load_policy(ref_dir, dtype=cfg.policy.dtype, device=device).model.eval().requires_grad_(False)
+    return reference_for(policy, ref_dir, same_start=not resuming and ref_dir == init_dir, cfg=cfg.policy)
 
 
 def save_model(policy: PolicyLike, path: Path) -> None:

@@ -22,6 +22,7 @@ from scpo.envs.demos import Demo, expert_demonstrations
 from scpo.policy import PolicyLike, load_policy
 from scpo.policy.logprobs import bucketed_batches, response_logprobs
 from scpo.policy.placement import autocast_each_forward, resolve_device
+from scpo.policy.profiles import enable_gradient_checkpointing, trained_dtype
 from scpo.train.seeding import seed_everything
 from scpo.train.setup import demo_tasks, fresh_policy, identity, run_env, save_model
 
@@ -54,11 +55,13 @@ def run_sft(cfg: Config, run_dir: Path) -> dict:
     )
     corpus = [d.prompt for d in demos] + [d.response for d in demos]
     device = resolve_device(cfg.train.device)
-    if cfg.train.init_from:  # trained weights in float32, forward passes in policy.dtype (scpo.policy.placement)
-        policy = load_policy(cfg.train.init_from, dtype="float32", device=device)
+    if cfg.train.init_from:  # trained weights in float32 (a LoRA base in policy.dtype), forward passes in policy.dtype
+        policy = load_policy(cfg.train.init_from, dtype=trained_dtype(cfg.policy), device=device)
     else:
         policy = fresh_policy(cfg, env, corpus, device=device)
     autocast_each_forward(policy.model, device, cfg.policy.dtype)  # each forward pass in policy.dtype
+    if cfg.train.gradient_checkpointing:
+        enable_gradient_checkpointing(policy.model)
     bc = behaviour_cloning(
         policy,
         demos,

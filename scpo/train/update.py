@@ -34,6 +34,7 @@ __all__ = [
     "batched_logprobs",
     "old_logprobs",
     "minibatches",
+    "reference_logprobs",
     "ppo_update",
 ]
 
@@ -43,6 +44,7 @@ class StepSample:
     """One step as the trainer sees it: token ids of the prompt it saw and of its answer, and its advantage.
 
     `candidates` (admissible choice only) are the ids of every answer the sampler chose among; `response_ids` is one.
+    `sampler_logprobs` (vLLM only) are the sampler's log-probs of the answer tokens (`train.rollout_correction`).
     """
 
     prompt_ids: list[int]
@@ -50,6 +52,7 @@ class StepSample:
     advantage: float
     candidates: list[list[int]] | None = None
     old_logprob: float | None = None  # the sampler's log pi(k | x) of this choice, when it recorded one
+    sampler_logprobs: list[float] | None = None
 
     @property
     def choice(self) -> int:
@@ -66,6 +69,7 @@ def samples_from_batch(batch: RolloutBatch, advantages: np.ndarray) -> list[Step
     none = [None] * batch.n_rows
     cands = batch.candidate_ids if batch.candidate_ids is not None else none
     sampled = batch.choice_logprob if batch.choice_logprob is not None else none
+    tokens = batch.sampler_logprobs if batch.sampler_logprobs is not None else none
     return [
         StepSample(
             list(p),
@@ -73,8 +77,9 @@ def samples_from_batch(batch: RolloutBatch, advantages: np.ndarray) -> list[Step
             float(a),
             [list(x) for x in c] if c is not None else None,
             float(lp) if lp is not None and c is not None else None,
+            [float(x) for x in tl] if tl is not None else None,
         )
-        for p, r, c, lp, a in zip(batch.prompt_ids, batch.response_ids, cands, sampled, advantages)
+        for p, r, c, lp, tl, a in zip(batch.prompt_ids, batch.response_ids, cands, sampled, tokens, advantages)
         if r
     ]
 
@@ -188,6 +193,19 @@ def old_logprobs(
     return out  # type: ignore[return-value]
 
 
+def reference_logprobs(
+    model, ref_model, samples: Sequence[StepSample], pad_id: int, batch_size: int, temperature: float = 1.0
+) -> list[torch.Tensor]:
+    """`batched_logprobs` under the KL reference: `ref_model`, or, when it is the trained peft model itself (LoRA),
+    that model with its adapters disabled (peft's `disable_adapter()`): the frozen base, with no second model."""
+    if ref_model is model:
+        if not hasattr(model, "disable_adapter"):
+            raise ValueError("the KL reference is the trained model itself, which has no adapters to disable")
+        with model.disable_adapter():
+            return batched_logprobs(model, samples, pad_id, batch_size, temperature)
+    return batched_logprobs(ref_model, samples, pad_id, batch_size, temperature)
+
+
 def _pad(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
     out = torch.zeros((len(rows), width), dtype=torch.float32)
     for i, r in enumerate(rows):
@@ -225,7 +243,7 @@ def ppo_update(
     progress: bool = True,
 ) -> dict[str, float]:
     """Clipped-ratio updates (dual clip with `train.dual_clip_c`) with low-variance KL to `ref_model` (skipped when None
-    or kl_coef = 0) and an entropy bonus.
+    or kl_coef = 0; `model` itself: its LoRA adapters disabled, `reference_logprobs`) and an entropy bonus.
 
     Each minibatch (`train.minibatch_size` steps, grouped as `train.minibatch_order` says) is one optimizer step; its
     forward / backward passes take `train.micro_batch_size` steps at a time and accumulate the gradient, which equals
@@ -239,9 +257,17 @@ def ppo_update(
         samples = [replace(s, candidates=None, old_logprob=None) for s in samples]
     bs = train_cfg.minibatch_size
     micro = train_cfg.micro_batch_size or bs  # steps per forward / backward pass
+    correction = train_cfg.rollout_correction
+    if correction == "tis":
+        missing = sum(s.sampler_logprobs is None or s.candidates is not None for s in samples)
+        if missing:
+            raise ValueError(
+                f"train.rollout_correction=tis needs the sampler's token log-probs, which {missing} of "
+                f"{len(samples)} steps lack (rollout.engine=vllm gives them; admissible choices have none)"
+            )
     old = old_logprobs(model, samples, pad_id, micro, temperature, train_cfg.old_logprobs)
     use_ref = ref_model is not None and train_cfg.kl_coef > 0
-    ref = batched_logprobs(ref_model, samples, pad_id, micro, temperature) if use_ref else None
+    ref = reference_logprobs(model, ref_model, samples, pad_id, micro, temperature) if use_ref else None
     device = next(model.parameters()).device
     totals: dict[str, float] = {}
     weight = 0.0
@@ -271,6 +297,10 @@ def ppo_update(
                 old_b = _pad([old[i] for i in part], width).to(device)
                 ref_b = _pad([ref[i] for i in part], width).to(device) if ref is not None else None
                 adv = torch.tensor([s.advantage for s in chunk], dtype=torch.float32, device=device)
+                is_weight = None
+                if correction == "tis":  # w_k = min(exp(logp_old - logp_sampler), C): scpo.train.loss
+                    sampler_b = _pad([torch.tensor(s.sampler_logprobs) for s in chunk], width).to(device)
+                    is_weight = torch.exp(old_b - sampler_b).clamp(max=train_cfg.rollout_correction_cap) * mask
                 loss, stats = policy_loss(
                     logp,
                     old_b,
@@ -282,7 +312,10 @@ def ppo_update(
                     kl_coef=train_cfg.kl_coef,
                     entropy_coef=train_cfg.entropy_coef,
                     dual_clip_c=train_cfg.dual_clip_c,
+                    is_weight=is_weight,
                 )
+                if is_weight is not None:
+                    stats["rollout_is_weight"] = float((is_weight * mask).sum() / mask.sum().clamp(min=1.0))
                 w = float(mask.sum())
                 (loss * (w / units)).backward()
                 weight += w

@@ -53,6 +53,7 @@ LAYERS = {
         "estimators",
         "pipeline",
         "policy",
+        "rollout",
         "tables",
         "train",
     },

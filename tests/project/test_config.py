@@ -70,6 +70,8 @@ def test_gpu_profile_is_verl_agents_gigpo_recipe(repo_root, env, prompt_tokens, 
         0.4,
     )
     assert gpu.credit.for_env(env).norm.scale == {"alfworld": "std", "webshop": "none"}[env]
+    # enable_gradient_checkpointing=True; no rollout correction (the actor recomputes old_log_prob); one run per GPU
+    assert (t.gradient_checkpointing, t.rollout_correction, gpu.report.parallel_runs) == (True, "none", "per_gpu")
     # the cpu profile keeps its own settings
     cpu = load_config(repo_root / "params.yaml", profile="cpu", overrides={"env.name": env})
     assert (cpu.train.dual_clip_c, cpu.train.weight_decay, cpu.train.rl_start, cpu.policy.prompt_overflow) == (

@@ -1,7 +1,9 @@
-"""The vLLM engine against the stand-in `vllm` package of checks/gpu/standin (no GPU here): prompts truncated like the
-CPU engine's, sampling outside the trainer's autocast, the V1 model runner unless asked otherwise, and a weight sync
-that runs under no_grad in vLLM's config context with detached tensors in the engine's dtype, skips tied weights, checks
-`reset_prefix_cache()`, and is verified by an exact parameter comparison and probe prompts, failing loudly."""
+"""The vLLM engine against the stand-in `vllm` package of checks/gpu/standin (no GPU here): only vLLM's public `LLM`
+API, the engine core in this process; prompts truncated like the CPU engine's, sampling outside autocast with the
+sampler's log-probs kept, the V1 model runner unless asked otherwise, and a weight sync that runs in the worker
+(`collective_rpc`) under no_grad in vLLM's config context with detached tensors in the engine's dtype, skips tied
+weights, merges LoRA out of place, checks `reset_prefix_cache()`, and is verified by an exact parameter comparison and
+probe prompts, failing loudly; sleep mode frees vLLM's memory for the update and the sync brings the weights back."""
 
 from __future__ import annotations
 
@@ -200,6 +202,7 @@ def test_repacked_weights_go_through_reload_and_are_read_back_exactly(standin, t
     policy = _policy()
     standin.FAULTS["repack"] = True
     engine = _engine(policy, tmp_path)
+    assert engine.dtype == torch.float32
     assert any(p.numel() == 0 for p in engine.vllm_model().parameters())
     _update(policy)
     engine.sync_weights(policy)
@@ -209,6 +212,7 @@ def test_repacked_weights_go_through_reload_and_are_read_back_exactly(standin, t
     engine.sync_path = "load_weights"
     with pytest.raises(RuntimeError, match="repacked"):
         engine.sync_weights(policy)
+    assert torch.is_grad_enabled()  # a sync abandoned half-way leaves no no_grad block behind (its weight generators)
 
 
 def test_sync_merges_lora_under_the_base_names(standin, tmp_path):
@@ -237,13 +241,101 @@ def test_sync_merges_lora_under_the_base_names(standin, tmp_path):
     assert not torch.allclose(merged.model.layers[0].self_attn.q_proj.weight, base_q)
 
 
-def test_weight_sync_needs_the_engine_core_in_process(standin, tmp_path):
+def test_weight_sync_needs_the_engine_core_in_process(standin, tmp_path, monkeypatch):
     """vLLM's V1 engine runs its core in a child process by default; the engine switches that off before building LLM,
-    and says what is wrong if the model is out of reach anyway."""
+    and refuses in one line an engine whose worker is in another process anyway."""
     policy = _policy()
-    engine = _engine(policy, tmp_path, enforce_eager=True)
+    _engine(policy, tmp_path, enforce_eager=True)
     assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
-    assert standin.INSTANCES[-1].kwargs["enforce_eager"] is True
-    engine.llm.llm_engine = type("E", (), {})()  # as if built with multiprocessing on
-    with pytest.raises(RuntimeError, match="VLLM_ENABLE_V1_MULTIPROCESSING"):
+    llm = standin.INSTANCES[-1]
+    assert llm.kwargs["enforce_eager"] is True and llm.kwargs["logprobs_mode"] == "processed_logprobs"
+    monkeypatch.setattr(standin.LLM, "collective_rpc", lambda self, fn, **kw: [os.getpid() + 1])  # another process
+    with pytest.raises(RuntimeError, match="VLLM_ENABLE_V1_MULTIPROCESSING must be 0"):
+        _engine(policy, tmp_path)
+
+
+def test_sampler_logprobs_are_the_trainers_on_the_same_weights(standin, tmp_path):
+    """Each generation carries vLLM's log-prob of every sampled token after temperature; on the trainer's weights
+    (float32) they equal the trainer's temperature-scaled log-probs: what train.rollout_correction=tis divides by."""
+    from scpo.policy.logprobs import response_logprobs
+
+    policy = _policy()
+    engine = _engine(policy, tmp_path, max_new_tokens=5)
+    gens = engine.generate(CORPUS[:3], temperature=0.7)
+    mine, mask, _ = response_logprobs(
+        policy.model, [g.prompt_ids for g in gens], [g.response_ids for g in gens], policy.tokenizer.pad_token_id, 0.7
+    )
+    for row, g in enumerate(gens):
+        assert len(g.sampler_logprobs) == len(g.response_ids) == int(mask[row].sum())
+        assert torch.allclose(torch.tensor(g.sampler_logprobs), mine[row, : len(g.response_ids)].detach(), atol=1e-4)
+
+
+def test_sleep_mode_frees_vllm_for_the_update_and_the_sync_restores_the_weights(standin, tmp_path):
+    """memory_released(): vLLM sleeps at level 2 (weights discarded); generating is refused until sync_weights wakes it
+    and loads the trainer's weights, checked exactly; without sleep mode the context does nothing."""
+    from scpo.rollout.vllm_engine import WeightSyncError
+
+    policy = _policy()
+    engine = _engine(policy, tmp_path, sleep_mode=True)
+    llm = standin.INSTANCES[-1]
+    assert llm.kwargs["enable_sleep_mode"] is True
+    with engine.memory_released():
+        _update(policy)
+    assert llm.sleeping == 2 and engine.asleep
+    assert torch.isnan(next(llm.model.parameters())).all()  # discarded
+    with pytest.raises(RuntimeError, match="sync_weights"):
+        engine.generate(CORPUS[:1], temperature=1.0)
+    engine.sync_weights(policy)
+    assert llm.sleeping is None and not engine.asleep
+    assert engine.last_sync["parameters"]["max_abs_diff"] == 0.0 and engine.generate(CORPUS[:1], temperature=1.0)
+    with engine.memory_released():  # a sync that does not reach vLLM leaves the discarded weights: caught
+        standin.FAULTS["skipped_sync"] = True
+    with pytest.raises(WeightSyncError, match="NaN"):
         engine.sync_weights(policy)
+    plain = _engine(_policy(), tmp_path / "plain")
+    with plain.memory_released():
+        pass
+    assert standin.INSTANCES[-1].sleeping is None and not plain.asleep
+
+
+@pytest.mark.parametrize("fault", ["skipped_sync", "stale_weights"])
+def test_the_two_planted_faults_of_the_gpu_check_are_caught(standin, tmp_path, fault):
+    """skipped_sync (the weights never reach vLLM's model): the parameter comparison; stale_weights (the parameters
+    change, generation keeps the old weights): the probe check, as the parameters then match."""
+    from scpo.rollout.vllm_engine import WeightSyncError
+
+    policy = _policy()
+    engine = _engine(policy, tmp_path)
+    engine.generate([f"{c} step {i}" for i, c in enumerate(CORPUS * 2)], temperature=1.0)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in policy.model.parameters():
+            p.copy_(torch.randn_like(p))
+    standin.FAULTS[fault] = True
+    match = r"max \|diff\| [0-9.e-]+ \(must be 0\)" if fault == "skipped_sync" else r"agrees with the trainer's on"
+    with pytest.raises(WeightSyncError, match=match):
+        engine.sync_weights(policy)
+
+
+def test_lora_merge_is_out_of_place_on_a_bfloat16_base(standin, tmp_path):
+    """A bfloat16 base with float32 adapters (policy.lora): the sync sends W + B A x scale without merging in place, so
+    the base stays bit for bit what it was after any number of syncs (an in-place merge / unmerge rounds it)."""
+    from peft import LoraConfig, get_peft_model
+
+    from scpo.rollout.vllm_weights import compare_with_trainer
+
+    policy = _policy()
+    engine = _engine(policy, tmp_path, dtype="bfloat16")
+    policy.model = get_peft_model(
+        policy.model.to(torch.bfloat16), LoraConfig(r=2, lora_alpha=4, target_modules="all-linear")
+    )
+    with torch.no_grad():
+        for name, p in policy.model.named_parameters():
+            if "lora_B" in name:
+                p.fill_(0.013)
+    base = {n: p.detach().clone() for n, p in policy.model.named_parameters() if "base_layer" in n}
+    for _ in range(3):
+        engine.sync_weights(policy)
+    assert all(torch.equal(base[n], p) for n, p in policy.model.named_parameters() if n in base)
+    merged = policy.model.merge_and_unload()  # peft's own merge, once, as the reference
+    assert compare_with_trainer(engine.vllm_model(), merged, torch.bfloat16)["max_abs_diff"] == 0.0

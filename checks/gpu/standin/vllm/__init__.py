@@ -1,16 +1,26 @@
-"""A stand-in for the parts of vLLM's offline API that `scpo.rollout.vllm_engine` uses, for machines without vLLM.
+"""A stand-in for the parts of vLLM 0.25.1's public offline API that `scpo.rollout.vllm_engine` uses, for machines
+without vLLM.
 
 Used by tests/rollout/test_vllm_engine.py and by the GPU check's dry mode (`checks/gpu/run.sh --dry`: this folder's
 parent on PYTHONPATH). It behaves like vLLM where the engine depends on it, with torch and transformers only:
 - `LLM(model=dir, dtype=...)` loads the checkpoint and keeps it the way vLLM does: q/k/v and gate/up projections fused
-  (`packed_modules_mapping`), the output layer tied to the embedding when the config ties them, in the engine's dtype;
-  generation and next-token checks run a transformers twin rebuilt from those fused weights, so a broken sync shows;
-- the engine core is reachable in-process only with VLLM_ENABLE_V1_MULTIPROCESSING=0; the worker says whether it runs
-  the V2 model runner (VLLM_USE_V2_MODEL_RUNNER unset: yes, like vLLM >= 0.24 for dense models; "0": no);
-- `load_weights` records how it was called (grad mode, autocast, the current vLLM config, dtypes, names);
-  `reload_weights` restores repacked weights, loads and repacks (FAULTS["repack"]: linear weights moved into a kernel
-  closure and left empty, as vLLM's CPU backend does, so the model's own load_weights cannot reach them).
-`FAULTS` injects failures: weights dropped, NaN written, `reset_prefix_cache()` returning False.
+  (`packed_modules_mapping`), the output layer tied to the embedding when the config ties them, in the engine's dtype
+  ("auto": the checkpoint's, float32 cast down to bfloat16 as vLLM does); generation runs a transformers twin rebuilt
+  from those fused weights, so a broken sync shows in the answers;
+- `LLM.collective_rpc(callable)` calls it with the worker (vLLM's `run_method`) when the engine core runs in this
+  process (VLLM_ENABLE_V1_MULTIPROCESSING=0); with the core in a child process a callable would have to be pickled,
+  and the stand-in refuses it; `LLM.apply_model(fn)` is fn(model);
+- the worker says whether it runs the V2 model runner (VLLM_USE_V2_MODEL_RUNNER unset: yes, like vLLM >= 0.24 for dense
+  models; "0": no); its model's `load_weights` records how it was called (grad mode, autocast, the current vLLM config,
+  dtypes, names); `reload_weights` restores repacked weights, loads and repacks (FAULTS["repack"]: linear weights moved
+  into a kernel closure and left empty, as vLLM's CPU backend does, so the model's own load_weights cannot reach them);
+- `LLM.sleep(level)` / `wake_up(tags)` as vLLM's sleep mode (`enable_sleep_mode=True`): level 1 keeps the weights (on
+  the CPU), level 2 discards them (garbage after `wake_up` until weights are loaded again); generating asleep fails.
+
+`FAULTS` injects failures: weights dropped, NaN written, `reset_prefix_cache()` returning False, weights repacked, and
+the two faults the GPU check must catch: `skipped_sync` (no weight the trainer sends reaches the model) and
+`stale_weights` (the parameters take the new weights but generation keeps running on the weights loaded at start).
+`SCPO_STANDIN_FAULTS` (comma-separated names) sets faults for every `LLM` built in the process (run.sh --dry --plant).
 """
 
 from __future__ import annotations
@@ -21,16 +31,26 @@ from dataclasses import dataclass
 
 import torch
 
-__version__ = "0.0.0+standin"
+__version__ = "0.25.1+standin"
 
-FAULTS = {"drop_weights": False, "nan": False, "reset_returns": True, "repack": False}
+FAULT_NAMES = ("drop_weights", "nan", "reset_returns", "repack", "skipped_sync", "stale_weights")
+FAULTS = {"drop_weights": False, "nan": False, "reset_returns": True, "repack": False, "skipped_sync": False,
+          "stale_weights": False}  # fmt: skip
 INSTANCES: list[LLM] = []
 PACKED = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"]}
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": torch.float32}
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def reset_faults() -> None:
-    FAULTS.update(drop_weights=False, nan=False, reset_returns=True, repack=False)
+    FAULTS.update(drop_weights=False, nan=False, reset_returns=True, repack=False, skipped_sync=False,
+                  stale_weights=False)  # fmt: skip
+
+
+def _faults_from_env() -> None:
+    for name in filter(None, (x.strip() for x in os.environ.get("SCPO_STANDIN_FAULTS", "").split(","))):
+        if name not in FAULT_NAMES:
+            raise ValueError(f"SCPO_STANDIN_FAULTS: {name!r} is not one of {', '.join(FAULT_NAMES)}")
+        FAULTS[name] = name != "reset_returns"
 
 
 @dataclass
@@ -114,6 +134,8 @@ class FusedModel(torch.nn.Module):
             call["names"].append(name)
             call["dtypes"].add(tensor.dtype)
             call["requires_grad"] |= tensor.requires_grad
+            if FAULTS["skipped_sync"]:
+                continue  # the weights never reach the model
             if self.tied and name == "lm_head.weight":
                 continue  # vLLM skips the output layer of a tied model
             fused, start = self._offsets[name]
@@ -126,7 +148,8 @@ class FusedModel(torch.nn.Module):
             loaded.add(fused)
         if FAULTS["nan"]:
             next(p for p in self.parameters() if p.numel()).data.view(-1)[0] = float("nan")
-        self.refresh_twin()
+        if not FAULTS["stale_weights"]:  # stale: the parameters are new, generation keeps the start's weights
+            self.refresh_twin()
         return loaded
 
     def repack(self) -> None:
@@ -169,6 +192,12 @@ class _Worker:
         if FAULTS["repack"]:
             model.repack()
 
+    def get_model(self) -> FusedModel:
+        return self.model_runner.get_model()
+
+    def apply_model(self, fn):
+        return fn(self.get_model())
+
     def reload_weights(self, weights_iterator=None, is_checkpoint_format: bool = True) -> None:
         assert is_checkpoint_format and weights_iterator is not None
         self.reloads += 1
@@ -180,18 +209,39 @@ class _Worker:
             model.repack()
 
 
+class _WorkerWrapper:
+    """vLLM's WorkerWrapperBase: attribute access goes to the worker."""
+
+    def __init__(self, worker: _Worker):
+        self.worker = worker
+
+    def __getattr__(self, attr):
+        return getattr(self.worker, attr)
+
+
+def _auto_dtype(model_dir: str) -> torch.dtype:
+    """vLLM's dtype="auto": the checkpoint's dtype, float32 cast down to bfloat16 (vLLM's `_resolve_auto_dtype`)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_dir)
+    name = str(getattr(config, "dtype", None) or getattr(config, "torch_dtype", None) or "float32")
+    dtype = _DTYPES.get(name.removeprefix("torch."), torch.float32)
+    return torch.bfloat16 if dtype == torch.float32 else dtype
+
+
 class LLM:
     def __init__(self, model: str, tokenizer: str | None = None, dtype: str = "auto", seed: int = 0, **kwargs):
+        _faults_from_env()
         self.kwargs = {"model": model, "tokenizer": tokenizer, "dtype": dtype, "seed": seed, **kwargs}
         self.seed = seed
         self.prefix_resets = 0
         self.calls: list[tuple[list, SamplingParams]] = []
-        self.worker = _Worker(model, _DTYPES[dtype])
-        executor = types.SimpleNamespace(driver_worker=types.SimpleNamespace(worker=self.worker))
-        if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0":  # like vLLM's V1 LLMEngine
-            self.llm_engine = types.SimpleNamespace(model_executor=executor)
-        else:  # engine core in a child process: no model_executor here
-            self.llm_engine = types.SimpleNamespace()
+        self.in_process = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0"
+        self.worker = _Worker(model, _auto_dtype(model) if dtype == "auto" else _DTYPES[dtype])
+        self._wrapper = _WorkerWrapper(self.worker)
+        self.sleep_mode = bool(kwargs.get("enable_sleep_mode", False))
+        self.sleeping: int | None = None  # the sleep level, while asleep
+        self.awake_tags: set[str] = set()
         self.generate_autocast: list[bool] = []
         INSTANCES.append(self)
 
@@ -199,13 +249,45 @@ class LLM:
     def model(self) -> FusedModel:
         return self.worker.model_runner.model
 
-    def reset_prefix_cache(self) -> bool:
+    def collective_rpc(self, method, timeout: float | None = None, args: tuple = (), kwargs: dict | None = None):
+        if callable(method) and not self.in_process:
+            raise RuntimeError(
+                "standin: the engine core runs in a child process (VLLM_ENABLE_V1_MULTIPROCESSING is not 0), so a "
+                "callable would be pickled and run there"
+            )
+        func = (
+            getattr(self._wrapper, method)
+            if isinstance(method, str)
+            else (lambda *a, **k: method(self._wrapper, *a, **k))
+        )
+        return [func(*args, **(kwargs or {}))]
+
+    def apply_model(self, func):
+        return self.collective_rpc("apply_model", args=(func,))
+
+    def reset_prefix_cache(self, reset_running_requests: bool = False, reset_connector: bool = False) -> bool:
         self.prefix_resets += 1
         return FAULTS["reset_returns"]
+
+    def sleep(self, level: int = 1, mode: str = "abort") -> None:
+        if not self.sleep_mode:
+            raise RuntimeError("Sleep mode is not enabled (LLM(enable_sleep_mode=True))")
+        self.sleeping, self.awake_tags = level, set()
+        if level == 2:  # weights discarded: what wake_up maps back is garbage until weights are loaded
+            with torch.no_grad():
+                for p in self.model.parameters():
+                    p.fill_(float("nan") if p.is_floating_point() else 0)
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        self.awake_tags |= set(tags or ("weights", "kv_cache", "scheduling"))
+        if {"weights", "kv_cache"} <= self.awake_tags:
+            self.sleeping = None
 
     def generate(self, prompts, sampling_params: SamplingParams, use_tqdm: bool = True):
         """Greedy or sampled answers of the twin; log-probs of the sampled tokens after temperature (vLLM's
         processed log-probs) when `logprobs` is set."""
+        if self.sleeping is not None:
+            raise RuntimeError(f"standin: generate() while the engine sleeps (level {self.sleeping}); wake_up() first")
         self.calls.append((prompts, sampling_params))
         self.generate_autocast.append(torch.is_autocast_enabled("cpu"))
         twin = self.model.twin
@@ -223,7 +305,7 @@ class LLM:
                     logp = torch.log_softmax(logits / (t if t > 0 else 1.0), -1)
                     nxt = int(logits.argmax()) if t == 0 else int(torch.multinomial(logp.exp(), 1, generator=gen))
                     tokens.append(nxt)
-                    logprobs.append({nxt: types.SimpleNamespace(logprob=float(logp[nxt]))})
+                    logprobs.append({nxt: types.SimpleNamespace(logprob=float(logp[nxt]), rank=1)})
                     if nxt == eos:
                         break
                 completion = types.SimpleNamespace(

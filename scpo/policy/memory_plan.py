@@ -1,0 +1,210 @@
+"""The memory a run needs on its device, estimated before it starts (`scpo train`'s preflight prints it and refuses what
+cannot fit) and vLLM's share of the GPU planned from it (`rollout.vllm_gpu_memory_utilization: null`).
+
+Terms, in bytes, for a model of N parameters (T of them trained: N, or the LoRA adapters' P), L decoder layers, hidden
+size h, key/value width k (key/value heads x head size), MLP width f, vocabulary V; 16-bit compute (b = 2 bytes;
+b = 4 in float32); a micro-batch of B steps of up to S = P_max + R tokens (prompt + answer budgets), R answer tokens:
+
+    trainer, always held         weights  4 N (float32 master weights; LoRA: b N frozen base + 4 P adapters)
+                                 grads    4 T            AdamW    8 T (two float32 moments)
+                                 reference  b N with KL and full fine-tuning (LoRA: the adapter disabled, 0)
+    trainer, one micro-batch     casts    b N_lin (autocast's 16-bit copies of the float32 linear weights, kept for
+                                          the backward pass; 0 in float32 and for a 16-bit LoRA base)
+                                 activations  B S L a           without gradient checkpointing,
+                                              B S (L r + a)     with it (each layer's input kept, one layer recomputed)
+                                 logits   B R V (b + 8 + 8 e)   (the answer positions only: logits_to_keep; float32
+                                          copy and log-softmax, e = 1 with an entropy bonus: its exp and product)
+    vLLM (rollout.engine vllm)   weights  b N    KV cache  n_seq S L 2 k b   reserve  VLLM_RESERVE (CUDA graphs,
+                                          activations, sampler: an allowance, not measured here)
+    transformers engine          KV cache of one generate call: batch_size S L 2 k b
+
+with a = 46 h + 12 k + 8 f bytes per token and layer (what a Llama / Qwen2 decoder layer saves for backward under
+16-bit autocast: RMSNorm inputs and outputs in float32, the 16-bit inputs of q/k/v/o and gate/up/down, q/k/v before and
+after RoPE, SDPA's output and log-sum-exp; halved products for float32 are not modelled: 4-byte compute uses the same
+a x 2), r = 4 h (the float32 residual stream a checkpointed layer keeps; b h for a 16-bit base) and n_seq = tasks x
+group size (one iteration's sequences). The peak per GPU is the held memory plus the larger of the update's micro-batch
+and the rollout's engine memory; with vLLM it is held across the update unless `rollout.vllm_sleep_mode` frees it.
+
+`benchmarks/memory_plan.py` compares the estimate with a measured CPU run; docs/gpu.md has the gpu profile's numbers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from scpo.errors import ExpectedError
+
+__all__ = [
+    "ModelShape",
+    "MemoryPlan",
+    "MemoryPlanError",
+    "model_shape",
+    "plan_memory",
+    "vllm_memory_utilization",
+    "device_capacity",
+    "VLLM_RESERVE",
+    "GIB",
+]
+
+GIB = 1024**3
+VLLM_RESERVE = 3 * GIB  # vLLM's memory beyond weights and KV cache: CUDA graphs, activations, sampler (an allowance)
+
+
+class MemoryPlanError(ExpectedError, RuntimeError):
+    """The run's estimated peak memory exceeds its device's."""
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the plan needs of a model: parameter counts and the dimensions activations scale with."""
+
+    params: int
+    linear_params: int  # weights of the linear layers autocast runs in 16-bit (lm_head included, tied or not)
+    lora_params: int  # LoRA adapters' parameters (0 without LoRA)
+    layers: int
+    hidden: int
+    kv_width: int
+    intermediate: int
+    vocab: int
+
+
+def model_shape(config, lora_r: int | None = None) -> ModelShape:
+    """The `ModelShape` of a transformers config: the model built on the meta device (no memory), its parameters
+    counted; `lora_r`: LoRA of that rank on every linear layer but the output layer (peft's "all-linear")."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    params = sum(p.numel() for p in model.parameters())
+    linears = [m for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+    linear_params = sum(m.weight.numel() for m in linears)
+    lora = 0
+    if lora_r:
+        lora = sum(lora_r * (m.in_features + m.out_features) for name, m in model.named_modules()
+                   if isinstance(m, torch.nn.Linear) and not name.endswith("lm_head"))  # fmt: skip
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    return ModelShape(
+        params=params,
+        linear_params=linear_params,
+        lora_params=lora,
+        layers=config.num_hidden_layers,
+        hidden=config.hidden_size,
+        kv_width=kv_heads * head_dim,
+        intermediate=config.intermediate_size,
+        vocab=config.vocab_size,
+    )
+
+
+@dataclass
+class MemoryPlan:
+    """Estimated bytes per term (`trainer`, `update` = one micro-batch, `engine`), the peak, the device's capacity."""
+
+    trainer: dict[str, int]
+    update: dict[str, int]
+    engine: dict[str, int]
+    engine_held_during_update: bool
+    capacity: int | None
+    device: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def peak(self) -> int:
+        held = sum(self.trainer.values())
+        update, engine = sum(self.update.values()), sum(self.engine.values())
+        return held + (update + engine if self.engine_held_during_update else max(update, engine))
+
+    @property
+    def fits(self) -> bool:
+        return self.capacity is None or self.peak <= self.capacity
+
+    def line(self) -> str:
+        """One line: the peak per device and its parts."""
+
+        def gib(x: int) -> str:
+            return f"{x / GIB:.1f}"
+
+        parts = ", ".join(f"{k} {gib(v)}" for k, v in {**self.trainer, **self.update, **self.engine}.items() if v)
+        cap = f" of {gib(self.capacity)} GiB" if self.capacity else ""
+        return f"memory plan: estimated peak {gib(self.peak)} GiB per {self.device}{cap} ({parts} GiB)"
+
+
+def activation_bytes_per_token_layer(shape: ModelShape) -> int:
+    """a = 46 h + 12 k + 8 f (module docstring)."""
+    return 46 * shape.hidden + 12 * shape.kv_width + 8 * shape.intermediate
+
+
+def plan_memory(cfg, shape: ModelShape, capacity: int | None = None, device: str = "GPU") -> MemoryPlan:
+    """The plan of `cfg` (a `scpo.config.Config`) for a model of `shape` (module docstring)."""
+    from scpo.policy.profiles import torch_dtype
+
+    b = torch_dtype(cfg.policy.dtype).itemsize
+    n, lora = shape.params, cfg.policy.lora
+    trained = shape.lora_params if lora else n
+    trainer = {
+        "weights": (b * n + 4 * trained) if lora else 4 * n,
+        "grads": 4 * trained,
+        "adamw": 8 * trained,
+        "reference": b * n if (cfg.train.kl_coef > 0 and not lora) else 0,
+    }
+    micro = cfg.train.micro_batch_size or cfg.train.minibatch_size
+    seq = cfg.policy.max_prompt_tokens + cfg.policy.max_new_tokens
+    a = activation_bytes_per_token_layer(shape)
+    residual = (b if lora else 4) * shape.hidden
+    tokens = micro * seq
+    entropy = 1 if cfg.train.entropy_coef > 0 else 0
+    update = {
+        "casts": b * shape.linear_params if (b < 4 and not lora) else 0,
+        "activations": tokens * (shape.layers * residual + a)
+        if cfg.train.gradient_checkpointing
+        else tokens * shape.layers * a,
+        "logits": micro * cfg.policy.max_new_tokens * shape.vocab * (b + 8 + 8 * entropy),
+    }
+    kv_per_token = shape.layers * 2 * shape.kv_width * b
+    if cfg.rollout.engine == "vllm":
+        sequences = cfg.rollout.n_tasks * cfg.rollout.group_size
+        engine = {"vllm_weights": b * n, "vllm_kv_cache": sequences * seq * kv_per_token, "vllm_reserve": VLLM_RESERVE}
+        held = not cfg.rollout.vllm_sleep_mode
+    else:
+        engine = {"generate_kv_cache": cfg.rollout.batch_size * seq * kv_per_token}
+        held = False
+    return MemoryPlan(trainer, update, engine, held, capacity, device)
+
+
+def device_capacity(device_type: str) -> tuple[int | None, str]:
+    """(bytes, name) of the device a run uses: the first visible GPU's memory, or the machine's RAM on the CPU."""
+    if device_type == "cuda":
+        import torch
+
+        props = torch.cuda.get_device_properties(0)
+        return int(props.total_memory), f"GPU ({props.name})"
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "CPU (RAM)"
+    except (ValueError, OSError, AttributeError):
+        return None, "CPU"
+
+
+def vllm_memory_utilization(cfg, config, capacity: int | None = None) -> float:
+    """`rollout.vllm_gpu_memory_utilization`, or when it is null vLLM's planned bytes (weights + one iteration's KV
+    cache + reserve) over the GPU's memory, rounded up to 0.01. Without a GPU (vLLM's CPU build, which sizes its KV
+    cache by VLLM_CPU_KVCACHE_SPACE instead) vLLM's default, 0.9, is passed on."""
+    if cfg.rollout.vllm_gpu_memory_utilization is not None:
+        return cfg.rollout.vllm_gpu_memory_utilization
+    if capacity is None:
+        import torch
+
+        if not torch.cuda.is_available():
+            return 0.9
+        capacity = device_capacity("cuda")[0]
+    engine = sum(plan_memory(cfg, model_shape(config)).engine.values())
+    share = -(-engine * 100 // capacity) / 100
+    if share >= 1:
+        raise MemoryPlanError(
+            f"vLLM alone needs {engine / GIB:.1f} GiB (weights, the KV cache of {cfg.rollout.n_tasks} x "
+            f"{cfg.rollout.group_size} sequences of {cfg.policy.max_prompt_tokens + cfg.policy.max_new_tokens} tokens, "
+            f"reserve), more than the GPU's {capacity / GIB:.1f} GiB"
+        )
+    return float(share)
