@@ -19,38 +19,14 @@ import json
 import time
 from pathlib import Path
 
-import pandas as pd
 import yaml
 
 from scpo.config import load_config, parse_overrides
-from scpo.testbeds.learning import RESULT_FILE, run_keys, run_learning
-from scpo.testbeds.learning_tables import write_learning_report
+from scpo.testbeds.learning import RESULT_FILE, own_rollouts_fidelity, run_keys, run_learning
+from scpo.testbeds.learning_tables import fidelity_from_table, write_learning_report
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-
-
-def fidelity_from_table(path: Path) -> dict[str, float]:
-    """Per estimator, its credit fidelity AUC on the noisy-optimal rollouts (all groups, mean over eps)."""
-    table = pd.read_csv(path)
-    return table[table["kind"] == "all"].groupby("estimator")["auc_mean"].mean().to_dict()
-
-
-def own_rollouts_fidelity(cfg, results: list[dict]) -> dict[str, float]:
-    """Per estimator, its fidelity AUC on the last saved rollouts of every ALFWorld run of the benchmark."""
-    from scpo.testbeds.fidelity import trained_fidelity
-    from scpo.testbeds.learning import RunKey
-
-    runs: dict[str, list[Path]] = {}
-    for r in results:
-        if r["env"] == "alfworld":
-            key = RunKey(r["env"], r["method"], r["seed"])
-            runs.setdefault(r["method"], []).append(key.folder(cfg.learning.out_dir) / "train")
-    res = trained_fidelity(
-        cfg, runs, methods=list(cfg.learning.methods), iterations=[cfg.learning.fidelity_runs_iteration]
-    )
-    s = res.summary
-    return s[s["kind"] == "all"].groupby("estimator")["auc_mean"].mean().to_dict()
 
 
 def main() -> None:

@@ -6,7 +6,9 @@ reports/tables/paper/task_types_<env>.{csv,md}        per task type (hard multi-
 reports/tables/paper/published.{csv,md}               the papers' figures (other model and scale)
 reports/tables/paper/success_curves_<env>.csv         seed-mean training success per method (dvc plots)
 reports/figures/paper/success_curves_<env>.png
-reports/results.md                                    all of the above on one page, ours and theirs separated
+reports/results.md                                    all of the above on one page, ours and theirs separated,
+                                                      headed by the learning benchmark (its cpu-profile tables, and
+                                                      the full-size study's when its results are there)
 """
 
 from __future__ import annotations
@@ -29,9 +31,23 @@ from scpo.tables.success import (
 __all__ = ["write_paper_tables"]
 
 
-def write_paper_tables(cfg: Config, reports_root: Path) -> dict:
-    """Write the files listed in the module docstring;
-    return {'results_md': Path, 'tables': [...], 'figures': [...]}."""
+def _learning_sections(reports_root: Path, study: Path | None) -> list[str]:
+    """The learning benchmark's ranking and difference tables (Markdown), first the full-size study's, then the
+    pipeline's; the ones that exist."""
+    sections = []
+    for label, folder in (("Full-size study (experiments/learning_benchmark)", study), ("This pipeline run", None)):
+        root = Path(folder) if folder is not None else ReportLayout(Path(reports_root)).tables
+        for name in ("learning_ranking", "learning_differences"):
+            path = root / f"{name}.md"
+            if path.exists():
+                text = path.read_text(encoding="utf-8")
+                sections.append(text.replace("## ", f"## {label}: ", 1))
+    return sections
+
+
+def write_paper_tables(cfg: Config, reports_root: Path, learning_study: Path | None = None) -> dict:
+    """Write the files listed in the module docstring (`learning_study`: the full-size learning benchmark's results
+    folder, read if it holds its tables); return {'results_md': Path, 'tables': [...], 'figures': [...]}."""
     layout = ReportLayout(Path(reports_root))
     tables_dir, figures_dir = layout.tables / "paper", layout.figures / "paper"
     rep = cfg.report
@@ -80,5 +96,11 @@ def write_paper_tables(cfg: Config, reports_root: Path) -> dict:
         title = f"{env}: success on training rollouts (mean ± sd over seeds {list(rep.seeds)})"
         figures.append(plot_curves(long, figures_dir / f"success_curves_{env}.png", title=title))
     results_md = layout.root / "results.md"
-    results_md.write_text("# Results\n\n" + "\n".join(sections), encoding="utf-8")
+    headline = _learning_sections(layout.root, learning_study)
+    intro = (
+        "The headline is the learning benchmark: how fast each estimator makes the agent learn on a fixed task "
+        "panel (AULC, paired seeds, both bounds; notebook 08). Below it, the short success runs of every method "
+        "beside the published figures.\n\n"
+    )
+    results_md.write_text("# Results\n\n" + intro + "\n".join(headline + sections), encoding="utf-8")
     return {"results_md": results_md, "tables": tables, "figures": figures}

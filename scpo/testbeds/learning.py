@@ -36,7 +36,16 @@ from tqdm.auto import tqdm
 
 from scpo.config import Config, apply_overrides, validate_config
 
-__all__ = ["RunKey", "run_keys", "left_out", "run_config", "learning_run", "run_learning", "RESULT_FILE"]
+__all__ = [
+    "RunKey",
+    "run_keys",
+    "left_out",
+    "run_config",
+    "learning_run",
+    "run_learning",
+    "own_rollouts_fidelity",
+    "RESULT_FILE",
+]
 
 RESULT_FILE = "result.json"
 
@@ -249,3 +258,23 @@ def run_learning(
         print("\n".join(errors), file=sys.stderr)
         raise RuntimeError(f"{len(errors)} of {len(keys)} learning runs failed; the first: {sorted(errors)[0]}")
     return [results[k] for k in keys]
+
+
+def own_rollouts_fidelity(cfg: Config, results: list[dict]) -> dict[str, float]:
+    """Per estimator of `learning.methods`, its credit fidelity AUC (all groups) on the benchmark runs' own saved
+    rollouts: every ALFWorld run's saved iteration `learning.fidelity_runs_iteration`, labelled with the planner's
+    oracle progress (`scpo.testbeds.fidelity.trained_fidelity`); {} without ALFWorld runs."""
+    from scpo.testbeds.fidelity import trained_fidelity
+
+    runs: dict[str, list[Path]] = {}
+    for r in results:
+        if r["env"] == "alfworld":
+            key = RunKey(r["env"], r["method"], r["seed"])
+            runs.setdefault(r["method"], []).append(key.folder(cfg.learning.out_dir) / "train")
+    if not runs:
+        return {}
+    res = trained_fidelity(
+        cfg, runs, methods=list(cfg.learning.methods), iterations=[cfg.learning.fidelity_runs_iteration], progress=False
+    )
+    summary = res.summary
+    return summary[summary["kind"] == "all"].groupby("estimator")["auc_mean"].mean().to_dict()

@@ -35,6 +35,7 @@ from scpo.pipeline.layout import ReportLayout
 from scpo.tables.success import write_table
 
 __all__ = [
+    "fidelity_from_table",
     "curves_frame",
     "aulc_frame",
     "ranking_table",
@@ -49,6 +50,13 @@ __all__ = [
 ]
 
 BOUNDS = {"oracle": "upper bound: ground-truth credit", "shuffled": "lower bound: no information"}
+
+
+def fidelity_from_table(path: str | Path) -> dict[str, float]:
+    """Per estimator, its credit fidelity AUC from the fidelity benchmark's table (notebook 07's credit_fidelity.csv:
+    all groups, mean over its noise levels)."""
+    table = pd.read_csv(path)
+    return table[table["kind"] == "all"].groupby("estimator")["auc_mean"].mean().to_dict()
 
 
 def curves_frame(results: Sequence[dict]) -> pd.DataFrame:
@@ -216,7 +224,8 @@ def fidelity_correlation(
                 continue
             out = spearman_bootstrap({m: auc[m] for m in methods}, per_seed, n_resamples=n_resamples)
             rows.append({"env": env, "fidelity_source": source, "methods": ", ".join(methods), **out})
-    return pd.DataFrame(rows)
+    columns = ["env", "fidelity_source", "methods", "rho", "lo", "hi", "n_methods", "n_seeds"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def setup_label(cfg: Config, env: str) -> str:

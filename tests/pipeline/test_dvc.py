@@ -92,7 +92,7 @@ def _reads(stage, dotted: str) -> bool:
 def test_a_credit_parameter_reaches_only_the_stages_that_read_it(stages):
     readers = {n for n, s in stages.items() if _reads(s, "credit.scpo.tau")}
     expected = {n for n in stages if n.startswith("train@scpo-") or n.startswith("credit_maps@")}
-    assert readers == expected | {"method_params", "semantic_inconsistency", "credit_fidelity"}
+    assert readers == expected | {"method_params", "semantic_inconsistency", "credit_fidelity", "learning"}
     gigpo_gamma = {n for n, s in stages.items() if _reads(s, "credit.gigpo.gamma") and n.startswith("train@")}
     uses_gigpo = {m for m, spec in _methods().items() if "gigpo" in spec.sections}
     assert gigpo_gamma == {n for n in stages if n.startswith("train@") and n[6:].rsplit("-", 1)[0] in uses_gigpo}

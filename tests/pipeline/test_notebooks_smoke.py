@@ -43,6 +43,7 @@ def smoke(tmp_path_factory, alfworld_games_root, webshop_sample_dir):
         [
             f"data.root={root / 'data'}",
             f"train.out_dir={root / 'runs'}",
+            f"learning.out_dir={root / 'runs' / 'learning'}",
             "data.alfworld_require_all=false",
             f"data.webshop_source={webshop_sample_dir}",
             "rollout.n_tasks=1",
@@ -109,11 +110,11 @@ def test_every_notebook_runs_in_pipeline_order(smoke):
         n_tasks=2,
         seeds="0",
         eps="0.5",
-        estimators="grpo,scpo,hcapo,oracle",
+        estimators="grpo,gigpo,scpo,hcapo,oracle,shuffled",
         **common,
     )
     fid = pd.read_csv(reports / "tables" / "credit_fidelity.csv")
-    assert set(fid["estimator"]) == {"grpo", "scpo", "hcapo", "oracle"}
+    assert set(fid["estimator"]) == {"grpo", "gigpo", "scpo", "hcapo", "oracle", "shuffled"}
     assert fid[(fid.estimator == "oracle") & (fid.kind == "all")]["auc_mean"].iloc[0] == 1.0
     trained = pd.read_csv(reports / "tables" / "credit_fidelity_trained.csv")
     assert set(trained["policy_of"]) == {"scpo"}  # the smoke RL run's saved rollouts, labelled by replay
@@ -121,7 +122,29 @@ def test_every_notebook_runs_in_pipeline_order(smoke):
         reports / "figures" / "scpo_defaults_sweep.png"
     ).exists()
 
-    _execute("06_paper_tables", nb, reports_dir=str(reports), **common)
+    _execute(
+        "08_learning",
+        nb,
+        reports_dir=str(reports),
+        fidelity_table=str(reports / "tables" / "credit_fidelity.csv"),
+        **common,
+    )
+    fid = pd.read_csv(reports / "tables" / "learning_fidelity.csv")  # the four methods' noisy-optimal fidelity AUCs
+    row = fid[fid["fidelity_source"] == "noisy-optimal rollouts (notebook 07)"].iloc[0]
+    assert row["n_methods"] == 4 and row["n_seeds"] == 2  # rho: NaN where every AULC ties (smoke runs learn nothing)
+    ranking = pd.read_csv(reports / "tables" / "learning_ranking.csv")
+    assert set(ranking["method"]) == {"grpo", "gigpo", "oracle", "shuffled"} and (ranking["seeds"] == 2).all()
+    diffs = pd.read_csv(reports / "tables" / "learning_differences.csv")
+    assert set(diffs["reference"]) == {"grpo", "gigpo"} and {"p", "p_holm", "lo", "hi"} <= set(diffs.columns)
+    curves = pd.read_csv(reports / "tables" / "learning_curves.csv")
+    assert sorted(set(curves["iteration"])) == [0, 1, 2]
+    # within a seed every method starts from the same warm start on the same episode list
+    start = curves[curves.iteration == 0].groupby("seed")["success"].nunique()
+    assert (start == 1).all()
+    assert (reports / "figures" / "learning_curves_alfworld.png").exists()
+
+    _execute("06_paper_tables", nb, reports_dir=str(reports), learning_study="", **common)
+    assert "Learning ranking" in (reports / "results.md").read_text()
     results = pd.read_csv(reports / "tables" / "paper" / "results.csv")
     assert results["method"].tolist() == ["scpo"] and "alfworld all" in results.columns
     assert "published" in (reports / "results.md").read_text()
