@@ -20,6 +20,8 @@ LAYERS = {
     "errors": set(),
     "rollout_types": set(),
     "strict_model": set(),
+    "numerics": set(),
+    "environment": {"numerics"},
     "scorers": set(),
     "envs": {"data", "rollout_types", "strict_model"},  # data: ALFWorld's game-file reader
     "data": {"envs", "errors"},  # prepare-data builds the WebShop catalogue
@@ -38,12 +40,13 @@ LAYERS = {
         "rollout",
         "rollout_types",
         "scpo",
+        "environment",
     },  # scpo: __version__
     "analysis": {"config", "credit", "pipeline", "rollout_types", "scorers"},
     "reports": {"config", "pipeline"},
     "fidelity": {"analysis", "config", "credit", "envs", "pipeline", "policy", "reports", "rollout_types", "train"},
     "integrations": {"credit", "rollout_types", "scorers"},
-    "cli": {"analysis", "config", "data", "envs", "errors", "fidelity", "pipeline", "policy", "train"},
+    "cli": {"analysis", "config", "data", "envs", "environment", "errors", "fidelity", "pipeline", "policy", "train"},
 }
 
 
