@@ -237,6 +237,10 @@ def _clone(dest: Path, profile: str) -> Path:
     if profile != "cpu":
         params = repo / "params.yaml"
         params.write_text(params.read_text().replace("\nprofile: cpu\n", f"\nprofile: {profile}\n", 1))
+    # `make repro VENV=<this checkout's venv>`: the clone's install inputs, just checked out, would be newer than the
+    # venv's stamp and make would reinstall into it; they are the same files, so they are dated back
+    for name in ("pyproject.toml", "requirements/cpu.txt", "requirements/cpu-torch.txt"):
+        os.utime(repo / name, (0, 0))
     shared = ROOT.parent / "shared"
     if shared.exists():
         (dest / "shared").symlink_to(shared)  # params.yaml's data.shared_dir: ../shared/data
@@ -245,6 +249,7 @@ def _clone(dest: Path, profile: str) -> Path:
 
 def _repro(repo: Path, machine: str, pinned: bool, log: Path) -> float:
     env = environment(machine, False)  # the Makefile adds the pin itself (PIN=) where asked
+    env.update(DVC_NO_ANALYTICS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     venv = ROOT / ".venv"
     cmd = ["make", "repro", f"VENV={venv}"] + ([] if pinned else ["PIN="])
     t0 = time.perf_counter()
@@ -277,17 +282,22 @@ def _outputs(repo: Path) -> dict[str, str]:
     return out
 
 
-def pipeline(base: Path, profile: str, unpinned: bool) -> dict:
-    cases = [(m, True) for m in MACHINES] + ([(m, False) for m in MACHINES] if unpinned else [])
-    result = {"profile": profile, "cases": {}}
-    outputs = {}
-    for machine, pinned in cases:
-        name = f"{machine}{'+pin' if pinned else ''}"
-        repo = _clone(base / name, profile)
-        seconds = _repro(repo, machine, pinned, base / f"{name}.log")
-        outputs[name] = _outputs(repo)
-        result["cases"][name] = {"seconds": round(seconds), "files": len(outputs[name])}
-        print(f"{name}: make repro {seconds:.0f} s, {len(outputs[name])} files compared", flush=True)
+def _pipeline_case(base: Path, name: str, machine: str, pinned: bool, profile: str) -> tuple[float, dict[str, str]]:
+    repo = _clone(base / name, profile)
+    seconds = _repro(repo, machine, pinned, base / f"{name}.log")
+    print(f"{name}: make repro {seconds:.0f} s", flush=True)
+    return seconds, _outputs(repo)
+
+
+def pipeline(base: Path, profile: str, unpinned: bool, jobs: int) -> dict:
+    """`make repro` per case in its own clone, `jobs` at a time; which compared files agree between the machines."""
+    cases = {f"{m}+pin": (m, True) for m in MACHINES}
+    cases.update({m: (m, False) for m in MACHINES} if unpinned else {})
+    with ThreadPoolExecutor(jobs) as pool:
+        futures = {n: pool.submit(_pipeline_case, base, n, m, p, profile) for n, (m, p) in cases.items()}
+        done = {n: f.result() for n, f in futures.items()}
+    outputs = {n: out for n, (_, out) in done.items()}
+    result = {"profile": profile, "cases": {n: {"seconds": round(s), "files": len(o)} for n, (s, o) in done.items()}}
     for a, b in [("avx512+pin", "avx2+pin")] + ([("avx512", "avx2")] if unpinned else []):
         diff = sorted(k for k in set(outputs[a]) | set(outputs[b]) if outputs[a].get(k) != outputs[b].get(k))
         result[f"{a} vs {b}"] = {"identical": len(set(outputs[a]) & set(outputs[b])) - len(diff), "differ": diff}
@@ -301,6 +311,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="write the result as JSON")
     ap.add_argument("--profile", default="smoke", help="pipeline: the params.yaml profile (smoke | cpu)")
     ap.add_argument("--unpinned", action="store_true", help="pipeline: also both machines without the pin")
+    ap.add_argument("--jobs", type=int, default=2, help="pipeline: clones run at once")
     ap.add_argument("--size", choices=sorted(SIZES), default="policy", help="smoke, sweep: the computation's size")
     ap.add_argument("--keep", type=Path, default=None, help="work in this folder (kept) instead of a temporary one")
     args = ap.parse_args()
@@ -321,7 +332,7 @@ def main() -> None:
             print(f"with the pin, AVX-512 vs AVX2 machine: differ in {result['differ_with_pin'] or 'nothing'}")
             print(f"without it:                            differ in {result['differ_without_pin'] or 'nothing'}")
         else:
-            result = pipeline(base, args.profile, args.unpinned)
+            result = pipeline(base, args.profile, args.unpinned, args.jobs)
             for key, val in result.items():
                 if " vs " in key:
                     print(f"{key}: {val['identical']} files identical, {len(val['differ'])} differ {val['differ'][:8]}")

@@ -170,7 +170,10 @@ def _cpu(a: dict, b: dict) -> list[tuple[str, str]]:
 def _numerics(a: dict, b: dict) -> list[tuple[str, str]]:
     def split(st: dict) -> tuple[dict, dict]:
         pools = {p.get("file") or p.get("prefix"): p for p in st.get("threadpools") or []}
-        return {k: v for k, v in st.items() if k != "threadpools"}, pools
+        rest = {k: v for k, v in st.items() if k != "threadpools"}
+        # a variable as it is now, only where it was changed after the start (else it repeats at_start)
+        rest["now"] = {k: v for k, v in (st.get("now") or {}).items() if v != (st.get("at_start") or {}).get(k)}
+        return rest, pools
 
     (sa, pa), (sb, pb) = split(a), split(b)
     common = sorted(set(pa) & set(pb))  # which libraries a process loaded says what it imported, not how it computes
