@@ -6,8 +6,9 @@ STAMP  := $(VENV)/.installed
 LOCK   := requirements/cpu.txt
 # LOCKED=0: the ranges of pyproject.toml instead of the lock (another Python, or ARM: docs/reproducibility.md)
 LOCKED ?= 1
-# the CPU numerics pin (scpo/numerics.env; nothing on a CPU that cannot honour it): what `make repro` runs under
-PIN     = $(shell $(BIN)/python -m scpo.numerics env)
+# the CPU numerics pin (scpo/numerics.env; nothing on a CPU that cannot honour it): what `make repro` runs under;
+# read once, when first used (after the venv exists); `make repro PIN=` runs without it
+PIN     = $(eval PIN := $(shell $(BIN)/python -m scpo.numerics env))$(PIN)
 
 .PHONY: install test test-fast repro smoke bench data lint mutate clean-venv lab lock
 

@@ -32,6 +32,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -231,12 +232,18 @@ def _brief(run: dict) -> dict:
 # ---- pipeline-sized: `make repro` in clones of HEAD
 
 
-def _clone(dest: Path, profile: str) -> Path:
+def _clone(dest: Path, profile: str, report: dict[str, str]) -> Path:
+    """A clone of HEAD whose params.yaml runs `profile` (and `report`'s `methods` / `envs` lists, where given)."""
     subprocess.run(["git", "clone", "-q", "--no-local", str(ROOT), str(dest / "scpo")], check=True)
     repo = dest / "scpo"
-    if profile != "cpu":
-        params = repo / "params.yaml"
-        params.write_text(params.read_text().replace("\nprofile: cpu\n", f"\nprofile: {profile}\n", 1))
+    params = repo / "params.yaml"
+    text = params.read_text().replace("\nprofile: cpu\n", f"\nprofile: {profile}\n", 1)
+    for key, value in report.items():
+        pattern = rf"(?m)^(report:\n(?:  .*\n)*?)  {key}: \[[^\]]*\]"
+        text, n = re.subn(pattern, rf"\g<1>  {key}: [{value}]", text, count=1)
+        if n != 1:
+            raise SystemExit(f"params.yaml: no report.{key} list to replace")
+    params.write_text(text)
     # `make repro VENV=<this checkout's venv>`: the clone's install inputs, just checked out, would be newer than the
     # venv's stamp and make would reinstall into it; they are the same files, so they are dated back
     for name in ("pyproject.toml", "requirements/cpu.txt", "requirements/cpu-torch.txt"):
@@ -261,19 +268,26 @@ def _repro(repo: Path, machine: str, pinned: bool, log: Path) -> float:
 
 
 def _outputs(repo: Path) -> dict[str, str]:
-    """sha256 of every table, figure, evaluation and results file under reports/ (less executed notebooks, timings and
-    the environment file) and of every model and rollout file under runs/."""
+    since = (repo / "params.yaml").stat().st_mtime  # written by _clone: files older than it came with the clone
+    """sha256 of every table, figure, evaluation and results file the run wrote under reports/ (less executed
+    notebooks, timings, the environment file; an eval.json by its successes) and of every model, rollout and history
+    (less perf/) under runs/."""
     out = {}
     for folder in (repo / "reports", repo / "runs"):
         for p in sorted(folder.rglob("*")):
             rel = p.relative_to(repo).as_posix()
             if not p.is_file() or rel.startswith("reports/notebooks/") or "timing" in p.name:
                 continue
+            if p.stat().st_mtime < since:  # committed, not written by this run (a method or env left out)
+                continue
             if rel == "reports/environment.json" or rel.startswith("reports/code_hash/"):
                 continue
             if folder.name == "runs" and not (p.suffix in (".safetensors", ".parquet") or p.name == "history.csv"):
                 continue
-            if p.name == "history.csv":
+            if folder.name == "reports" and p.name == "eval.json":  # less timings and the clone's paths
+                splits = _untimed(json.loads(p.read_text())["splits"])
+                out[rel] = hashlib.sha256(json.dumps(splits, sort_keys=True).encode()).hexdigest()
+            elif p.name == "history.csv":
                 rows = list(csv.reader(io.StringIO(p.read_text())))
                 keep = [i for i, n in enumerate(rows[0]) if not n.startswith("perf/")]
                 out[rel] = hashlib.sha256("\n".join(",".join(r[i] for i in keep) for r in rows).encode()).hexdigest()
@@ -282,22 +296,36 @@ def _outputs(repo: Path) -> dict[str, str]:
     return out
 
 
-def _pipeline_case(base: Path, name: str, machine: str, pinned: bool, profile: str) -> tuple[float, dict[str, str]]:
-    repo = _clone(base / name, profile)
+def _pipeline_case(
+    base: Path, name: str, machine: str, pinned: bool, profile: str, report: dict[str, str], run: bool = True
+) -> tuple[float, dict[str, str]]:
+    """Clone and `make repro` (`run`), or only read the outputs of an earlier run kept in `base`."""
+    if not run:
+        return float("nan"), _outputs(base / name / "scpo")
+    repo = _clone(base / name, profile, report)
     seconds = _repro(repo, machine, pinned, base / f"{name}.log")
     print(f"{name}: make repro {seconds:.0f} s", flush=True)
     return seconds, _outputs(repo)
 
 
-def pipeline(base: Path, profile: str, unpinned: bool, jobs: int) -> dict:
-    """`make repro` per case in its own clone, `jobs` at a time; which compared files agree between the machines."""
+def pipeline(
+    base: Path, profile: str, unpinned: bool, jobs: int, report: dict[str, str] | None = None, run: bool = True
+) -> dict:
+    """`make repro` per case in its own clone, `jobs` at a time (or, not `run`, the clones kept in `base` by an earlier
+    call); which compared files agree between the machines."""
     cases = {f"{m}+pin": (m, True) for m in MACHINES}
     cases.update({m: (m, False) for m in MACHINES} if unpinned else {})
     with ThreadPoolExecutor(jobs) as pool:
-        futures = {n: pool.submit(_pipeline_case, base, n, m, p, profile) for n, (m, p) in cases.items()}
+        futures = {
+            n: pool.submit(_pipeline_case, base, n, m, p, profile, report or {}, run) for n, (m, p) in cases.items()
+        }
         done = {n: f.result() for n, f in futures.items()}
     outputs = {n: out for n, (_, out) in done.items()}
-    result = {"profile": profile, "cases": {n: {"seconds": round(s), "files": len(o)} for n, (s, o) in done.items()}}
+    result = {
+        "profile": profile,
+        "report": report or {},
+        "cases": {n: {"seconds": None if s != s else round(s), "files": len(o)} for n, (s, o) in done.items()},
+    }
     for a, b in [("avx512+pin", "avx2+pin")] + ([("avx512", "avx2")] if unpinned else []):
         diff = sorted(k for k in set(outputs[a]) | set(outputs[b]) if outputs[a].get(k) != outputs[b].get(k))
         result[f"{a} vs {b}"] = {"identical": len(set(outputs[a]) & set(outputs[b])) - len(diff), "differ": diff}
@@ -312,7 +340,10 @@ def main() -> None:
     ap.add_argument("--profile", default="smoke", help="pipeline: the params.yaml profile (smoke | cpu)")
     ap.add_argument("--unpinned", action="store_true", help="pipeline: also both machines without the pin")
     ap.add_argument("--jobs", type=int, default=2, help="pipeline: clones run at once")
+    ap.add_argument("--methods", default=None, help="pipeline: report.methods of the clones, e.g. grpo,scpo")
+    ap.add_argument("--envs", default=None, help="pipeline: report.envs of the clones, e.g. alfworld")
     ap.add_argument("--size", choices=sorted(SIZES), default="policy", help="smoke, sweep: the computation's size")
+    ap.add_argument("--compare-only", action="store_true", help="pipeline: compare the clones an earlier --keep left")
     ap.add_argument("--keep", type=Path, default=None, help="work in this folder (kept) instead of a temporary one")
     args = ap.parse_args()
     if args.mode == "_work":
@@ -332,7 +363,8 @@ def main() -> None:
             print(f"with the pin, AVX-512 vs AVX2 machine: differ in {result['differ_with_pin'] or 'nothing'}")
             print(f"without it:                            differ in {result['differ_without_pin'] or 'nothing'}")
         else:
-            result = pipeline(base, args.profile, args.unpinned, args.jobs)
+            report = {k: v for k, v in (("methods", args.methods), ("envs", args.envs)) if v}
+            result = pipeline(base, args.profile, args.unpinned, args.jobs, report, run=not args.compare_only)
             for key, val in result.items():
                 if " vs " in key:
                     print(f"{key}: {val['identical']} files identical, {len(val['differ'])} differ {val['differ'][:8]}")

@@ -202,10 +202,15 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def _set_by_the_run(line: str) -> bool:
+    """A thread count the trainer sets itself (`train.torch_threads`, a config key), not the environment."""
+    return line.startswith("threads.torch:") or (line.startswith("threadpools.") and ".num_threads:" in line)
+
+
 def pipeline_report(runs: Path, out: Path) -> dict[str, Any]:
     """Write `out` (reports/environment.json): this process's `record()` (the environment `make repro` ran the
     pipeline in) and, for every run folder under `runs` (a provenance.json), whether its own record agrees with it, with
-    the groups that differ; return it."""
+    the lines that differ (less the thread counts a run sets from its config); return it."""
     env = record()
     runs_seen, differing = {}, {}
     for prov in sorted(Path(runs).rglob("provenance.json")):
@@ -219,8 +224,7 @@ def pipeline_report(runs: Path, out: Path) -> dict[str, Any]:
         if theirs is None:
             differing[rel] = ["recorded no environment"]
             continue
-        # the trainer sets its own thread count (train.torch_threads, a config key)
-        diffs = [f"{g}: {line}" for g, line in differences(env, theirs) if not line.startswith("threads.torch:")]
+        diffs = [f"{g}: {line}" for g, line in differences(env, theirs) if not _set_by_the_run(line)]
         runs_seen[rel] = {"numerics": theirs.get("numerics", {}).get("status"), "differences": len(diffs)}
         if diffs:
             differing[rel] = diffs
