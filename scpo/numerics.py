@@ -3,23 +3,26 @@ on any x86-64 machine with AVX2 (docs/reproducibility.md), and the check that sa
 
 The pin is the file `scpo/numerics.env` beside this module (one KEY=VALUE a line); `python -m scpo.numerics env` prints
 it for the shell (the Makefile's `make repro` prefixes the pipeline with it), or nothing, with one line on stderr, on a
-CPU that cannot honour it. What each variable fixes, found by running the smoke SFT and RL of the tiny policy under
-each setting and comparing the weights byte for byte (checks/numerics_kernels.py; docs/reproducibility.md has the
-table):
+CPU that cannot honour it. What each variable fixes, found by running the project's smoke SFT, RL, evaluation and
+bi-encoder similarities under each setting and comparing the outputs byte for byte (checks/numerics_kernels.py sweep;
+docs/reproducibility.md has the table):
 
+    SCPO_NUMERICS_PIN          names the pin (`MARKER`): a process started with it checks that the rest is in force.
     ATEN_CPU_CAPABILITY=avx2   PyTorch's own kernels (softmax, norms, reductions, the optimizer's element-wise maths)
                                are compiled once per SIMD family and picked at the first operator call: AVX-512 here,
                                AVX2 on most other x86-64 CPUs. The families round differently: other weights.
-    MKL_CBWR=COMPATIBLE        MKL's GEMMs (every nn.Linear): MKL picks its code path by CPU; COMPATIBLE is the one
-                               branch it runs alike on Intel and other vendors' CPUs (MKL's conditional numerical
-                               reproducibility; its AVX2/AVX512 branches are honoured on Intel CPUs only).
-    ONEDNN_MAX_CPU_ISA=AVX2    oneDNN's kernels, which PyTorch uses for bfloat16 matrix products (autocast): AVX-512
-                               and AVX2 give other bits.
-    OPENBLAS_CORETYPE=Haswell  numpy's OpenBLAS picks its kernels by CPU model (Haswell on this AMD CPU, SkylakeX on an
-                               Intel AVX-512 one): other bits for numpy matrix products.
-    OMP_NUM_THREADS=1          the default thread count of processes that do not set their own (evaluation, the
-                               analyses' encoders): PyTorch splits a reduction across its threads, so 1 and 2 threads
-                               give other sums. The trainer sets `train.torch_threads` itself.
+    MKL_CBWR=COMPATIBLE        MKL's GEMMs (every float32 nn.Linear): MKL picks its code by CPU vendor and model.
+                               COMPATIBLE changes the weights here; the AVX2 and AVX512 branches change nothing on
+                               this AMD CPU (MKL honours them on Intel CPUs only), so COMPATIBLE is the branch that
+                               runs alike on every vendor's CPU.
+    ONEDNN_MAX_CPU_ISA=AVX2    oneDNN's kernels: the sentence encoder's similarities change with it, and so do
+                               bfloat16 products under autocast.
+    OPENBLAS_CORETYPE=Haswell  numpy's OpenBLAS picks its kernels by CPU model (SkylakeX on this AVX-512 CPU, Haswell
+                               on an AVX2 one): other similarity matrices (numpy products).
+    OMP_NUM_THREADS=1          the default thread count of processes that set none (the analyses' encoders), which
+                               is the machine's core count: PyTorch splits large reductions across its threads (a
+                               4M-float sum differs between 1 and 2 threads; the project's smoke outputs did not).
+                               The trainer and the evaluation set `train.torch_threads` themselves.
 
 A variable is read by its library once, when the process starts (OpenBLAS) or at the library's first call (PyTorch,
 MKL, oneDNN). The pin is therefore in force when the process was started with it, which `state()` reads from the
