@@ -1,4 +1,4 @@
-"""The `scpo` command: prepare-data, train, eval, sweep, credit-map, parity, convert-checkpoint, fidelity.
+"""The `scpo` command: prepare-data, train, eval, sweep, credit-map, parity, convert-checkpoint, fidelity, provenance.
 
 Every command reads params.yaml (`--params`), a profile (`--profile`) and dotted overrides (`--set key=value`,
 repeatable), validated by the same typed config as Papermill parameters. Heavy modules are imported inside each command.
@@ -332,6 +332,36 @@ def convert_checkpoint(
     except CheckpointError as err:
         typer.secho(str(err), fg=typer.colors.RED, err=True)
         raise typer.Exit(1) from None
+
+
+provenance_app = typer.Typer(no_args_is_help=True, help="What runs were computed with, and what differs between two.")
+app.add_typer(provenance_app, name="provenance")
+
+
+@provenance_app.command("diff")
+def provenance_diff(
+    a: Path = typer.Argument(..., help="a run or checkpoint folder, a provenance.json, or a reports/environment.json"),
+    b: Path = typer.Argument(..., help="the same for the other result"),
+) -> None:
+    """One line per difference between two results' records, grouped (packages, lock, python, cpu, numerics, config,
+    git); exit 0 when they agree, 1 when they differ (docs/reproducibility.md says which differences break bit
+    identity)."""
+    from scpo.environment import GROUPS, differences, load_record
+
+    try:
+        ra, rb = load_record(a), load_record(b)
+    except ValueError as err:
+        typer.secho(str(err), fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+    found = differences(ra, rb)
+    for group, line in found:
+        typer.echo(f"{group}: {line}")
+    if not found:
+        typer.echo(f"no differences between {a} and {b} in {', '.join(GROUPS)}")
+        return
+    counts = {g: sum(1 for grp, _ in found if grp == g) for g in GROUPS}
+    typer.echo(f"{len(found)} differences (" + ", ".join(f"{g} {n}" for g, n in counts.items() if n) + ")")
+    raise typer.Exit(1)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,13 @@ comparison `--resume` makes with it.
     provenance(cfg) = {"config": the fully resolved config (every key, relative paths made absolute),
                        "params": the params file, "profile": the profile, "overrides": the explicit dotted overrides
                        (CLI --set and options, notebook parameters), "scpo_version": ..., "git": {"commit", "dirty"},
-                       "command": argv, "python": ..., "packages": {torch, transformers}, "created": UTC time}
+                       "command": argv, "python": ..., "packages": {torch, transformers}, "created": UTC time,
+                       "environment": scpo.environment.record(): every installed package, the lock's digest
+                       and whether the installed set matches it, the CPU, the numerics pin's state
+                       (docs/reproducibility.md)}
+
+Building the record checks the numerics pin (`scpo.numerics.check`): a run started with the pin's name but not under
+the whole pin says so in one line on stderr, and its record says what was not in force.
 
 `--resume` compares the saved resolved config with the new one key by key: any difference outside `RESUME_MAY_CHANGE`
 (how long to train and how often to save, where files live, evaluation and report settings) is refused, in one line
@@ -22,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from scpo import environment
 from scpo.config import Config
 
 __all__ = [
@@ -115,6 +122,7 @@ def provenance(cfg: Config) -> dict[str, Any]:
         "python": platform.python_version(),
         "packages": {name: _package_version(name) for name in ("torch", "transformers")},
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "environment": environment.record(),
     }
 
 

@@ -21,6 +21,8 @@ LAYERS = {
     "errors": set(),
     "batch": set(),
     "strict_model": set(),
+    "numerics": set(),
+    "environment": {"numerics"},
     "scorers": set(),
     "envs": {"data", "batch", "strict_model"},  # data: ALFWorld's game-file reader
     "data": {"envs", "errors"},  # prepare-data builds the WebShop catalogue
@@ -41,6 +43,7 @@ LAYERS = {
         "policy",
         "rollout",
         "scpo",
+        "environment",
     },  # scpo: __version__
     "analysis": {"batch", "config", "credit", "estimators", "pipeline", "scorers"},
     "tables": {"config", "pipeline"},
@@ -58,7 +61,7 @@ LAYERS = {
         "train",
     },
     "integrations": {"credit", "batch", "scorers"},
-    "cli": {"analysis", "config", "data", "envs", "errors", "pipeline", "policy", "testbeds", "train"},
+    "cli": {"analysis", "config", "data", "envs", "environment", "errors", "pipeline", "policy", "testbeds", "train"},
 }
 
 
