@@ -96,7 +96,17 @@ def config_for_checkpoint(cfg: Config, checkpoint: Path, force: bool = False) ->
     raw = apply_overrides(cfg.model_dump(mode="json"), from_run)
     raw = apply_overrides(raw, {**(explicit if force else {}), **choices})
     new = validate_config(raw, source=f"the run record in {where}", origin=cfg.origin)
-    return new, f"evaluating on {new.env.name} with the run's env and policy settings ({where})"
+    return new, f"evaluating on {new.env.name} with the run's env and policy settings ({shown_path(where)})"
+
+
+def shown_path(path: str | Path) -> str:
+    """`path` relative to the working directory when it lies below it (results name no folder of the machine they ran
+    on), else as given."""
+    path = Path(path)
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def _jsonable(value):
@@ -148,7 +158,7 @@ def run_evaluation(
     engine = make_engine(cfg, policy, model_dir=model_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     result: dict = {
-        "checkpoint": str(model_dir),
+        "checkpoint": shown_path(model_dir),
         "env": cfg.env.name,
         "temperature": cfg.eval.temperature,
         "settings_from": where,
