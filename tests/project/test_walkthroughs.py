@@ -1,7 +1,8 @@
-"""The README's "Add a credit method" and "Add an environment" walk-throughs, done in a copy of the repository: each
-step's code goes into the file the step names, then the new method / environment is trained and evaluated (and the
-config-defaults test runs) in that copy, and no file but the named ones changed. The README's quick-start snippet runs
-too. If a walk-through misses a file, or names one that need not change, this fails."""
+"""The "Add a credit method" and "Add an environment" walk-throughs of docs/extending.md (the README's "Extending"),
+done in a copy of the repository: each step's code goes into the file the step names, then the new method /
+environment is trained and evaluated (and the config-defaults test runs) in that copy, and no file but the named ones
+changed. The README's quick-start snippet runs too. If a walk-through misses a file, or names one that need not
+change, this fails."""
 
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ import pytest
 from helpers import REPO
 
 README = (REPO / "README.md").read_text()
+EXTENDING = (REPO / "docs" / "extending.md").read_text()
 
 
 def readme_section(title: str) -> str:
-    start = README.index(f"### {title}\n")
-    end = README.find("\n## ", start)
-    nxt = README.find("\n### ", start + 1)
-    return README[start : min(i for i in (end, nxt) if i > 0)]
+    """The walk-through `title` of docs/extending.md (linked from the README's "Extending")."""
+    start = EXTENDING.index(f"## {title}\n")
+    nxt = EXTENDING.find("\n## ", start + 1)
+    return EXTENDING[start : nxt if nxt > 0 else len(EXTENDING)]
 
 
 def walkthrough_steps(title: str) -> dict[str, list[str]]:
