@@ -224,8 +224,8 @@ def credit_map_title(cfg: Config, view: RolloutView, label: str | None = None) -
     """The credit map's title: which rollouts (`label`, default the source's run), iteration, group, and SCPO's
     settings."""
     return (
-        f"Credit maps · {label or view.source}, iteration {view.iteration}, group {view.group} · SCPO revision 2 "
-        f"({cfg.credit.scpo.mode}), scorer {cfg.credit.scpo.scorer}"
+        f"Credit maps · {label or view.source}, iteration {view.iteration}, group {view.group} · SCPO revision "
+        f"{cfg.credit.scpo.revision} ({cfg.credit.scpo.mode}), scorer {cfg.credit.scpo.scorer}"
     )
 
 

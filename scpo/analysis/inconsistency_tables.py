@@ -42,7 +42,10 @@ def scpo_label(cfg: Config) -> str:
     """What SCPO ran as, for every table and figure: revision, mode, scorer, tau, match rule."""
     s = cfg.credit.scpo
     model = f" ({s.scorer_model})" if s.scorer_model else ""
-    return f"SCPO revision 2, mode {s.mode}, scorer {s.scorer}{model}, tau {s.tau}, match {s.match}, kappa {s.kappa}"
+    return (
+        f"SCPO revision {s.revision}, mode {s.mode}, scorer {s.scorer}{model}, tau {s.tau}, match {s.match}, "
+        f"kappa {s.kappa}"
+    )
 
 
 def control_target(batch: RolloutBatch, gamma: float) -> tuple[np.ndarray, str]:

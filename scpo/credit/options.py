@@ -74,6 +74,9 @@ class GiGPOOptions(StrictModel):
     similarity_scorer: ScorerName = "lexical"
 
 
+SCPO_REVISION_OF_MODE = {"advantage": 2, "returns": 1}
+
+
 class SCPOOptions(StrictModel):
     """[ours] SCPO revision 2 (docs/algorithms.md, "SCPO"): credit in advantage space for failed steps that make new,
     monotone progress along a successful sibling."""
@@ -127,6 +130,11 @@ class SCPOOptions(StrictModel):
                 "touches the episode term's statistics"
             )
         return self
+
+    @property
+    def revision(self) -> int:
+        """The estimator revision this mode is (docs/algorithms.md, "SCPO"): 2 for "advantage", 1 for "returns"."""
+        return SCPO_REVISION_OF_MODE[self.mode]
 
 
 class ProGPOCOptions(StrictModel):

@@ -234,8 +234,8 @@ def setup_label(cfg: Config, env: str) -> str:
     return (
         f"{env} · profile {cfg.profile} · panel of {L.panel_size} training tasks, {L.n_tasks} x "
         f"{cfg.rollout.group_size} rollouts per iteration · {len(L.seeds)} paired seeds · evaluated on "
-        f"{L.eval_episodes_per_task} episodes per panel task at T={cfg.eval.temperature:g} · SCPO mode {s.mode}, "
-        f"scorer {s.scorer}, tau {s.tau:g}"
+        f"{L.eval_episodes_per_task} episodes per panel task at T={cfg.eval.temperature:g} · "
+        f"SCPO revision {s.revision} (mode {s.mode}), scorer {s.scorer}, tau {s.tau:g}"
     )
 
 

@@ -139,3 +139,17 @@ def test_cli_credit_map(tmp_path, repo_root):
     )
     assert result.exit_code == 0, result.output
     assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(("mode", "revision"), [("advantage", 2), ("returns", 1)])
+def test_every_label_names_the_revision_its_mode_is(mode, revision):
+    from types import SimpleNamespace
+
+    from scpo.analysis.credit_maps import credit_map_title
+    from scpo.analysis.inconsistency_tables import scpo_label
+    from scpo.testbeds.learning_tables import setup_label
+
+    cfg = load_config("params.yaml", profile="smoke", overrides={"credit.scpo.mode": mode})
+    view = SimpleNamespace(source="run", iteration=3, group=1)
+    for text in (credit_map_title(cfg, view), scpo_label(cfg), setup_label(cfg, "alfworld")):
+        assert f"SCPO revision {revision}" in text and f"SCPO revision {3 - revision}" not in text
