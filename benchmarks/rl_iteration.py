@@ -1,20 +1,26 @@
 """One RL iteration of the tiny policy, this checkout against a baseline commit, run side by side: per-step cost of
 collection (environments + generation), credit and update, and steps per second of the whole iteration.
 
-    python benchmarks/rl_iteration.py [--envs alfworld webshop] [--shapes cpu 8x8] [--iterations 3] [--repeats 2]
-        [--baseline 6326b05] [--init-from alfworld=DIR webshop=DIR] [--profile] [--out benchmarks/results/rl_iteration]
+    python benchmarks/rl_iteration.py [--envs alfworld webshop] [--shapes cpu] [--iterations 2] [--repeats 1]
+        [--baseline 6326b05] [--init-from alfworld=DIR webshop=DIR] [--profile] [--out DIR]
+
+The committed figures (benchmarks/results/rl_iteration/) come from
+    python benchmarks/rl_iteration.py --shapes cpu 8x8 --iterations 3 --repeats 2 --profile \
+        --out benchmarks/results/rl_iteration
+the defaults are the short run `make bench` does (it prints and writes nothing unless `--out` is given).
 
 Each run is a fresh process training `--iterations` iterations of GiGPO from the same warm start (`--init-from`;
-default: the pipeline's SFT run `runs/<env>/sft/seed0`), cpu profile, at the shape `cpu` (2 tasks x 8 rollouts) or
-`NxM` (N tasks x M rollouts). The baseline is checked out once as a detached git worktree (`.bench/rl_iteration/
-<commit>`) and imported from there; this checkout's runs import this checkout. Runs alternate baseline / current,
-`--repeats` times per (env, shape), so both see the same machine load. Figures are medians over the runs'
-iterations after the first (the first pays one-off costs: imports, tokenizer and kernel warm-up): milliseconds per
-step (wall) of collection, credit and update, steps per second of the whole iteration, and the process CPU
-milliseconds per step of collection and update (`*_cpu_ms_step`: waiting for a busy core does not inflate them).
+default: the pipeline's SFT run `runs/<env>/sft/seed0`; where there is none, both checkouts start RL from the profile's
+untrained model, `train.rl_start: base`: the same per-step arithmetic, longer failing episodes), cpu profile, at the
+shape `cpu` (2 tasks x 8 rollouts) or `NxM` (N tasks x M rollouts). The baseline is checked out once as a detached git
+worktree (`.bench/rl_iteration/<commit>`) and imported from there; this checkout's runs import this checkout. Runs
+alternate baseline / current, `--repeats` times per (env, shape), so both see the same machine load. Figures are medians
+over the runs' iterations after the first (the first pays one-off costs: imports, tokenizer and kernel warm-up):
+milliseconds per step (wall) of collection, credit and update, steps per second of the whole iteration, and the process
+CPU milliseconds per step of collection and update (`*_cpu_ms_step`: waiting for a busy core does not inflate them).
 Every step is trained (`train.skip_zero_advantage: false`), so the update does the same work whoever won.
-`--profile` also writes a cProfile of two iterations of each checkout (`profile_<env>_<checkout>.txt`, top
-functions by cumulative time).
+`--profile` also writes a cProfile of two iterations of each checkout (`profile_<env>_<checkout>.txt`, top functions by
+cumulative time).
 """
 
 from __future__ import annotations
@@ -92,13 +98,14 @@ def baseline_checkout(commit: str) -> Path:
     return path
 
 
-def run_once(code: Path, env: str, shape: str, iterations: int, init_from: Path, profile: Path | None) -> dict:
+def run_once(code: Path, env: str, shape: str, iterations: int, init_from: Path | None, profile: Path | None) -> dict:
     out = Path(tempfile.mkdtemp(prefix="rl_iteration_")) / "run"
+    start = {"train.init_from": str(init_from)} if init_from else {"train.rl_start": "base"}
     overrides = {
         "env.name": env,
         "credit.method": "gigpo",
         "train.iterations": iterations,
-        "train.init_from": str(init_from),
+        **start,
         "train.checkpoint_every": 10_000,
         "train.save_rollouts_every": 0,
         "train.skip_zero_advantage": False,  # every step trained: the same update work whoever won
@@ -136,25 +143,31 @@ def summarise(runs: list[dict]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--envs", nargs="+", default=["alfworld", "webshop"])
-    ap.add_argument("--shapes", nargs="+", default=["cpu", "8x8"])
-    ap.add_argument("--iterations", type=int, default=3)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--shapes", nargs="+", default=["cpu"])
+    ap.add_argument("--iterations", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--baseline", default="6326b05", help="the commit to compare with")
     ap.add_argument("--init-from", nargs="*", default=[], help="env=DIR warm starts (default runs/<env>/sft/seed0)")
     ap.add_argument("--profile", action="store_true", help="write a cProfile of one iteration of each checkout")
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "rl_iteration")
+    ap.add_argument("--out", type=Path, default=None, help="write results.json (and the profiles) here")
     args = ap.parse_args()
+    if args.profile and args.out is None:
+        ap.error("--profile writes its files under --out: give --out DIR")
 
     inits = {k: Path(v) for k, v in (item.split("=", 1) for item in args.init_from)}
     baseline = baseline_checkout(args.baseline)
     current = REPO
-    args.out.mkdir(parents=True, exist_ok=True)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
     print(f"baseline {args.baseline} ({baseline}) vs this checkout; load average {os.getloadavg()[0]:.1f}")
     results = []
     for env in args.envs:
-        init = inits.get(env, REPO / "runs" / env / "sft" / "seed0")
+        init: Path | None = inits.get(env, REPO / "runs" / env / "sft" / "seed0")
         if not (Path(init) / "model").is_dir() and not (Path(init) / "config.json").is_file():
-            raise SystemExit(f"no warm start for {env} at {init}: run the sft stage or pass --init-from {env}=DIR")
+            if env in inits:
+                raise SystemExit(f"--init-from {env}={init}: not an SFT run folder or model folder")
+            print(f"{env}: no warm start at {init}: both checkouts start RL from the profile's untrained model")
+            init = None
         if args.profile:
             for name, code in (("baseline", baseline), ("current", current)):
                 run_once(code, env, "cpu", 2, init, args.out / f"profile_{env}_{name}.txt")
@@ -184,7 +197,15 @@ def main() -> None:
                 f" ({r['update_cpu']:.1f}x)",
                 flush=True,
             )
-    meta = {"baseline": args.baseline, "iterations": args.iterations, "repeats": args.repeats, "load": os.getloadavg()}
+    meta = {
+        "baseline": args.baseline,
+        "iterations": args.iterations,
+        "repeats": args.repeats,
+        "warm_start": {env: str(inits.get(env, f"runs/{env}/sft/seed0")) for env in args.envs},
+        "load": os.getloadavg(),
+    }
+    if args.out is None:
+        return
     (args.out / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
 
 
