@@ -11,8 +11,9 @@ One run = (environment, method, seed):
   `scpo.train.panel`), a checkpoint every `learning.eval_every` iterations; the rest of the config as given. Within a
   seed every method draws the same tasks (the draws are seeded by the seed and the iteration only);
 - the panel evaluation: every panel task `learning.eval_episodes_per_task` times at `eval.temperature`, for the warm
-  start (iteration 0) and every checkpoint; the environment seeds and the sampler's RNG are set the same way for
-  every method and evaluation point, so within a seed every policy plays the same episode list;
+  start (iteration 0: once per environment and seed, `warm_start_evaluation`) and every checkpoint; the environment
+  seeds and the sampler's RNG are set the same way for every method and evaluation point, so within a seed every
+  policy plays the same episode list;
 - the unseen evaluation: the final policy on `learning.unseen_split[env]` (one episode per task), whether what was
   learnt generalises.
 A run writes `<learning.out_dir>/<env>/<method>/seed<k>/result.json`; a run whose result is there is not repeated (an
@@ -42,6 +43,7 @@ __all__ = [
     "left_out",
     "run_config",
     "learning_run",
+    "warm_start_evaluation",
     "run_learning",
     "own_rollouts_fidelity",
     "RESULT_FILE",
@@ -161,12 +163,41 @@ def _evaluate(cfg: Config, model_dir: Path, tasks: list[str], episodes: int, see
     }
 
 
+def warm_start_evaluation(cfg: Config, key: RunKey, warm_start: str | Path, panel: list[str]) -> dict:
+    """The panel evaluation of the warm start (iteration 0), the same for every method of a seed (same model, panel,
+    episode list and sampler seed): computed once per (environment, seed) and kept in
+    `<learning.out_dir>/<env>/warm_start/seed<k>.json`, reused only when the warm start's model digest (its
+    manifest), the panel, the episode count and the temperature all match."""
+    from scpo.policy import resolve_model_dir
+    from scpo.train.provenance import write_json_atomic
+
+    model = resolve_model_dir(warm_start)
+    manifest = Path(warm_start) / "manifest.json"
+    digest = json.loads(manifest.read_text())["model"]["sha256"] if manifest.exists() else None
+    inputs = {
+        "model": str(model),
+        "model_sha256": digest,
+        "panel": list(panel),
+        "episodes": cfg.learning.eval_episodes_per_task,
+        "temperature": cfg.eval.temperature,
+        "seed": key.seed,
+    }
+    path = Path(cfg.learning.out_dir) / key.env / "warm_start" / f"seed{key.seed}.json"
+    if digest is not None and path.exists():
+        kept = json.loads(path.read_text())
+        if kept.get("inputs") == inputs:
+            return kept["evaluation"]
+    evaluation = _evaluate(cfg, model, panel, cfg.learning.eval_episodes_per_task, key.seed)
+    if digest is not None:
+        write_json_atomic(path, {"inputs": inputs, "evaluation": evaluation})
+    return evaluation
+
+
 def learning_run(cfg: Config, key: RunKey, warm_start: str | Path) -> dict:
     """Train and evaluate one run (module docstring) into `key.folder(learning.out_dir)`; returns its result dict."""
     import pandas as pd
 
     from scpo.envs.registry import env_settings
-    from scpo.policy import resolve_model_dir
     from scpo.train.evaluate import evaluation_tasks
     from scpo.train.panel import task_panel
     from scpo.train.provenance import write_json_atomic
@@ -187,9 +218,9 @@ def learning_run(cfg: Config, key: RunKey, warm_start: str | Path) -> dict:
     env = env_settings(run_cfg)
     L = cfg.learning
     panel = task_panel(env, L.panel_size, L.panel_seed)
-    curve = []
-    for it in evaluation_points(L.iterations, L.eval_every):
-        model = resolve_model_dir(warm_start) if it == 0 else train_dir / "checkpoints" / f"iter_{it:04d}" / "model"
+    curve = [{"iteration": 0, **warm_start_evaluation(run_cfg, key, warm_start, panel)}]
+    for it in evaluation_points(L.iterations, L.eval_every)[1:]:
+        model = train_dir / "checkpoints" / f"iter_{it:04d}" / "model"
         curve.append({"iteration": it, **_evaluate(run_cfg, model, panel, L.eval_episodes_per_task, key.seed)})
     split = L.unseen_split.get(key.env)
     unseen = None
