@@ -41,7 +41,7 @@ LAYERS = {
         "rollout",
         "scpo",
     },  # scpo: __version__
-    "analysis": {"batch", "config", "credit", "estimators", "pipeline", "scorers"},
+    "analysis": {"batch", "config", "credit", "errors", "estimators", "pipeline", "scorers"},
     "tables": {"config", "pipeline"},
     "testbeds": {
         "analysis",
@@ -49,6 +49,7 @@ LAYERS = {
         "config",
         "credit",
         "envs",
+        "errors",
         "estimators",
         "pipeline",
         "policy",
