@@ -4,6 +4,7 @@ fingerprint of a folder to show that a refused command left it byte for byte as 
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -60,3 +61,14 @@ def one_line(text: str) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     assert len(lines) == 1, text
     return lines[0]
+
+
+def messages(text: str) -> str:
+    """`text` without progress bars (tqdm's redraws: a bar with its percentage, cursor moves, blank redraws), so that
+    what remains is the lines a user reads."""
+    kept = []
+    for raw in re.split(r"[\r\n]", text):
+        line = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", raw).strip()
+        if line and not re.search(r"\d+%\|", line):
+            kept.append(line)
+    return "\n".join(kept)

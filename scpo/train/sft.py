@@ -22,6 +22,7 @@ from scpo.envs.demos import Demo, expert_demonstrations
 from scpo.policy import PolicyLike, load_policy
 from scpo.policy.logprobs import bucketed_batches, response_logprobs
 from scpo.policy.placement import autocast_each_forward, resolve_device
+from scpo.train.finite import check_weights
 from scpo.train.seeding import seed_everything
 from scpo.train.setup import demo_tasks, fresh_policy, identity, run_env, save_model
 
@@ -68,6 +69,7 @@ def run_sft(cfg: Config, run_dir: Path) -> dict:
         max_prompt_tokens=cfg.policy.max_prompt_tokens,
         seed=cfg.train.seed,
     )
+    check_weights(policy.model, "SFT warm start", f"lower train.sft.lr (now {cfg.train.sft.lr:g}), then --overwrite")
     save_model(policy, run_dir / "model")
     return {
         "stage": "sft",
