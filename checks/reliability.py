@@ -799,11 +799,22 @@ def lr_inf(c: Checkout, base: Path) -> dict:
     }
 
 
-@case("`train --set train.lr=1e30` (finite, but the updates blow up)")
+@case("`train --set train.lr=1e30 --set train.skip_zero_advantage=false` (finite, but the updates blow up)")
 def lr_huge(c: Checkout, base: Path) -> dict:
     run = c.work / "l6"
     shutil.rmtree(run, ignore_errors=True)
-    o = c.run("train", *SMOKE, "--out", run, "--set", "train.lr=1e30", "--set", "train.iterations=3")
+    o = c.run(
+        "train",
+        *SMOKE,
+        "--out",
+        run,
+        "--set",
+        "train.lr=1e30",
+        "--set",
+        "train.skip_zero_advantage=false",
+        "--set",
+        "train.iterations=3",
+    )
     bad = _nonfinite_weights(run)
     rows = _rows(run / "history.csv")
     nan_rows = sum(any(v.lower() in ("nan", "inf", "-inf") for v in r.values()) for r in rows)
@@ -1132,7 +1143,7 @@ def out_read_only(c: Checkout, base: Path) -> dict:
     }
 
 
-@case("`train` with data.root a read-only folder (as nobody), and `prepare-data` into one")
+@case("`train` reading a data.root it cannot write (as the user nobody), and `prepare-data` into a read-only folder")
 def data_root_read_only(c: Checkout, base: Path) -> dict:
     if not _can_drop_root():
         return {"said": "(skipped: needs root and setpriv to run as another user)", "lost": "no", "ok": False}
@@ -1145,9 +1156,11 @@ def data_root_read_only(c: Checkout, base: Path) -> dict:
     work.mkdir()
     work.chmod(0o777)
     ro = _read_only_folder(c, "u12-data")
-    a = c.run(
+    a = c.run(  # from a folder of the user's own: inside the clone (root's), dvclive writes into .dvc/tmp
         "train",
         *SMOKE,
+        "--params",
+        c.repo / "params.yaml",
         "--out",
         work / "run",
         "--set",
@@ -1156,6 +1169,7 @@ def data_root_read_only(c: Checkout, base: Path) -> dict:
         "train.iterations=1",
         env=env,
         as_nobody=True,
+        cwd=work,
     )
     b = c.run("prepare-data", *SMOKE, "--only", "alfworld", "--set", f"data.root={ro}", env=env, as_nobody=True)
     return {
@@ -1463,6 +1477,7 @@ def run_all(repo: Path, data: Path, work: Path, out: Path, only: list[str] | Non
             res = fn(c, base)
         except Exception as err:
             res = {"said": f"the case raised {type(err).__name__}: {err}", "lost": "?", "ok": False}
+        res = {k: _placeholders(v, c) if isinstance(v, str) else v for k, v in res.items()}
         res.update(title=title, seconds=round(time.time() - t0, 1), kind=outcome_kind(res))
         results[name] = res
         print(f"[{'ok' if res['ok'] else '--'}] {name}: {res['said'][:200]} | lost: {res['lost']}", flush=True)
@@ -1472,6 +1487,14 @@ def run_all(repo: Path, data: Path, work: Path, out: Path, only: list[str] | Non
     ).stdout.strip()
     results["_meta"] = {"commit": commit, "python": sys.version.split()[0]}
     out.write_text(json.dumps(results, indent=2))
+
+
+def _placeholders(text: str, c: Checkout) -> str:
+    """`text` with this machine's folders named WORK, CLONE, DATA and SHARED (results read the same anywhere)."""
+    places = [(c.work, "WORK"), (c.repo, "CLONE"), (c.data, "DATA")] + ([(c.shared, "SHARED")] if c.shared else [])
+    for path, name in sorted(places, key=lambda p: -len(str(p[0]))):
+        text = text.replace(str(path), name)
+    return text
 
 
 def outcome_kind(res: dict) -> str:
