@@ -191,16 +191,6 @@ def test_every_method_refuses_a_non_finite_reward_or_return_naming_the_rows(meth
     assert f"{rows[0]} (traj_id 4, {bad})" in str(err.value)
 
 
-def test_hcapo_refuses_a_non_finite_hindsight_score_at_the_entry_point():
-    from scpo.credit.synthetic import synthetic_batch
-
-    b = synthetic_batch(n_groups=2, group_size=2, max_steps=4, seed=3)
-    lp = -np.ones(b.n_rows)
-    lp[1] = np.nan
-    with pytest.raises(ValueError, match=r"^non-finite credit input: hindsight_logprob at row 1 \(traj_id 0, nan\)$"):
-        compute_advantages("hcapo", b, hindsight_logprob=lp)
-
-
 # ------------------------------------------------------------------ helpers at their edges (mutation testing)
 def test_check_rows_messages_in_full():
     with pytest.raises(ValueError, match=r"^the rollout batch has no rows$"):

@@ -474,3 +474,23 @@ def test_sweep_overwrite_refuses_a_folder_holding_anything_else(tmp_path, monkey
         f"--overwrite refused: .. holds the current directory {out / 'x-2'}"
     )
     assert fingerprint(out) == before
+
+
+def test_a_separate_kl_reference_is_recorded_and_compared_too(finished, tmp_path):
+    """`train.kl_reference: base` from a warm start: the KL reference is the profile's model, another model than the
+    start; its digest is recorded beside the start model's and a change to it is named."""
+    from scpo.config import load_config
+    from scpo.train.run_inputs import input_differences, start_model_record
+
+    warm, base = (Path(shutil.copytree(finished / "model", tmp_path / name)) for name in ("warm", "base"))
+    overrides = {**CORRIDOR, "train.init_from": str(warm), "train.kl_reference": "base", "policy.profile": str(base)}
+    cfg = load_config("params.yaml", profile="smoke", overrides=overrides)
+    saved = {"start_model": start_model_record(cfg, tmp_path / "run")}
+    assert saved["start_model"]["policy"]["source"] == str(warm.resolve())
+    assert saved["start_model"]["kl_reference"]["source"] == str(base.resolve())
+    assert input_differences(saved, {"start_model": start_model_record(cfg, tmp_path / "run")}) == []
+    (base / "config.json").write_text((base / "config.json").read_text() + "\n")
+    changed = input_differences(saved, {"start_model": start_model_record(cfg, tmp_path / "run")})
+    assert len(changed) == 1 and changed[0].startswith(f"the KL reference {base.resolve()} has sha256 ")
+    start = load_config("params.yaml", profile="smoke", overrides={**overrides, "train.kl_reference": "start"})
+    assert "kl_reference" not in start_model_record(start, tmp_path / "run")  # the start model is the reference

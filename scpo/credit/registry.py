@@ -148,9 +148,9 @@ def compute_advantages(
 
     The batch's environment (`RolloutBatch.env`) picks its reference scale (`CreditConfig.for_env`: the
     environment's entry of `norm.scale_by_env`, else `norm.scale`) before `options` apply, so an explicit `scale`
-    option wins. A NaN or infinite reward, episode return or `hindsight_logprob` is a ValueError naming its rows
-    (`grouping.check_finite`), for every method; the oracle's progress may be -inf (a dead end), checked by the
-    oracle itself."""
+    option wins. A NaN or infinite reward or episode return is a ValueError naming its rows (`grouping.check_finite`),
+    for every method; the other float inputs are checked by the methods that read them (HCAPO's
+    `hindsight_logprob`, the oracle's progress, which may be -inf: a dead end)."""
     spec = method_spec(method)
     if isinstance(scorer, str):  # a scorer's name is the method's `scorer` option (SCPO's), not a scorer object
         options["scorer"], scorer = scorer, None
@@ -158,10 +158,7 @@ def compute_advantages(
         raise TypeError(f"batch must be a RolloutBatch, got {type(batch).__name__}")
     cfg = resolve_config(method, (config if config is not None else CreditConfig()).for_env(batch.env), **options)
     check_rows(batch.traj_id, batch.step)
-    inputs = {"reward": batch.reward, "episode_return": batch.episode_return}
-    if hindsight_logprob is not None and spec.policy_scores and np.size(hindsight_logprob) == batch.n_rows:
-        inputs["hindsight_logprob"] = np.asarray(hindsight_logprob, dtype=np.float64).reshape(-1)
-    check_finite(inputs, batch.traj_id)
+    check_finite({"reward": batch.reward, "episode_return": batch.episode_return}, batch.traj_id)
     if spec.policy_scores and hindsight_logprob is None:
         raise ValueError(
             f"credit method {method!r} needs hindsight_logprob (n_rows,), per-row scores of the policy: "
