@@ -326,6 +326,11 @@ def test_check_finite_messages_in_full():
     )
     with pytest.raises(ValueError, match=r"^non-finite credit input: reward at row 0 \(traj_id 0, nan\)$"):
         check_finite({"reward": [np.nan, 0, 0, 0, 0, 0, 0, 0]}, traj)  # a list is read as floats too
+    with pytest.raises(ValueError, match=r"^non-finite credit input: reward at row 1 \(traj_id 0, inf\)$"):
+        check_finite({"reward": np.array([0.0, np.inf, 0, 0, 0, 0, 0, 0], dtype=object)}, traj)  # and an object array
+    six = np.r_[np.zeros(2), np.full(6, np.nan)]
+    with pytest.raises(ValueError, match=r"5 \(traj_id 1, nan\), 6 \(traj_id 2, nan\) and 1 more$"):
+        check_finite({"episode_return": six}, traj)
     two = np.zeros(8)
     two[[6, 7]] = np.nan
     with pytest.raises(ValueError) as err:
