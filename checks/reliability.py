@@ -71,7 +71,11 @@ class Checkout:
             timeout=timeout,
             env={**self.env, **(env or {})},
         )
-        return Outcome(proc.returncode, proc.stdout, proc.stderr, time.time() - t0)
+        return Outcome(proc.returncode, self.anon(proc.stdout), self.anon(proc.stderr), time.time() - t0)
+
+    def anon(self, text: str) -> str:
+        """`text` with this machine's folders named WORK, CLONE, DATA and SHARED (results read the same anywhere)."""
+        return _placeholders(text, self)
 
     def py(self, code: str, *args: str, timeout: int = 900) -> Outcome:
         """`python -c code args` with this checkout's scpo (for the cases that call the library)."""
@@ -90,7 +94,7 @@ class Checkout:
     def tool(self, *argv: str, timeout: int = 900) -> Outcome:
         t0 = time.time()
         proc = subprocess.run(list(argv), cwd=self.repo, capture_output=True, text=True, timeout=timeout, env=self.env)
-        return Outcome(proc.returncode, proc.stdout, proc.stderr, time.time() - t0)
+        return Outcome(proc.returncode, self.anon(proc.stdout), self.anon(proc.stderr), time.time() - t0)
 
     def copy(self, src: Path, name: str) -> Path:
         dst = self.work / name
@@ -369,7 +373,7 @@ def sweep_failing_point(c: Checkout, base: Path) -> dict:
         timeout=1800,
     )
     rows = _rows(out / "summary.csv")
-    status = rows[1]["status"] if len(rows) > 1 else "(no summary)"
+    status = c.anon(rows[1]["status"]) if len(rows) > 1 else "(no summary)"
     profile = rows[0].get("profile") if rows else None
     ok = o.rc != 0 and "DataError" in status and profile == "smoke"
     return {
@@ -786,11 +790,11 @@ def _nonfinite_weights(run: Path) -> int:
     return bad
 
 
-@case("`train --set train.lr=.inf`")
+@case("`train --set train.lr=.inf --set train.skip_zero_advantage=false` (every step updates)")
 def lr_inf(c: Checkout, base: Path) -> dict:
     run = c.work / "l5"
     shutil.rmtree(run, ignore_errors=True)
-    o = c.run("train", *SMOKE, "--out", run, "--set", "train.lr=.inf")
+    o = c.run("train", *SMOKE, "--out", run, "--set", "train.lr=.inf", "--set", "train.skip_zero_advantage=false")
     bad = _nonfinite_weights(run)
     return {
         "said": o.said() + (f"; {bad} non-finite weight tensors written" if bad else ""),
