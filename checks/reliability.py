@@ -1,15 +1,26 @@
-"""The reliability cases (everyday mistakes), run against one checkout of this repository; then the before/after table.
+"""Everyday mistakes of a researcher, run against one checkout of this repository; then the before/after table.
 
     python checks/reliability.py run --repo CLONE --data DATA --work WORK --json before.json   # a checkout, its results
     python checks/reliability.py table before.json after.json > reports/RELIABILITY.md           # the table
 
-Every case is a mistake a researcher makes in a normal week (a misspelled model aimed at a finished run, two trainings
-on one folder, the README's own sweep, a resume with other settings, a truncated checkpoint file, ...), run with the
-`scpo` command of CLONE (`python -m scpo.cli`, PYTHONPATH=CLONE) on the smoke profile, in folders under WORK. DATA is a
-prepared data root (data/alfworld, and data/webshop with its catalogue for the WebShop case); CLONE/data is made a link
-to it. A case records what the command printed (exit code, number of stderr lines, the last line), whether results were
-lost or mixed (files of an earlier run compared byte for byte, or the run's own records), and whether the outcome is a
-clear one-line error or the right result. The machine is assumed offline (no Hugging Face Hub, no GitHub).
+Three groups of cases, each a mistake made in a normal week:
+- run folders, checkpoints and resumes: a misspelled model aimed at a finished run, two trainings on one folder, the
+  README's sweep, a resume with other settings, a truncated checkpoint file, a missing data source, what a run prints;
+- data lost, runs mixed or wrong results without a word: `--overwrite` of a folder that is not a run (a parent of two
+  runs, the checkout itself, the data), non-finite learning rates, a resume on other data or after the start model was
+  retrained, two evaluations into one folder, a truncated history, a NaN reward, a grid value given twice, a second
+  sweep into the same folder;
+- one line per mistake: config mistakes (a YAML syntax error, a folder as --params, a negative seed, settings that train
+  nothing), paths (a file, a read-only folder or a full disk as --out or data.root), and every command's own inputs
+  (credit-map, fidelity, notebook parameters, a resume with changed code, a bad `dvc exp run -S` value).
+
+Each runs the `scpo` command of CLONE (`python -m scpo.cli`, PYTHONPATH=CLONE) on the smoke profile, in folders under
+WORK. DATA is a prepared data root (data/alfworld, and data/webshop with its catalogue for the WebShop cases);
+CLONE/data is made a link to it. A case records what the command printed (exit code, number of stderr lines, the last
+line), whether results were lost or mixed (files of an earlier run compared byte for byte, or the run's own records),
+and whether the outcome is the right result or a clear one-line error. The machine is assumed offline (no Hugging Face
+Hub, no GitHub). Two cases need root: the read-only folder runs the command as the user nobody (`setpriv`), the full
+disk mounts a small tmpfs; without root they fall back to a simulated failure, and say so.
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ MISSPELLED = "policy.profile=Qwen/Qwen2.5-1.5B-Instrct"
 class Checkout:
     def __init__(self, repo: Path, data: Path, work: Path):
         self.repo, self.data, self.work = repo.resolve(), data.resolve(), work.resolve()
+        self.shared: Path | None = None  # the shared data folder (ALFWorld tarballs), for the full-disk case
         self.work.mkdir(parents=True, exist_ok=True)
         link = self.repo / "data"
         if not link.exists():
@@ -46,22 +58,33 @@ class Checkout:
         }
         self.env.pop("HF_HUB_OFFLINE", None)  # as a user's shell: the library has to find out it is offline
 
-    def run(self, *args: str, timeout: int = 900, env: dict | None = None) -> Outcome:
+    def run(
+        self, *args: str, timeout: int = 900, env: dict | None = None, cwd: Path | None = None, as_nobody: bool = False
+    ) -> Outcome:
         t0 = time.time()
+        user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if as_nobody else []
         proc = subprocess.run(
-            [sys.executable, "-m", "scpo.cli", *map(str, args)],
-            cwd=self.repo,
+            [*user, sys.executable, "-m", "scpo.cli", *map(str, args)],
+            cwd=cwd or self.repo,
             capture_output=True,
             text=True,
             timeout=timeout,
             env={**self.env, **(env or {})},
         )
-        return Outcome(proc.returncode, proc.stdout, proc.stderr, time.time() - t0)
+        return Outcome(proc.returncode, self.anon(proc.stdout), self.anon(proc.stderr), time.time() - t0)
 
-    def spawn(self, *args: str) -> subprocess.Popen:
+    def anon(self, text: str) -> str:
+        """`text` with this machine's folders named WORK, CLONE, DATA and SHARED (results read the same anywhere)."""
+        return _placeholders(text, self)
+
+    def py(self, code: str, *args: str, timeout: int = 900) -> Outcome:
+        """`python -c code args` with this checkout's scpo (for the cases that call the library)."""
+        return self.tool(sys.executable, "-c", code, *map(str, args), timeout=timeout)
+
+    def spawn(self, *args: str, cwd: Path | None = None) -> subprocess.Popen:
         return subprocess.Popen(
             [sys.executable, "-m", "scpo.cli", *map(str, args)],
-            cwd=self.repo,
+            cwd=cwd or self.repo,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -71,7 +94,7 @@ class Checkout:
     def tool(self, *argv: str, timeout: int = 900) -> Outcome:
         t0 = time.time()
         proc = subprocess.run(list(argv), cwd=self.repo, capture_output=True, text=True, timeout=timeout, env=self.env)
-        return Outcome(proc.returncode, proc.stdout, proc.stderr, time.time() - t0)
+        return Outcome(proc.returncode, self.anon(proc.stdout), self.anon(proc.stderr), time.time() - t0)
 
     def copy(self, src: Path, name: str) -> Path:
         dst = self.work / name
@@ -160,11 +183,22 @@ def summary(run: Path) -> dict:
 
 # ------------------------------------------------------------------------------------------------------------- cases
 CASES = []
+GROUPS = {
+    "runs": "Run folders, checkpoints and resumes",
+    "lost": "Data lost, runs mixed, or wrong results without a word",
+    "line": "One line per mistake",
+}
+_GROUP = {"now": "runs"}
+
+
+def group(name: str) -> None:
+    """The group of the cases registered after this call."""
+    _GROUP["now"] = name
 
 
 def case(title: str):
     def register(fn):
-        CASES.append((fn.__name__, title, fn))
+        CASES.append((fn.__name__, title, fn, _GROUP["now"]))
         return fn
 
     return register
@@ -339,7 +373,7 @@ def sweep_failing_point(c: Checkout, base: Path) -> dict:
         timeout=1800,
     )
     rows = _rows(out / "summary.csv")
-    status = rows[1]["status"] if len(rows) > 1 else "(no summary)"
+    status = c.anon(rows[1]["status"]) if len(rows) > 1 else "(no summary)"
     profile = rows[0].get("profile") if rows else None
     ok = o.rc != 0 and "DataError" in status and profile == "smoke"
     return {
@@ -665,15 +699,781 @@ def dvc_plots(c: Checkout, base: Path) -> dict:
     }
 
 
+# ------------------------------------------------------------------------ data lost, runs mixed, wrong results
+group("lost")
+
+
+def _verdict(o: Outcome, before: dict[str, str], folder: Path, extra: str = "") -> dict:
+    """A refusal case: one clear line, and `folder` byte for byte as it was."""
+    gone = lost(before, folder)
+    return {"said": o.said() + extra, "lost": gone, "ok": o.rc != 0 and len(o.lines) == 1 and gone == "no"}
+
+
+@case("`train --out PARENT --overwrite`, PARENT holding two finished runs and a notes file")
+def overwrite_parent_of_runs(c: Checkout, base: Path) -> dict:
+    parent = c.work / "l1"
+    shutil.rmtree(parent, ignore_errors=True)
+    for name in ("grpo-seed0", "scpo-seed0"):
+        shutil.copytree(base, parent / name, symlinks=True)
+    (parent / "notes.md").write_text("what I tried on Tuesday\n")
+    before = fingerprint(parent)
+    o = c.run("train", *SMOKE, "--out", parent, "--overwrite", "--set", "train.iterations=1")
+    return _verdict(o, before, parent)
+
+
+@case("`scpo train --out . --overwrite` run in a checkout (a git clone, with `--set data.root=DATA`)")
+def overwrite_the_checkout(c: Checkout, base: Path) -> dict:
+    copy = c.work / "l2-checkout"
+    shutil.rmtree(copy, ignore_errors=True)
+    c.tool("git", "clone", "-q", str(c.repo), str(copy))
+    before = fingerprint(copy)
+    o = c.run("train", *SMOKE, "--out", ".", "--overwrite", "--set", f"data.root={c.data}", cwd=copy)
+    left = sorted(p.name for p in copy.iterdir()) if copy.exists() else []
+    extra = "" if ".git" in left else f"; the checkout now holds only: {', '.join(left[:8]) or 'nothing'}"
+    return _verdict(o, before, copy, extra)
+
+
+@case("`train --out .. --overwrite` run from inside a finished run's checkpoints/ folder")
+def overwrite_above_the_cwd(c: Checkout, base: Path) -> dict:
+    run = c.copy(base, "l3")
+    before = fingerprint(run)
+    o = c.run(
+        "train",
+        *SMOKE,
+        "--params",
+        c.repo / "params.yaml",
+        "--out",
+        "..",
+        "--overwrite",
+        "--set",
+        f"data.root={c.data}",
+        "--set",
+        "train.iterations=1",
+        cwd=run / "checkpoints",
+    )
+    return _verdict(o, before, run)
+
+
+@case("`train --out PROJECT --overwrite --set data.root=PROJECT/data` (the run folder holds the data)")
+def overwrite_the_data(c: Checkout, base: Path) -> dict:
+    project = c.work / "l4"
+    shutil.rmtree(project, ignore_errors=True)
+    project.mkdir()
+    shutil.copytree(c.data / "alfworld", project / "data" / "alfworld", symlinks=True)
+    before = fingerprint(project / "data" / "alfworld" / "json_2.1.1" / "valid_seen")
+    o = c.run(
+        "train",
+        *SMOKE,
+        "--out",
+        project,
+        "--overwrite",
+        "--set",
+        f"data.root={project / 'data'}",
+        "--set",
+        "train.iterations=1",
+    )
+    return _verdict(o, before, project / "data" / "alfworld" / "json_2.1.1" / "valid_seen")
+
+
+def _nonfinite_weights(run: Path) -> int:
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    bad = 0
+    for f in sorted(run.rglob("*.safetensors")):
+        if f.parent.name != "model":
+            continue
+        try:
+            bad += sum(int(not np.isfinite(t).all()) for t in load_file(f).values())
+        except Exception:
+            continue
+    return bad
+
+
+@case("`train --set train.lr=.inf --set train.skip_zero_advantage=false` (every step updates)")
+def lr_inf(c: Checkout, base: Path) -> dict:
+    run = c.work / "l5"
+    shutil.rmtree(run, ignore_errors=True)
+    o = c.run("train", *SMOKE, "--out", run, "--set", "train.lr=.inf", "--set", "train.skip_zero_advantage=false")
+    bad = _nonfinite_weights(run)
+    return {
+        "said": o.said() + (f"; {bad} non-finite weight tensors written" if bad else ""),
+        "lost": "no" if not bad else f"yes: {bad} weight tensors written as NaN / inf",
+        "ok": o.rc == 2 and len(o.lines) == 1 and "train.lr" in o.last() and not run.exists(),
+    }
+
+
+@case("`train --set train.lr=1e30 --set train.skip_zero_advantage=false` (finite, but the updates blow up)")
+def lr_huge(c: Checkout, base: Path) -> dict:
+    run = c.work / "l6"
+    shutil.rmtree(run, ignore_errors=True)
+    o = c.run(
+        "train",
+        *SMOKE,
+        "--out",
+        run,
+        "--set",
+        "train.lr=1e30",
+        "--set",
+        "train.skip_zero_advantage=false",
+        "--set",
+        "train.iterations=3",
+    )
+    bad = _nonfinite_weights(run)
+    rows = _rows(run / "history.csv")
+    nan_rows = sum(any(v.lower() in ("nan", "inf", "-inf") for v in r.values()) for r in rows)
+    stopped = o.rc != 0 and len(o.lines) == 1 and "iteration" in o.last()
+    return {
+        "said": o.said() + f"; {bad} non-finite weight tensors and {nan_rows} non-finite history rows written",
+        "lost": "no" if not bad and not nan_rows else "yes: non-finite values written",
+        "ok": (stopped or o.rc == 0) and not bad and not nan_rows,
+    }
+
+
+@case("`train --resume --set data.root=tests/fixtures` on a finished run of the full data (a third iteration)")
+def resume_other_pool(c: Checkout, base: Path) -> dict:
+    run = c.copy(base, "l7")
+    before = fingerprint(run)
+    o = c.run(
+        "train",
+        *SMOKE,
+        "--out",
+        run,
+        "--resume",
+        "--set",
+        "data.root=tests/fixtures",
+        "--set",
+        "data.alfworld_require_all=false",
+        "--set",
+        "train.iterations=3",
+    )
+    mixed = o.rc == 0 and history_iterations(run) == [0, 1, 2]
+    return {
+        "said": o.said() + ("; iteration 2 drew from the 6 fixture games, 0-1 from 3,553" if mixed else ""),
+        "lost": "mixed: iterations of two task pools in one run" if mixed else lost(before, run),
+        "ok": o.rc != 0 and len(o.lines) == 1 and lost(before, run) == "no",
+    }
+
+
+@case("`train --resume` after the `train.init_from` SFT folder was retrained (`--overwrite --set train.sft.lr=0.01`)")
+def resume_retrained_start(c: Checkout, base: Path) -> dict:
+    sft, run = c.work / "l8-sft", c.work / "l8-rl"
+    for folder in (sft, run):
+        shutil.rmtree(folder, ignore_errors=True)
+    a = c.run("train", *SMOKE, "--stage", "sft", "--out", sft)
+    b = c.run("train", *SMOKE, "--out", run, "--set", f"train.init_from={sft}", "--set", "train.iterations=1")
+    d = c.run("train", *SMOKE, "--stage", "sft", "--out", sft, "--overwrite", "--set", "train.sft.lr=0.01")
+    if a.rc or b.rc or d.rc:
+        return {"said": f"setup failed: {(a if a.rc else b if b.rc else d).said()}", "lost": "?", "ok": False}
+    before = fingerprint(run)
+    o = c.run(
+        "train", *SMOKE, "--out", run, "--resume", "--set", f"train.init_from={sft}", "--set", "train.iterations=2"
+    )
+    mixed = o.rc == 0
+    return {
+        "said": o.said() + ("; iteration 1 trained with the new warm start as its KL reference" if mixed else ""),
+        "lost": "mixed: two start models in one run" if mixed else lost(before, run),
+        "ok": o.rc != 0 and len(o.lines) == 1 and lost(before, run) == "no",
+    }
+
+
+@case("two `scpo eval` into one `--out` at once")
+def two_evals(c: Checkout, base: Path) -> dict:
+    out = c.work / "l9-eval"
+    shutil.rmtree(out, ignore_errors=True)
+    first = c.spawn("eval", *SMOKE, "--checkpoint", base, "--out", out)
+    deadline = time.time() + 300
+    while not out.exists() and first.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    o = c.run("eval", *SMOKE, "--checkpoint", base, "--out", out, "--set", "eval.n_episodes=2")
+    _, err = first.communicate(timeout=900)
+    n = json.loads((out / "eval.json").read_text())["splits"] if (out / "eval.json").exists() else {}
+    got = sorted({r["n"] for r in n.values()})
+    both = o.rc == 0 and first.returncode == 0
+    return {
+        "said": f"first exit {first.returncode}; second {o.said()}; eval.json holds n={got}",
+        "lost": "yes: both wrote eval.json, one result lost" if both else "no",
+        "ok": first.returncode == 0 and o.rc != 0 and len(o.lines) == 1 and "in use" in o.last() and got == [4],
+    }
+
+
+@case("`train --resume` after history.csv was cut to its header and first row")
+def truncated_history(c: Checkout, base: Path) -> dict:
+    run = c.copy(base, "l10")
+    lines = (run / "history.csv").read_text().splitlines()
+    (run / "history.csv").write_text("\n".join(lines[:2]) + "\n")
+    o = c.run("train", *SMOKE, "--out", run, "--resume", "--set", "train.iterations=3")
+    iters, s = history_iterations(run), summary(run)
+    right = o.rc == 0 and iters == [0, 1, 2] and s.get("iterations") == 3
+    note = next((ln for ln in o.lines if "history" in ln), "")
+    ckpts = sorted(p.name for p in (run / "checkpoints").glob("iter_*"))
+    return {
+        "said": (f'exit 0; "{note[:200]}"' if right else o.said()) + f"; history iterations {iters}, "
+        f"summary.json says {s.get('iterations')} iterations, checkpoints {', '.join(ckpts)}",
+        "lost": "no"
+        if right or (o.rc != 0 and ckpts[-1:] == ["iter_0002"])
+        else "mixed: model/ and summary.json of the old run, checkpoints of the new",
+        "ok": right or (o.rc != 0 and len(o.lines) == 1 and ckpts[-1:] == ["iter_0002"]),
+    }
+
+
+NAN_REWARD = """
+import numpy as np
+from scpo.credit import compute_advantages
+from scpo.credit.registry import available_methods
+from scpo.credit.synthetic import synthetic_batch
+b = synthetic_batch(n_groups=2, group_size=4, max_steps=6, seed=0)
+b.reward = b.reward.copy(); b.reward[0] = np.nan
+b.oracle_progress = np.zeros(b.n_rows)
+out = []
+for m in available_methods():
+    extra = {"hindsight_logprob": -np.ones(b.n_rows)} if m == "hcapo" else {}
+    try:
+        adv = compute_advantages(m, b, **extra).advantages
+        values = np.unique(adv[b.group_id == b.group_id[0]])
+        out.append(f"{m}: no error, group of row 0 all {values[0] if len(values) == 1 else 'mixed'}")
+    except ValueError as err:
+        out.append(f"{m}: ValueError: {str(err)[:90]}")
+print("\\n".join(out))
+"""
+
+
+@case("`compute_advantages(method, batch)` with a NaN reward at row 0, every method")
+def nan_reward(c: Checkout, base: Path) -> dict:
+    o = c.py(NAN_REWARD)
+    lines = o.stdout.strip().splitlines()
+    raised = [ln for ln in lines if "ValueError" in ln and "row" in ln]
+    silent = [ln.split(":")[0] for ln in lines if "no error" in ln]
+    return {
+        "said": f"{len(raised)} of {len(lines)} methods raise"
+        + (f" ('{raised[0].split(': ', 1)[1]}')" if raised else "")
+        + (f"; no error for {', '.join(silent)} (the group's rows get 0)" if silent else ""),
+        "lost": "no" if not silent else "wrong: advantage 0 for a whole group without a word",
+        "ok": o.rc == 0 and bool(lines) and len(raised) == len(lines),
+    }
+
+
+@case("`scpo sweep notebooks/02_train.ipynb --grid method=grpo,grpo`")
+def sweep_duplicate_value(c: Checkout, base: Path) -> dict:
+    out = c.work / "l12-sweep"
+    shutil.rmtree(out, ignore_errors=True)
+    o = c.run(
+        "sweep",
+        "notebooks/02_train.ipynb",
+        "--profile",
+        "smoke",
+        "--set",
+        "train.iterations=1",
+        "--grid",
+        "method=grpo,grpo",
+        "--out",
+        out,
+        timeout=1800,
+    )
+    rows = _rows(out / "summary.csv")
+    statuses = [r["status"][:60] for r in rows]
+    return {
+        "said": o.said() + (f"; summary statuses {statuses}" if rows else ""),
+        "lost": "mixed: one point's notebook replaced by the other's" if len(rows) == 2 else "no",
+        "ok": o.rc == 2 and len(o.lines) == 1 and not out.exists(),
+    }
+
+
+@case("a second `scpo sweep` (`--grid method=gigpo`) into the `--out` of a first one (`--grid method=grpo`)")
+def sweep_into_another_sweep(c: Checkout, base: Path) -> dict:
+    out = c.work / "l13-sweep"
+    shutil.rmtree(out, ignore_errors=True)
+    common = ("notebooks/02_train.ipynb", "--profile", "smoke", "--set", "train.iterations=1", "--out", out)
+    first = c.run("sweep", *common, "--grid", "method=grpo", timeout=1800)
+    if first.rc != 0:
+        return {"said": f"the first sweep failed: {first.said()}", "lost": "?", "ok": False}
+    before = fingerprint(out)
+    o = c.run("sweep", *common, "--grid", "method=gigpo", timeout=1800)
+    rows = [r.get("method") for r in _rows(out / "summary.csv")]
+    return {
+        "said": o.said() + f"; summary.csv lists methods {rows}",
+        "lost": lost(before, out),
+        "ok": o.rc != 0 and len(o.lines) == 1 and lost(before, out) == "no",
+    }
+
+
+@case("`scpo sweep --overwrite` into that sweep's `--out` after a notes file was added to it")
+def sweep_overwrite_with_notes(c: Checkout, base: Path) -> dict:
+    out = c.work / "l13-sweep"
+    if not (out / "summary.csv").exists():
+        return {"said": "(needs the sweep of the case before)", "lost": "?", "ok": False}
+    (out / "notes.md").write_text("which point to rerun\n")
+    before = fingerprint(out)
+    o = c.run(
+        "sweep",
+        "notebooks/02_train.ipynb",
+        "--profile",
+        "smoke",
+        "--set",
+        "train.iterations=1",
+        "--out",
+        out,
+        "--grid",
+        "method=gigpo",
+        "--overwrite",
+        timeout=1800,
+    )
+    return _verdict(o, before, out, "" if (out / "notes.md").exists() else "; notes.md is gone")
+
+
+# ------------------------------------------------------------------------------------ one line per mistake
+group("line")
+
+
+def _config_case(c: Checkout, name: str, *args: str, code: int = 2) -> dict:
+    run = c.work / name
+    shutil.rmtree(run, ignore_errors=True)
+    o = c.run("train", *SMOKE, "--out", run, *args)
+    left = " and left " + ", ".join(sorted(p.name for p in run.iterdir())) if run.is_dir() else ""
+    empty = "; left an empty run folder" if run.is_dir() and not any(run.iterdir()) else left
+    return {"said": o.said() + empty, "lost": "no", "ok": o.rc == code and len(o.lines) == 1 and not run.exists()}
+
+
+@case("`train --params P` where P has a YAML syntax error (an unclosed list on line 3)")
+def params_yaml_error(c: Checkout, base: Path) -> dict:
+    params = c.work / "u1-params.yaml"
+    params.write_text("train:\n  lr: 0.001\n  seed: [0, 1\nrollout:\n  n_tasks: 2\n")
+    o = c.run("train", "--params", params, "--out", c.work / "u1")
+    return {
+        "said": o.said(),
+        "lost": "no",
+        "ok": o.rc == 2 and len(o.lines) == 1 and c.anon(str(params)) in o.last() and "line" in o.last(),
+    }
+
+
+@case("`train --params reports/` (a folder)")
+def params_folder(c: Checkout, base: Path) -> dict:
+    return _config_case(c, "u2", "--params", c.repo / "reports")
+
+
+@case("`train --set report.methods=[grpo,scpo` (an unparsable value)")
+def unparsable_set(c: Checkout, base: Path) -> dict:
+    return _config_case(c, "u3", "--set", "report.methods=[grpo,scpo")
+
+
+@case("`train --seed -1`")
+def negative_seed(c: Checkout, base: Path) -> dict:
+    return _config_case(c, "u4", "--seed", "-1")
+
+
+@case("`train --stage sft --set train.sft.n_demos=0`")
+def zero_demos(c: Checkout, base: Path) -> dict:
+    return _config_case(c, "u5", "--stage", "sft", "--set", "train.sft.n_demos=0")
+
+
+@case("`train --stage sft --set train.sft.epochs=0`")
+def zero_epochs(c: Checkout, base: Path) -> dict:
+    return _config_case(c, "u6", "--stage", "sft", "--set", "train.sft.epochs=0")
+
+
+@case("`train --set rollout.group_size=1` (every advantage 0, no update)")
+def group_of_one(c: Checkout, base: Path) -> dict:
+    return _config_case(c, "u7", "--set", "rollout.group_size=1")
+
+
+@case("`train --env webshop --method oracle` (no planner for WebShop)")
+def oracle_on_webshop(c: Checkout, base: Path) -> dict:
+    o = _config_case(c, "u8", "--env", "webshop", "--method", "oracle")
+    return o
+
+
+@case("`train --set train.iterations=0`")
+def zero_iterations(c: Checkout, base: Path) -> dict:
+    run = c.work / "u9"
+    shutil.rmtree(run, ignore_errors=True)
+    o = c.run("train", *SMOKE, "--out", run, "--set", "train.iterations=0")
+    last = (o.stdout.strip().splitlines() or [""])[-1]
+    claims = "checkpoints/" in last and not (run / "checkpoints").exists()
+    return {
+        "said": f'exit {o.rc}; "{last[:200]}"' + ("; no checkpoints/ was written" if claims else ""),
+        "lost": "no",
+        "ok": o.rc == 0 and not claims and (run / "model").is_dir(),
+    }
+
+
+@case("`train --out FILE`, `eval --out FILE`, `sweep --out FILE` (FILE an existing file)")
+def out_is_a_file(c: Checkout, base: Path) -> dict:
+    file = c.work / "u10.txt"
+    file.write_text("mine\n")
+    outs = [
+        c.run("train", *SMOKE, "--out", file),
+        c.run("eval", *SMOKE, "--checkpoint", base, "--out", file),
+        c.run("sweep", "notebooks/02_train.ipynb", "--profile", "smoke", "--grid", "method=grpo", "--out", file),
+    ]
+    said = "; ".join(f"{cmd}: {o.said()}" for cmd, o in zip(("train", "eval", "sweep"), outs))
+    return {
+        "said": said,
+        "lost": "no" if file.read_text() == "mine\n" else "yes: the file was replaced",
+        "ok": all(o.rc != 0 and len(o.lines) == 1 for o in outs) and file.read_text() == "mine\n",
+    }
+
+
+def _read_only_folder(c: Checkout, name: str) -> Path:
+    folder = c.work / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    folder.chmod(0o555)
+    return folder
+
+
+def _can_drop_root() -> bool:
+    return os.geteuid() == 0 and shutil.which("setpriv") is not None
+
+
+@case("`train --out RO/run` and `eval --out RO/eval`, RO a read-only folder (run as the user nobody)")
+def out_read_only(c: Checkout, base: Path) -> dict:
+    if not _can_drop_root():
+        return {"said": "(skipped: needs root and setpriv to run as another user)", "lost": "no", "ok": False}
+    ro = _read_only_folder(c, "u11-ro")
+    env = {"HOME": str(c.work / "u11-home"), "HF_HOME": str(c.work / "u11-home" / "hf")}
+    (c.work / "u11-home").mkdir(exist_ok=True)
+    (c.work / "u11-home").chmod(0o777)
+    readable = c.work / "u11-run"
+    shutil.rmtree(readable, ignore_errors=True)
+    shutil.copytree(base, readable)
+    for p in [readable, *readable.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    a = c.run("train", *SMOKE, "--out", ro / "run", env=env, as_nobody=True)
+    b = c.run("eval", *SMOKE, "--checkpoint", readable, "--out", ro / "eval", env=env, as_nobody=True)
+    return {
+        "said": f"train: {a.said()}; eval: {b.said()}",
+        "lost": "no",
+        "ok": all(o.rc != 0 and len(o.lines) == 1 for o in (a, b)),
+    }
+
+
+@case("`train` reading a data.root it cannot write (as the user nobody), and `prepare-data` into a read-only folder")
+def data_root_read_only(c: Checkout, base: Path) -> dict:
+    if not _can_drop_root():
+        return {"said": "(skipped: needs root and setpriv to run as another user)", "lost": "no", "ok": False}
+    home = c.work / "u12-home"
+    home.mkdir(exist_ok=True)
+    home.chmod(0o777)
+    env = {"HOME": str(home), "HF_HOME": str(home / "hf")}
+    work = c.work / "u12-out"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    work.chmod(0o777)
+    ro = _read_only_folder(c, "u12-data")
+    a = c.run(  # from a folder of the user's own: inside the clone (root's), dvclive writes into .dvc/tmp
+        "train",
+        *SMOKE,
+        "--params",
+        c.repo / "params.yaml",
+        "--out",
+        work / "run",
+        "--set",
+        f"data.root={c.data}",
+        "--set",
+        "train.iterations=1",
+        env=env,
+        as_nobody=True,
+        cwd=work,
+    )
+    b = c.run("prepare-data", *SMOKE, "--only", "alfworld", "--set", f"data.root={ro}", env=env, as_nobody=True)
+    return {
+        "said": f"train (data only read): {a.said()}; prepare-data: {b.said()}",
+        "lost": "no",
+        "ok": a.rc == 0 and b.rc != 0 and len(b.lines) == 1 and "corrupt" not in b.last(),
+    }
+
+
+@case("`train` and `prepare-data` with data.root a file")
+def data_root_a_file(c: Checkout, base: Path) -> dict:
+    file = c.work / "u13-data"
+    file.write_text("not a folder\n")
+    a = c.run("train", *SMOKE, "--out", c.work / "u13-run", "--set", f"data.root={file}")
+    b = c.run("prepare-data", *SMOKE, "--set", f"data.root={file}")
+    return {
+        "said": f"train: {a.said()}; prepare-data: {b.said()}",
+        "lost": "no",
+        "ok": all(o.rc != 0 and len(o.lines) == 1 for o in (a, b)) and not (c.work / "u13-run").exists(),
+    }
+
+
+FULL_DISK = """
+import errno, sys
+from scpo.train import checkpoint
+real, calls = checkpoint.write_training_state, []
+def full(*a, **k):
+    calls.append(1)
+    if len(calls) == 2:
+        raise OSError(errno.ENOSPC, "No space left on device", str(a[0]))
+    return real(*a, **k)
+checkpoint.write_training_state = full
+from scpo.cli import app
+sys.argv = ["scpo", *sys.argv[1:]]
+app()
+"""
+
+
+def _mount_tmpfs(where: Path, size: str) -> bool:
+    where.mkdir(parents=True, exist_ok=True)
+    return (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True
+        ).returncode
+        == 0
+    )
+
+
+@case("a full disk while training (a 6 MB tmpfs as --out; `--set train.keep_checkpoints=null`), then `--resume`")
+def disk_full_training(c: Checkout, base: Path) -> dict:
+    disk = c.work / "u14-disk"
+    if disk.is_mount():
+        subprocess.run(["umount", str(disk)])
+    shutil.rmtree(disk, ignore_errors=True)
+    args = (*SMOKE, "--out", disk / "run", "--set", "train.iterations=8", "--set", "train.keep_checkpoints=null")
+    if os.geteuid() == 0 and _mount_tmpfs(disk, "6m"):
+        try:
+            o = c.run("train", *args)
+            subprocess.run(["mount", "-o", "remount,size=256m", str(disk)], capture_output=True)
+            r = c.run(
+                "train",
+                *SMOKE,
+                "--out",
+                disk / "run",
+                "--resume",
+                "--set",
+                "train.iterations=8",
+                "--set",
+                "train.keep_checkpoints=null",
+            )
+            iters = history_iterations(disk / "run")
+        finally:
+            subprocess.run(["umount", str(disk)], capture_output=True)
+        how = ""
+    else:
+        o = c.tool(sys.executable, "-c", FULL_DISK, "train", *map(str, args))
+        r = c.run(
+            "train",
+            *SMOKE,
+            "--out",
+            disk / "run",
+            "--resume",
+            "--set",
+            "train.iterations=8",
+            "--set",
+            "train.keep_checkpoints=null",
+        )
+        iters = history_iterations(disk / "run")
+        how = " (simulated: no tmpfs could be mounted, the second checkpoint write raises ENOSPC)"
+    return {
+        "said": o.said() + how + f"; after freeing space, --resume: exit {r.rc}, history iterations {iters}",
+        "lost": "no" if r.rc == 0 and iters == list(range(8)) else "?",
+        "ok": o.rc != 0 and len(o.lines) == 1 and "no space left" in o.last() and r.rc == 0,
+    }
+
+
+@case("a full disk while `prepare-data` unpacks the ALFWorld tarballs (a 2 MB tmpfs as data.root)")
+def disk_full_prepare(c: Checkout, base: Path) -> dict:
+    disk = c.work / "u15-disk"
+    if disk.is_mount():
+        subprocess.run(["umount", str(disk)])
+    shutil.rmtree(disk, ignore_errors=True)
+    if c.shared is None or not (c.shared / "alfworld").is_dir():
+        return {"said": "(skipped: needs --shared, the folder holding alfworld/*.tar.gz)", "lost": "no", "ok": False}
+    args = (
+        "prepare-data",
+        *SMOKE,
+        "--only",
+        "alfworld",
+        "--set",
+        f"data.root={disk / 'data'}",
+        "--set",
+        f"data.shared_dir={c.shared}",
+    )
+    env = {"ALFWORLD_DATA": str(c.work / "u15-no-home")}
+    if os.geteuid() == 0 and _mount_tmpfs(disk, "2m"):
+        try:
+            o = c.run(*args, env=env)
+        finally:
+            subprocess.run(["umount", str(disk)], capture_output=True)
+        how = ""
+    else:
+        return {"said": "(skipped: no tmpfs could be mounted)", "lost": "no", "ok": False}
+    return {
+        "said": o.said() + how,
+        "lost": "no",
+        "ok": o.rc != 0 and len(o.lines) == 1 and "no space left" in o.last() and "corrupt" not in o.last(),
+    }
+
+
+@case("`train --out RUN/rollouts/again` (a run folder inside a finished run)")
+def out_inside_a_run(c: Checkout, base: Path) -> dict:
+    run = c.copy(base, "u16")
+    before = fingerprint(run)
+    o = c.run("train", *SMOKE, "--out", run / "rollouts" / "again", "--set", "train.iterations=1")
+    return _verdict(o, before, run)
+
+
+@case(
+    "`credit-map` of a folder with no rollouts, of an iteration not saved (`--iteration 7`), of a group not "
+    "there (`--group 99`)"
+)
+def credit_map_inputs(c: Checkout, base: Path) -> dict:
+    outs = [
+        c.run("credit-map", c.work / "no-such-run", "--out", c.work / "u17.png"),
+        c.run("credit-map", base, "--iteration", "7", "--out", c.work / "u17.png"),
+        c.run("credit-map", base, "--group", "99", "--out", c.work / "u17.png"),
+    ]
+    return {
+        "said": "; ".join(o.said() for o in outs),
+        "lost": "no",
+        "ok": all(o.rc != 0 and len(o.lines) == 1 for o in outs),
+    }
+
+
+@case("`fidelity --eps abc`, and `fidelity` without ALFWorld data (`--set data.root=WORK/no-data`)")
+def fidelity_inputs(c: Checkout, base: Path) -> dict:
+    reports = c.work / "u18-reports"
+    shutil.rmtree(reports, ignore_errors=True)
+    a = c.run("fidelity", *SMOKE, "--eps", "abc", "--reports-dir", reports)
+    b = c.run("fidelity", *SMOKE, "--set", f"data.root={c.work / 'no-data'}", "--reports-dir", reports)
+    wrote = sorted(p.name for p in reports.rglob("*") if p.is_file()) if reports.exists() else []
+    return {
+        "said": f"{a.said()}; {b.said()}" + (f"; wrote {len(wrote)} files" if wrote else ""),
+        "lost": "no",
+        "ok": all(o.rc != 0 and len(o.lines) == 1 for o in (a, b)) and not wrote,
+    }
+
+
+@case("`fidelity --trained` over runs whose alfworld/grpo/seed0 holds a WebShop run")
+def fidelity_webshop_run(c: Checkout, base: Path) -> dict:
+    runs = c.work / "u19-runs"
+    shutil.rmtree(runs, ignore_errors=True)
+    t = c.run(
+        "train",
+        *SMOKE,
+        "--env",
+        "webshop",
+        "--out",
+        runs / "alfworld" / "grpo" / "seed0",
+        "--set",
+        "train.iterations=1",
+    )
+    shutil.copytree(base, runs / "alfworld" / "gigpo" / "seed0")
+    reports = c.work / "u19-reports"
+    shutil.rmtree(reports, ignore_errors=True)
+    o = c.run(
+        "fidelity",
+        *SMOKE,
+        "--tasks",
+        "2",
+        "--estimators",
+        "grpo,gigpo",
+        "--no-sweep",
+        "--reports-dir",
+        reports,
+        "--set",
+        f"train.out_dir={runs}",
+        "--set",
+        "report.methods=[grpo, gigpo]",
+        timeout=1800,
+    )
+    table = reports / "tables" / "credit_fidelity_trained.md"
+    skip = next((ln for ln in o.lines if ln.startswith("skipping")), "")
+    return {
+        "said": (f"training exit {t.rc}; " if t.rc else "")
+        + (f'exit 0; "{skip}"' if o.rc == 0 else o.said())
+        + ("; the trained table was written" if table.exists() else ""),
+        "lost": "no",
+        "ok": o.rc == 0 and bool(skip) and table.exists(),
+    }
+
+
+@case("`papermill notebooks/02_train.ipynb OUT -p seed -1` (a bad notebook parameter)")
+def notebook_bad_parameter(c: Checkout, base: Path) -> dict:
+    nb = c.work / "u20.ipynb"
+    o = c.tool(
+        sys.executable,
+        "-m",
+        "papermill",
+        "notebooks/02_train.ipynb",
+        str(nb),
+        "-k",
+        "python3",
+        "--no-progress-bar",
+        "-p",
+        "seed",
+        "-1",
+        "-p",
+        "profile",
+        "smoke",
+        "-p",
+        "out_dir",
+        str(c.work / "u20-run"),
+    )
+    shown = []
+    if nb.exists():
+        for cell in json.loads(nb.read_text())["cells"]:
+            for out in cell.get("outputs", []):
+                if out.get("output_type") == "error":
+                    shown = out.get("traceback", [])
+    error = re.sub(r"\x1b\[[0-9;]*m", "", " ".join(shown[-1:]))
+    return {
+        "said": f"exit {o.rc}; the notebook's error output: {len(shown)} traceback lines, the last "
+        f'"{error.strip()[:180]}"',
+        "lost": "no",
+        "ok": o.rc != 0 and len(shown) == 1 and "train.seed" in error,
+    }
+
+
+@case("`train --resume` after the code changed (a tracked file edited: the checkout is dirty)")
+def resume_changed_code(c: Checkout, base: Path) -> dict:
+    run = c.copy(base, "u21")
+    readme = c.repo / "README.md"
+    text = readme.read_text()
+    readme.write_text(text + "\nan edit\n")
+    try:
+        o = c.run("train", *SMOKE, "--out", run, "--resume", "--set", "train.iterations=3")
+    finally:
+        readme.write_text(text)
+    note = next((ln for ln in o.lines if "code" in ln), "")
+    return {
+        "said": f"exit {o.rc}" + (f'; "{note[:200]}"' if note else "; nothing said about the code"),
+        "lost": "no",
+        "ok": o.rc == 0 and bool(note) and history_iterations(run) == [0, 1, 2],
+    }
+
+
+@case("`dvc exp run -s -S train.lr=-1 train@grpo-alfworld` in the clone, the recovery, and `scpo config` first")
+def dvc_bad_value(c: Checkout, base: Path) -> dict:
+    params = c.repo / "params.yaml"
+    original = params.read_text()
+    d = c.tool(sys.executable, "-m", "dvc", "exp", "run", "-s", "-S", "train.lr=-1", "train@grpo-alfworld")
+    edited = params.read_text() != original
+    c.tool("git", "restore", "params.yaml")
+    restored = params.read_text() == original
+    params.write_text(original)
+    o = c.run("config", "--set", "train.lr=-1")
+    return {
+        "said": f"dvc exit {d.rc}, params.yaml {'left edited' if edited else 'unchanged'}; `git restore params.yaml`: "
+        f"{'restored' if restored else 'not restored'}; `scpo config --set train.lr=-1`: {o.said()}",
+        "lost": "no" if restored else "yes: params.yaml edited",
+        "ok": restored
+        and o.rc == 2
+        and len(o.lines) == 1
+        and "train.lr" in o.last()
+        and params.read_text() == original,
+    }
+
+
 # ------------------------------------------------------------------------------------------------------------- main
-def run_all(repo: Path, data: Path, work: Path, out: Path, only: list[str] | None) -> None:
+def run_all(repo: Path, data: Path, work: Path, out: Path, only: list[str] | None, shared: Path | None) -> None:
     c = Checkout(repo, data, work)
+    c.shared = shared
     base = work / "finished"
     shutil.rmtree(base, ignore_errors=True)
     c.base_outcome = c.run("train", *SMOKE, "--out", base)  # a finished 2-iteration run: the victim of most cases
     assert c.base_outcome.rc == 0, c.base_outcome.stderr[-3000:]
     results = json.loads(out.read_text()) if out.exists() and only else {}
-    for name, title, fn in CASES:
+    for name, title, fn, _ in CASES:
         if only and name not in only:
             continue
         t0 = time.time()
@@ -681,7 +1481,8 @@ def run_all(repo: Path, data: Path, work: Path, out: Path, only: list[str] | Non
             res = fn(c, base)
         except Exception as err:
             res = {"said": f"the case raised {type(err).__name__}: {err}", "lost": "?", "ok": False}
-        res.update(title=title, seconds=round(time.time() - t0, 1))
+        res = {k: _placeholders(v, c) if isinstance(v, str) else v for k, v in res.items()}
+        res.update(title=title, seconds=round(time.time() - t0, 1), kind=outcome_kind(res))
         results[name] = res
         print(f"[{'ok' if res['ok'] else '--'}] {name}: {res['said'][:200]} | lost: {res['lost']}", flush=True)
         out.write_text(json.dumps(results, indent=2))
@@ -692,27 +1493,90 @@ def run_all(repo: Path, data: Path, work: Path, out: Path, only: list[str] | Non
     out.write_text(json.dumps(results, indent=2))
 
 
+def _placeholders(text: str, c: Checkout) -> str:
+    """`text` with this machine's folders named WORK, CLONE, DATA and SHARED (results read the same anywhere)."""
+    places = [(c.work, "WORK"), (c.repo, "CLONE"), (c.data, "DATA")] + ([(c.shared, "SHARED")] if c.shared else [])
+    for path, name in sorted(places, key=lambda p: -len(str(p[0]))):
+        text = text.replace(str(path), name)
+    return text
+
+
+def outcome_kind(res: dict) -> str:
+    """'right' (the right result), 'line' (a clear one-line error) or 'not fixed' (ugly or misleading), from a case's
+    verdict and what the deciding command said: a second command's exit code where there is one, else the first."""
+    if not res.get("ok"):
+        return "not fixed"
+    said = res.get("said", "")
+    second = re.search(r"second (?:\S+ )?exit (\d+)", said)
+    first = second or re.search(r"exit (\d+)", said)
+    return "line" if first and first.group(1) != "0" else "right"
+
+
+def data_lost(lost_text: str) -> bool:
+    """Whether a case's `lost` entry says data was lost, runs were mixed or a result was wrong."""
+    return lost_text.startswith(("yes", "mixed", "wrong"))
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def table(before: Path, after: Path) -> str:
-    b, a = json.loads(before.read_text()), json.loads(after.read_text())
-    rows = ["| case | before | after | data lost or mixed? (before / after) |", "|---|---|---|---|"]
-    for name, title, _ in CASES:
-        if name not in a:
-            continue
-        rb, ra = b.get(name, {"said": "(not run)", "lost": "?"}), a[name]
-        mark = "" if ra["ok"] else " **(not fixed)**"
-        rows.append(
-            f"| {_cell(title)} | {_cell(rb['said'])} | {_cell(ra['said'])}{mark} | "
-            f"{_cell(rb['lost'])} / {_cell(ra['lost'])} |"
-        )
-    meta = (
-        f"Before: commit {b.get('_meta', {}).get('commit', '?')}; after: commit "
-        f"{a.get('_meta', {}).get('commit', '?')}."
+def _counts(results: dict, names: list[str]) -> str:
+    kinds = [results.get(n, {}).get("kind") or outcome_kind(results.get(n, {})) for n in names]
+    lost_n = sum(data_lost(results.get(n, {}).get("lost", "?")) for n in names)
+    return (
+        f"{kinds.count('right')} the right result, {kinds.count('line')} one clear line, "
+        f"{kinds.count('not fixed')} ugly, misleading or wrong; {lost_n} lose or mix data or give a wrong result"
     )
-    return "\n".join(rows) + "\n\n" + meta + "\n"
+
+
+def table(before: Path, after: Path) -> str:
+    """reports/RELIABILITY.md: the summary counts, then one table per group of cases."""
+    b, a = json.loads(before.read_text()), json.loads(after.read_text())
+    bc, ac = b.get("_meta", {}).get("commit", "?"), a.get("_meta", {}).get("commit", "?")
+    names = [name for name, *_ in CASES if name in a]
+    out = [
+        "# Reliability: everyday mistakes, before and after",
+        "",
+        "Each row is one mistake a researcher makes in a normal week, run on the smoke profile against a fresh",
+        "clone (`checks/reliability.py run`; offline: no Hugging Face Hub, no GitHub). Before: a clone at",
+        f"{bc}; after: a clone at {ac}. WORK and CLONE stand for the check's work folder and the clone.",
+        "Regenerate (each run takes a while on 2 cores):",
+        "",
+        "    git clone REPO CLONE_BEFORE && git -C CLONE_BEFORE checkout BEFORE; git clone REPO CLONE_AFTER",
+        "    python checks/reliability.py run --repo CLONE_BEFORE --data DATA --shared SHARED --work WORK_B \\",
+        "        --json checks/results/reliability_before.json",
+        "    python checks/reliability.py run --repo CLONE_AFTER --data DATA --shared SHARED --work WORK_A \\",
+        "        --json checks/results/reliability_after.json",
+        "    python checks/reliability.py table checks/results/reliability_before.json \\",
+        "        checks/results/reliability_after.json > reports/RELIABILITY.md",
+        "",
+        f"**{len(names)} cases.** Before: {_counts(b, names)}. After: {_counts(a, names)}.",
+        "",
+    ]
+    for key, heading in GROUPS.items():
+        group_names = [name for name, _, _, g in CASES if g == key and name in a]
+        if not group_names:
+            continue
+        out += [
+            f"## {heading} ({len(group_names)})",
+            "",
+            f"Before: {_counts(b, group_names)}. After: {_counts(a, group_names)}.",
+            "",
+            "| case | before | after | data lost or mixed? (before / after) |",
+            "|---|---|---|---|",
+        ]
+        for name, title, _, g in CASES:
+            if g != key or name not in a:
+                continue
+            rb, ra = b.get(name, {"said": "(not run)", "lost": "?"}), a[name]
+            mark = "" if ra["ok"] else " **(not fixed)**"
+            out.append(
+                f"| {_cell(title)} | {_cell(rb['said'])} | {_cell(ra['said'])}{mark} | "
+                f"{_cell(rb['lost'])} / {_cell(ra['lost'])} |"
+            )
+        out.append("")
+    return "\n".join(out)
 
 
 def main() -> None:
@@ -724,12 +1588,14 @@ def main() -> None:
     r.add_argument("--work", type=Path, required=True)
     r.add_argument("--json", type=Path, required=True)
     r.add_argument("--only", default="", help="comma-separated case names")
+    r.add_argument("--shared", type=Path, default=None, help="the shared data folder (ALFWorld tarballs)")
     t = sub.add_parser("table")
     t.add_argument("before", type=Path)
     t.add_argument("after", type=Path)
     args = ap.parse_args()
     if args.cmd == "run":
-        run_all(args.repo, args.data, args.work, args.json, [x for x in args.only.split(",") if x] or None)
+        only = [x for x in args.only.split(",") if x] or None
+        run_all(args.repo, args.data, args.work, args.json, only, args.shared)
     else:
         print(table(args.before, args.after), end="")
 

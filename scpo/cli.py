@@ -1,4 +1,5 @@
-"""The `scpo` command: prepare-data, train, eval, sweep, credit-map, parity, convert-checkpoint, fidelity, provenance.
+"""The `scpo` command: config, prepare-data, train, eval, sweep, credit-map, parity, convert-checkpoint, fidelity,
+provenance.
 
 Every command reads params.yaml (`--params`), a profile (`--profile`) and dotted overrides (`--set key=value`,
 repeatable), validated by the same typed config as Papermill parameters. Heavy modules are imported inside each command.
@@ -20,7 +21,7 @@ from pathlib import Path
 import typer
 
 from scpo.config import Config, ConfigError, load_config, parse_overrides
-from scpo.errors import ExpectedError
+from scpo.errors import ExpectedError, write_problem
 
 app = typer.Typer(
     add_completion=False,
@@ -98,6 +99,26 @@ def prepare_data(
         typer.echo("WebShop: " + ", ".join(f"{k} {v}" for k, v in summary["webshop"].items()))
 
 
+@app.command("config")
+def check_config(
+    params: Path = ParamsOpt,
+    profile: str | None = ProfileOpt,
+    sets: list[str] | None = SetOpt,
+) -> None:
+    """Validate params.yaml with a profile and overrides, as every command does, without running anything: one line
+    naming a bad key (exit 2), else the resolved value of each key given with --set (e.g. before `dvc exp run -S`,
+    which writes its values into params.yaml first)."""
+    cfg = _config(params, profile, sets)
+    resolved = json.loads(cfg.model_dump_json())
+    shown = []
+    for key in parse_overrides(sets):
+        value = resolved
+        for part in key.split("."):
+            value = value[part]
+        shown.append(f"{key}={json.dumps(value)}")
+    _done(f"{params}: valid with profile {cfg.profile}" + (f"; {', '.join(shown)}" if shown else ""))
+
+
 @app.command()
 def train(
     params: Path = ParamsOpt,
@@ -145,6 +166,11 @@ def _train_line(summary: dict) -> str:
     final = summary.get("final", {}).get("charts/success_rate")
     success = f", success {final:.2f} on the last iteration" if final is not None else ""
     n = summary["iterations"]
+    if n == 0:
+        return (
+            f"{summary['method']} on {summary['env']} (seed {summary['seed']}): 0 iterations (train.iterations=0), "
+            f"no checkpoint; wrote {where}/model (the start model), summary.json, provenance.json"
+        )
     return (
         f"{summary['method']} on {summary['env']} (seed {summary['seed']}): {n} iteration{'s' if n != 1 else ''}"
         f"{success}; wrote {where}/model, checkpoints/, history.csv, summary.json, provenance.json"
@@ -257,7 +283,14 @@ def credit_map(
 
     cfg = _config(params, profile, sets)
     with _one_line_errors():
-        path, view, _ = credit_map_figure(rollouts, cfg, iteration=iteration, group=group, out=out)
+        if Path(out).is_dir():
+            raise ConfigError(f"--out {out} is a folder; give the figure's file name, e.g. {Path(out) / 'map.png'}")
+        try:
+            path, view, _ = credit_map_figure(rollouts, cfg, iteration=iteration, group=group, out=out)
+        except OSError as err:
+            if write_problem(err, out) is None:
+                raise
+            raise ExpectedError(f"{write_problem(err, out)}; choose another --out") from None
     _done(f"wrote {path} (iteration {view.iteration}, group {view.group})")
 
 
@@ -294,19 +327,37 @@ def fidelity(
     """Credit fidelity of every estimator against the planner's oracle progress (ALFWorld): tables and a figure."""
     from scpo.testbeds.fidelity_tables import write_fidelity_report
 
-    extra = {
-        k: v
-        for k, v in {
-            "fidelity.eps": [float(x) for x in eps.split(",")] if eps else None,
-            "fidelity.n_tasks": tasks,
-            "fidelity.seeds": [int(x) for x in seeds.split(",")] if seeds else None,
-            "fidelity.methods": [x.strip() for x in estimators.split(",")] if estimators else None,
-        }.items()
-        if v is not None
-    }
+    with _one_line_errors():
+        extra = {
+            k: v
+            for k, v in {
+                "fidelity.eps": _number_list("--eps", eps, float),
+                "fidelity.n_tasks": tasks,
+                "fidelity.seeds": _number_list("--seeds", seeds, int),
+                "fidelity.methods": [x.strip() for x in estimators.split(",")] if estimators else None,
+            }.items()
+            if v is not None
+        }
     cfg = _config(params, profile, sets, extra)
-    paths, res = write_fidelity_report(cfg, reports_dir, trained=trained, sweep=sweep)
+    with _one_line_errors():
+        paths, res = write_fidelity_report(
+            cfg, reports_dir, trained=trained, sweep=sweep, note=lambda line: typer.echo(line, err=True)
+        )
     typer.echo(json.dumps({"written": paths, "seconds": res.seconds, "planner": res.planner}, indent=1))
+
+
+def _number_list(option: str, text: str | None, kind: type) -> list | None:
+    """'0.2,0.4' -> [0.2, 0.4] (None for no option); ConfigError naming the option and the value that is not one."""
+    if not text:
+        return None
+    out = []
+    for item in text.split(","):
+        try:
+            out.append(kind(item.strip()))
+        except ValueError:
+            what = "a number" if kind is float else "an integer"
+            raise ConfigError(f"{option} {text!r}: {item.strip()!r} is not {what}; give e.g. {option} 1,2") from None
+    return out
 
 
 @app.command("convert-checkpoint")

@@ -23,7 +23,7 @@ import yaml
 from pydantic import Field, PrivateAttr, ValidationError, create_model, field_validator, model_validator
 
 from scpo.credit.options import CreditConfig
-from scpo.credit.registry import check_method
+from scpo.credit.registry import check_method, method_spec
 from scpo.envs import registry as env_registry
 from scpo.errors import ExpectedError
 from scpo.strict_model import StrictModel
@@ -32,6 +32,7 @@ __all__ = ["Config", "ConfigError", "load_config", "validate_config", "apply_ove
 
 PROFILES = ("smoke", "cpu", "gpu")
 PositiveInt = Annotated[int, Field(ge=1)]
+Seed = Annotated[int, Field(ge=0, description="a seed (numpy's generators take non-negative ints)")]
 
 
 class ConfigError(ExpectedError, ValueError):
@@ -68,7 +69,7 @@ class DataConfig(StrictModel):
         "synthetic",
         description="WebShop's goal mode: every option combination's synthetic instruction, or the human instructions",
     )
-    seed: int = 0
+    seed: Seed = 0
 
 
 def _trainable_env(name: str) -> str:
@@ -162,7 +163,9 @@ class DynamicSamplingConfig(StrictModel):
 class RolloutConfig(StrictModel):
     engine: Literal["transformers", "vllm"] = "transformers"
     n_tasks: int = Field(4, ge=1, description="tasks (groups) per iteration")
-    group_size: int = Field(8, ge=1, description="N rollouts per task, same seed")
+    group_size: int = Field(
+        8, ge=2, description="N rollouts per task, same seed (group credit compares them: one alone gets 0 advantage)"
+    )
     temperature: float = Field(1.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
     batch_size: int = Field(64, ge=1, description="prompts per generate call")
@@ -203,15 +206,15 @@ class RolloutConfig(StrictModel):
 
 
 class SFTConfig(StrictModel):
-    n_demos: int = Field(1000, ge=0, description="expert demonstrations for the warm start (limits how good it gets)")
-    epochs: int = Field(4, ge=0)
+    n_demos: int = Field(1000, ge=1, description="expert demonstrations for the warm start (limits how good it gets)")
+    epochs: int = Field(4, ge=1)
     lr: float = Field(2e-3, gt=0)
     batch_size: int = Field(8, ge=1)
 
 
 class TrainConfig(StrictModel):
-    seed: int = 0
-    iterations: int = Field(6, ge=0)
+    seed: Seed = 0
+    iterations: int = Field(6, ge=0, description="RL iterations (0: the run's model/ is the model RL starts from)")
     lr: float = Field(
         1e-3,
         gt=0,
@@ -344,7 +347,7 @@ class ReportConfig(StrictModel):
         "rloo",
     )
     envs: tuple[str, ...] = ("alfworld", "webshop")
-    seeds: tuple[int, ...] = (0, 1, 2)
+    seeds: tuple[Seed, ...] = (0, 1, 2)
     parallel_runs: Annotated[int, Field(ge=1)] | Literal["per_gpu"] = Field(
         3,
         description="seeds a DVC train / evaluate stage runs side by side, one process "
@@ -367,7 +370,7 @@ class ReportConfig(StrictModel):
         ("pick_two", "heat", "cool", "clean"), description="substrings of the task types reported as hard multi-step"
     )
     credit_map_method: str = Field("scpo", description="credit maps draw the saved rollouts of this method's run")
-    credit_map_seed: int = Field(0, description="... and of this seed")
+    credit_map_seed: Seed = Field(0, description="... and of this seed")
 
     @field_validator("methods", "envs", mode="after")
     @classmethod
@@ -383,7 +386,7 @@ class FidelityConfig(StrictModel):
 
     split: Literal["train", "valid_seen", "valid_unseen", "valid_train"] = "valid_unseen"
     n_tasks: int | None = Field(None, ge=1, description="first N games of the split (None: all)")
-    seeds: tuple[int, ...] = Field((0, 1, 2), min_length=1, description="task seeds: one group per task and seed")
+    seeds: tuple[Seed, ...] = Field((0, 1, 2), min_length=1, description="task seeds: one group per task and seed")
     eps: tuple[float, ...] = Field(
         (0.2, 0.4, 0.6), min_length=1, description="noise levels of the noisy-optimal policy"
     )
@@ -545,6 +548,12 @@ class Config(StrictModel):
             )
         if self.credit.hcapo.clip_low > self.credit.hcapo.clip_high:
             raise ValueError("credit.hcapo.clip_low must be <= credit.hcapo.clip_high")
+        if method_spec(self.credit.method).oracle and env_registry.env_spec(self.env.name).oracle_progress is None:
+            planners = [n for n in env_registry.trainable() if env_registry.env_spec(n).oracle_progress]
+            raise ValueError(
+                f"credit.method={self.credit.method!r} reads the planner's oracle progress, which env.name="
+                f"{self.env.name!r} does not provide (environments with a planner: {', '.join(planners)})"
+            )
         return self
 
 
@@ -556,8 +565,44 @@ def parse_overrides(items: list[str] | None) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"override {item!r} is not of the form dotted.key=value")
-        out[key.strip()] = yaml.safe_load(value)
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise ConfigError(
+                f"override {item!r}: the value {value!r} is not valid YAML ({_yaml_problem(err, 'column')}); "
+                "quote a string, e.g. key='text'"
+            ) from None
     return out
+
+
+def _yaml_problem(err: yaml.YAMLError, where: str = "line") -> str:
+    """'line L, column C: <problem>' (1-based) of a YAML parse error; `where="column"` gives the column only (a
+    one-line value)."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err).strip().splitlines()[0]
+    if mark is None:
+        return problem
+    at = f"column {mark.column + 1}" if where == "column" else f"line {mark.line + 1}, column {mark.column + 1}"
+    return f"{at}: {problem}"
+
+
+def _read_params(path: Path) -> dict[str, Any]:
+    """The params file as a mapping; ConfigError naming the file (and the line of a YAML syntax error)."""
+    if not path.exists():
+        raise ConfigError(f"no config file at {path.resolve()}")
+    if path.is_dir():
+        raise ConfigError(f"--params {path} is a folder; give a params file such as {path / 'params.yaml'}")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read the config file {path}: {getattr(err, 'strerror', None) or err}") from None
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: YAML syntax error at {_yaml_problem(err)}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(raw).__name__}")
+    return raw
 
 
 def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -596,6 +641,8 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
         key = ".".join(loc) or "<root>"
         if e["type"] == "extra_forbidden":
             lines.append(f"{source}: unknown key {key!r} (value {e['input']!r}); allowed here: {_allowed_at(loc)}")
+        elif not loc:  # a check across sections (`Config._check_combinations`): its message names the keys
+            lines.append(f"{source}: {e['msg'].removeprefix('Value error, ')}")
         else:
             lines.append(f"{source}: {key} = {e.get('input')!r} is invalid: {e['msg']}")
     return "\n".join(lines)
@@ -619,11 +666,7 @@ def load_config(
     source = "defaults"
     if path is not None:
         path = Path(path)
-        if not path.exists():
-            raise ConfigError(f"no config file at {path.resolve()}")
-        raw = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(raw).__name__}")
+        raw = _read_params(path)
         source = str(path)
     profiles = raw.pop("profiles", {}) or {}
     chosen = profile or raw.get("profile", "cpu")

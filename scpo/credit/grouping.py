@@ -6,7 +6,7 @@ sort/bincount group-bys, never Python loops over rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -15,6 +15,7 @@ import pandas as pd
 
 __all__ = [
     "check_rows",
+    "check_finite",
     "factorize",
     "shared_codes",
     "combine_codes",
@@ -46,6 +47,24 @@ def check_rows(traj_id: np.ndarray, step: np.ndarray) -> None:
             f"row {r} (traj_id {traj_id[r]}) has step {step[r]}, expected {expected[r]}: rows must be "
             "ordered by step 0, 1, 2, ... within each trajectory"
         )
+
+
+def check_finite(columns: Mapping[str, np.ndarray | None], traj_id: np.ndarray) -> None:
+    """Raise ValueError naming each column of `columns` (None: absent, skipped) that holds a NaN or an infinity, with
+    its first 5 such rows, their trajectories and values. A group statistic over a non-finite value is NaN, and the
+    estimators' masks and sign tests would turn it into advantage 0 for the whole group without a word."""
+    problems = []
+    for name, values in columns.items():
+        if values is None:
+            continue
+        x = np.asarray(values, dtype=np.float64)
+        bad = np.flatnonzero(~np.isfinite(x))
+        if len(bad):
+            rows = ", ".join(f"{r} (traj_id {traj_id[r]}, {x[r]})" for r in bad[:5])
+            more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+            problems.append(f"{name} at row{'s' if len(bad) > 1 else ''} {rows}{more}")
+    if problems:
+        raise ValueError("non-finite credit input: " + "; ".join(problems))
 
 
 _CODES: ContextVar[dict | None] = ContextVar("scpo_credit_codes", default=None)

@@ -29,7 +29,7 @@ from scpo.batch import RolloutBatch
 from scpo.credit.g2po import compute_g2po
 from scpo.credit.gigpo import compute_gigpo
 from scpo.credit.graphgpo import compute_graphgpo
-from scpo.credit.grouping import check_rows, shared_codes
+from scpo.credit.grouping import check_finite, check_rows, shared_codes
 from scpo.credit.grpo import compute_grpo
 from scpo.credit.hcapo import compute_hcapo
 from scpo.credit.hgpo import compute_hgpo
@@ -157,7 +157,9 @@ def compute_advantages(
 
     The batch's environment (`RolloutBatch.env`) picks its reference scale (`CreditConfig.for_env`: the
     environment's entry of `norm.scale_by_env`, else `norm.scale`) before `options` apply, so an explicit `scale`
-    option wins."""
+    option wins. A NaN or infinite reward or episode return is a ValueError naming its rows (`grouping.check_finite`),
+    for every method; the other float inputs are checked by the methods that read them (HCAPO's
+    `hindsight_logprob`, the oracle's progress, which may be -inf: a dead end)."""
     spec = method_spec(method)
     if isinstance(scorer, str):  # a scorer's name is the method's `scorer` option (SCPO's), not a scorer object
         options["scorer"], scorer = scorer, None
@@ -165,6 +167,7 @@ def compute_advantages(
         raise TypeError(f"batch must be a RolloutBatch, got {type(batch).__name__}")
     cfg = resolve_config(method, (config if config is not None else CreditConfig()).for_env(batch.env), **options)
     check_rows(batch.traj_id, batch.step)
+    check_finite({"reward": batch.reward, "episode_return": batch.episode_return}, batch.traj_id)
     if spec.policy_scores and hindsight_logprob is None:
         raise ValueError(
             f"credit method {method!r} needs hindsight_logprob (n_rows,), per-row scores of the policy: "

@@ -32,6 +32,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from scpo.data.errors import DataError
+from scpo.errors import write_problem
 
 __all__ = [
     "EXPECTED_COUNTS",
@@ -51,6 +52,9 @@ HOW_TO_GET = (
     "run `scpo prepare-data --only alfworld` where the internet is reachable (it runs `alfworld-download`), "
     "or set $ALFWORLD_DATA to a folder holding json_2.1.1/ (docs/data.md)"
 )
+
+
+AFTER_WRITE_FAILURE = "free space (or make data.root writable), then run `scpo prepare-data` again"
 
 
 def game_files(root: str | Path, split: str) -> list[Path]:
@@ -107,6 +111,9 @@ def _extract(tarball: Path, dest: Path) -> None:
             for m in tqdm(members, desc=f"unpack {tarball.name}", unit="file", leave=False):
                 tar.extract(m, dest, filter="data")
     except (tarfile.TarError, OSError, EOFError) as err:
+        problem = write_problem(err, dest)  # the disk, not the tarball (a full disk, a folder that is not writable)
+        if problem is not None:
+            raise DataError(f"{problem} while unpacking {tarball}; {AFTER_WRITE_FAILURE}") from None
         raise DataError(f"corrupt ALFWorld tarball {tarball}: {err}") from None
 
 

@@ -10,6 +10,15 @@ notebook's `overrides` parameter ("key=value; ..."), so it goes through the same
 (which take all three) every point's config is validated before the first one runs, so a typo fails the sweep at once
 (`SweepError`, one line).
 
+A value given twice for one name (`--grid method=grpo,grpo`), or two points whose folder names coincide, is refused
+before anything runs.
+
+`<out>` belongs to one sweep: `<out>/sweep.json` records its notebook, grid and points. A sweep into a non-empty
+`<out>` is refused in one line naming what it holds (another grid's sweep, or other files) unless `overwrite`; then
+the earlier sweep's own entries (its summary, notebooks, point folders and records) are removed first, and only when
+`<out>` holds nothing else: not a `.git`, not the current directory or one above it, not `data.root`
+(`scpo.pipeline.safe_replace`, the same guard as a run folder's `--overwrite`).
+
 Every point gets its own folder, `<out>/<point>/` (`<point>`: the grid values, e.g. `method-scpo__credit.scpo.tau-0.8`,
 or `p003-<hash>` when that would be too long), passed as the notebook's `out_dir` parameter when it has one and the grid
 does not set it; so two points never write into one run folder. The summary lists it (`point`, `point_dir`).
@@ -52,7 +61,8 @@ import yaml
 from tqdm.auto import tqdm
 
 from scpo.config import ConfigError, load_config, parse_overrides
-from scpo.errors import ExpectedError, PlacementError
+from scpo.errors import ExpectedError, PlacementError, write_problem
+from scpo.pipeline.safe_replace import ReplaceError, check_replaceable, remove_own_entries
 
 __all__ = [
     "parse_grid",
@@ -67,9 +77,13 @@ __all__ = [
     "SweepError",
     "RESERVED_COLUMNS",
     "BACKENDS",
+    "SWEEP_RECORD",
+    "check_sweep_folder",
 ]
 
 RESERVED_COLUMNS = ("point", "point_dir", "status", "notebook")
+SWEEP_RECORD = "sweep.json"
+_SWEEP_FILES = (".gitignore", "summary.csv", "summary.md", SWEEP_RECORD)
 BACKENDS = ("serial", "local", "ray")
 _MAX_SLUG = 100
 
@@ -88,7 +102,17 @@ def parse_grid(grid: Sequence[str]) -> dict[str, list[Any]]:
             raise ValueError(f"grid item {item!r} is not of the form name=v1,v2,...")
         if name in out:
             raise ValueError(f"grid name {name!r} appears twice (in {item!r}); give all its values in one item")
-        out[name] = [yaml.safe_load(v.strip()) for v in values.split(",")]
+        try:
+            parsed = [yaml.safe_load(v.strip()) for v in values.split(",")]
+        except yaml.YAMLError as err:
+            raise ValueError(f"grid item {item!r}: a value is not valid YAML ({_first_line(str(err))})") from None
+        twice = [v for i, v in enumerate(parsed) if v in parsed[:i]]
+        if twice:
+            raise ValueError(
+                f"grid item {item!r} gives the value {twice[0]!r} twice; give each value once (two points would "
+                "run the same config into one folder)"
+            )
+        out[name] = parsed
     if not out:
         raise ValueError("the grid is empty: pass at least one name=v1,v2,... item")
     return out
@@ -308,6 +332,47 @@ def _local_devices(gpus: str | None, jobs: int) -> list[str]:
     return [""] * max(1, jobs)
 
 
+def _recorded_points(out: Path) -> tuple[list[str] | None, str]:
+    """(the point folders of the sweep recorded in `out`, its grid in words): from sweep.json, else from summary.csv's
+    `point` column (a sweep written before sweep.json existed); (None, "") when `out` holds no sweep."""
+    try:
+        record = json.loads((out / SWEEP_RECORD).read_text())
+        return list(record["points"]), " ".join(f"--grid {g}" for g in record["grid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        points = pd.read_csv(out / "summary.csv")["point"].astype(str).tolist()
+    except (OSError, ValueError, KeyError, pd.errors.ParserError):
+        return None, ""
+    return points, f"{len(points)} points"
+
+
+def check_sweep_folder(out: Path, grid: Sequence[str], overwrite: bool, protected: dict[str, Any]) -> None:
+    """ReplaceError (one line, nothing removed) when `out` may not receive this sweep: a file; non-empty without
+    `overwrite`; with `overwrite`, holding anything but an earlier sweep's own entries, or a place no command removes
+    (`scpo.pipeline.safe_replace.check_replaceable`)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ReplaceError(f"--out {out} is a file, not a folder; choose a folder for the sweep")
+    names = sorted(os.listdir(out)) if out.is_dir() else []
+    if names in ([], [".gitignore"]):
+        return
+    points, earlier = _recorded_points(out)
+    own = set(_SWEEP_FILES) | {f"{p}{ext}" for p in points or [] for ext in ("", ".ipynb", ".json")}
+    if not overwrite:
+        same = earlier == " ".join(f"--grid {g}" for g in grid)
+        what = (
+            f"a sweep of {'this grid' if same else 'another grid'} ({earlier})"
+            if points is not None
+            else f"files that are not a sweep's ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''})"
+        )
+        raise ReplaceError(
+            f"sweep folder {out} is not empty, it holds {what}; add --overwrite to replace "
+            f"{'it' if points is not None else 'them'}, or choose another --out"
+        )
+    check_replaceable(out, lambda name: name in own, "sweep", protected)
+
+
 def _ray_execute(notebook, output, params, kernel, cwd):  # a Ray task: Ray has set CUDA_VISIBLE_DEVICES already
     return _execute_point(notebook, output, params, kernel, cwd)
 
@@ -358,18 +423,39 @@ def run_sweep(
         all_params = [point_parameters(point, notebook_params, shared) for point in points]
     except ValueError as err:
         raise SweepError(str(err)) from None
+    names = [point_folder(point, index) for index, point in enumerate(points)]
+    shared_folder = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if shared_folder is not None:
+        raise SweepError(f"two points of the grid would share the folder {out / shared_folder}; use distinct values")
+    protected: dict[str, Any] = {"the scpo code": Path(__file__).resolve().parents[1]}
     if {"params", "profile", "overrides"} <= set(notebook_params):  # the project's notebooks (notebook_config)
         config_file = Path(shared.get("params") or "params.yaml")
         if not config_file.is_absolute():
             config_file = Path(cwd or Path.cwd()) / config_file
         if config_file.exists():
             _check_configs(points, all_params, config_file)
-    out.mkdir(parents=True, exist_ok=True)
-    if not (out / ".gitignore").exists():  # the points' folders hold whole runs (models): regenerable, not for git
-        (out / ".gitignore").write_text("# the sweep's points' folders (scpo sweep)\n/*/\n")
+            try:
+                base_cfg = load_config(config_file, profile=shared.get("profile") or None)
+                protected.update({"data.root": base_cfg.data.root, "data.shared_dir": base_cfg.data.shared_dir})
+            except ConfigError:  # valid only with each point's values (checked above): the data is theirs
+                pass
+    check_sweep_folder(out, grid, overwrite, protected)
+    try:
+        if overwrite:
+            points_before, _ = _recorded_points(out)
+            own = set(_SWEEP_FILES) | {f"{p}{e}" for p in points_before or [] for e in ("", ".ipynb", ".json")}
+            remove_own_entries(out, lambda n: n in own)
+        out.mkdir(parents=True, exist_ok=True)
+        if not (out / ".gitignore").exists():  # the points' folders hold whole runs (models): regenerable, not for git
+            (out / ".gitignore").write_text("# the sweep's points' folders (scpo sweep)\n/*/\n")
+        (out / SWEEP_RECORD).write_text(
+            json.dumps({"notebook": str(notebook), "grid": list(grid), "points": names}, indent=2) + "\n"
+        )
+    except OSError as err:
+        raise ReplaceError(f"{write_problem(err, out) or err}; choose another --out") from None
     tasks = []
     for index, (point, point_params) in enumerate(zip(points, all_params)):
-        name = point_folder(point, index)
+        name = names[index]
         if "out_dir" in notebook_params and "out_dir" not in point and "out_dir" not in shared:
             point_params["out_dir"] = str((out / name).resolve())
         if overwrite and "overwrite" in notebook_params:

@@ -7,6 +7,10 @@ reports/tables/credit_fidelity_inconsistency.{csv,md} semantic inconsistency rev
 reports/tables/credit_fidelity_timing.json            wall / CPU seconds per phase, planner call times
 reports/tables/scpo_defaults_sweep.{csv,md}           SCPO's options on fidelity
 reports/figures/credit_fidelity.png, scpo_defaults_sweep.png
+
+Everything it reads is checked before the first file is written: the games of `fidelity.split` (one line naming
+data.root when there are none), and the trained runs, of which only ALFWorld runs are used (the planner labels their
+rollouts): a run at an ALFWorld path that holds another environment's rollouts is skipped, with one line saying so.
 """
 
 from __future__ import annotations
@@ -14,11 +18,13 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
 from scpo.analysis.fidelity_metrics import METRICS
+from scpo.errors import DataError, ExpectedError
 from scpo.pipeline.layout import ReportLayout, run_dir
 from scpo.tables.success import write_table
 from scpo.testbeds.fidelity import (
@@ -80,15 +86,66 @@ def inconsistency_view(counts: pd.DataFrame, source: str) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def trained_runs(cfg) -> dict[str, list[Path]]:
-    """{method: [run dirs with saved rollouts]} over report.methods x report.seeds (ALFWorld)."""
+def run_env_name(run: Path) -> str | None:
+    """The environment a run folder was trained on: its provenance's env.name, else its summary's, else the first
+    saved rollouts' env_name (None when nothing says)."""
+    for name, key in (("provenance.json", ("config", "env", "name")), ("summary.json", ("env",))):
+        try:
+            value = json.loads((Path(run) / name).read_text())
+            for k in key:
+                value = value[k]
+            return str(value)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    files = sorted((Path(run) / "rollouts").glob("iter_*.parquet"))
+    if files:
+        try:
+            names = pd.read_parquet(files[0], columns=["env_name"])["env_name"]
+            return str(names.iloc[0]) if len(names) else None
+        except (OSError, ValueError, KeyError):
+            return None
+    return None
+
+
+def trained_runs(cfg, note: Callable[[str], None] | None = None) -> dict[str, list[Path]]:
+    """{method: [run dirs with saved rollouts]} over report.methods x report.seeds under <train.out_dir>/alfworld; a
+    run there that was trained on another environment is left out, with one line to `note`."""
     out = {}
     for m in cfg.report.methods:
         runs = [run_dir(cfg.train.out_dir, "alfworld", m, s) for s in cfg.report.seeds]
         runs = [r for r in runs if (r / "rollouts").is_dir() and any((r / "rollouts").glob("iter_*"))]
-        if runs:
-            out[m] = runs
+        kept = []
+        for r in runs:
+            env = run_env_name(r)
+            if env not in (None, "alfworld"):
+                if note is not None:
+                    note(f"skipping {r}: a {env} run (credit fidelity reads ALFWorld rollouts, which a planner labels)")
+                continue
+            kept.append(r)
+        if kept:
+            out[m] = kept
     return out
+
+
+def _check_games(cfg) -> None:
+    """DataError (one line) unless data.root holds ALFWorld games of fidelity.split."""
+    from scpo.envs.alfworld import list_tasks
+
+    f = cfg.fidelity
+    try:
+        tasks = list_tasks(f.split, cfg.data.root, limit=f.n_tasks)
+    except ExpectedError:
+        raise
+    except (OSError, ValueError) as err:
+        raise DataError(
+            f"no ALFWorld games of split {f.split!r} under data.root={cfg.data.root} ({str(err).strip()[:160]}); "
+            "run `scpo prepare-data --only alfworld`"
+        ) from None
+    if not tasks:
+        raise DataError(
+            f"no ALFWorld games of split {f.split!r} under data.root={cfg.data.root}; run "
+            "`scpo prepare-data --only alfworld`"
+        )
 
 
 def sweep_grid(cfg) -> list[dict]:
@@ -117,11 +174,20 @@ def _shown(path) -> str:
 
 
 def write_fidelity_report(
-    cfg, reports_dir: str | Path = "reports", *, trained: bool = True, sweep: bool = True, progress: bool = True
+    cfg,
+    reports_dir: str | Path = "reports",
+    *,
+    trained: bool = True,
+    sweep: bool = True,
+    progress: bool = True,
+    note: Callable[[str], None] | None = None,
 ) -> tuple[dict, FidelityResult]:
-    """Run the benchmark of cfg.fidelity and write its tables and figures; returns ({name: path}, noisy result)."""
+    """Run the benchmark of cfg.fidelity and write its tables and figures; returns ({name: path}, noisy result).
+    `note(line)` receives the line of each trained run left out (module docstring)."""
     layout = ReportLayout(Path(reports_dir))
     f = cfg.fidelity
+    _check_games(cfg)
+    runs = trained_runs(cfg, note) if trained else {}
     t_start, c_start = time.perf_counter(), cpu_seconds()
     res = noisy_fidelity(cfg, progress=progress)
     n_tasks = res.groups["task_id"].nunique()
@@ -168,7 +234,6 @@ def write_fidelity_report(
     )
     timing = {"noisy": {**res.seconds, **res.planner, "rows": int(sum(b.n_rows for b in res.batches.values()))}}
     if trained:
-        runs = trained_runs(cfg)
         if not runs:  # the same files either way (pipeline outputs), saying why they are empty
             pd.DataFrame().to_csv(layout.tables / "credit_fidelity_trained_full.csv", index=False)
             pd.DataFrame().to_csv(layout.tables / "credit_fidelity_trained_inconsistency.csv", index=False)

@@ -1,8 +1,10 @@
 """Checkpoints: `checkpoints/iter_XXXX/` = `model/` (safetensors + tokenizer), `optimizer.safetensors`,
-`rng.safetensors` and a small `state.json` (iterations done, the run's provenance, and the size of every file), written
-last. A checkpoint is written under a temporary name and renamed, so a SIGKILL never leaves a half checkpoint;
-`latest_checkpoint` ignores anything unfinished. Only the newest `train.keep_checkpoints` are kept (`prune_checkpoints`;
-the run's final `model/` lives outside `checkpoints/`).
+`rng.safetensors`, copies of run files the trainer asks for (history.csv as of this checkpoint) and a small
+`state.json` (iterations done, the run's provenance, and the size of every file), written last. A checkpoint is
+written under a temporary name and renamed, so a SIGKILL never leaves a half checkpoint; `latest_checkpoint` ignores
+anything unfinished. A write that fails (a full disk) removes its temporary folder; a full disk raises an OSError with
+ENOSPC naming the checkpoint, whatever library wrapped it. Only the newest `train.keep_checkpoints` are kept
+(`prune_checkpoints`; the run's final `model/` lives outside `checkpoints/`).
 
 A checkpoint damaged later (a truncated file, a copy cut short) is found by `checkpoint_problem` (file sizes against
 state.json, every safetensors header, both state files), which names the file; `restorable_checkpoint` then falls back
@@ -20,9 +22,12 @@ to `scpo convert-checkpoint` (`scpo.train.legacy_checkpoint`).
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import random
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +37,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from scpo.errors import ExpectedError
+from scpo.errors import ExpectedError, disk_full
 
 __all__ = [
     "CheckpointError",
@@ -164,19 +169,33 @@ def _file_sizes(folder: Path) -> dict[str, int]:
 
 
 def save_checkpoint(
-    run_dir: Path, iterations_done: int, policy, optimizer, extra: dict | None = None, keep: int | None = None
+    run_dir: Path,
+    iterations_done: int,
+    policy,
+    optimizer,
+    extra: dict | None = None,
+    keep: int | None = None,
+    files: Mapping[str, Path] | None = None,
 ) -> Path:
-    """Write `run_dir/checkpoints/iter_<iterations_done>` atomically and return it; then keep only the newest `keep`
-    finished checkpoints (None: all)."""
+    """Write `run_dir/checkpoints/iter_<iterations_done>` atomically and return it, with a copy of each of `files`
+    ({name in the checkpoint: source}); then keep only the newest `keep` finished checkpoints (None: all)."""
     root = Path(run_dir) / "checkpoints"
     final = root / f"{_PREFIX}{iterations_done:04d}"
     tmp = root / f".{final.name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    policy.save(tmp / "model")
-    write_training_state(tmp, optimizer.state_dict(), rng_state())
-    state = {"iterations_done": iterations_done, **(extra or {}), "files": _file_sizes(tmp)}
-    (tmp / "state.json").write_text(json.dumps(state, indent=2, default=str))
+    try:
+        tmp.mkdir(parents=True)
+        policy.save(tmp / "model")
+        write_training_state(tmp, optimizer.state_dict(), rng_state())
+        for name, source in (files or {}).items():
+            shutil.copyfile(source, tmp / name)
+        state = {"iterations_done": iterations_done, **(extra or {}), "files": _file_sizes(tmp)}
+        (tmp / "state.json").write_text(json.dumps(state, indent=2, default=str))
+    except Exception as err:
+        shutil.rmtree(tmp, ignore_errors=True)  # no half checkpoint, and the space it took is free again
+        if disk_full(err):  # named after the checkpoint, not the temporary file that was being written
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(final)) from err
+        raise
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     if keep is not None:

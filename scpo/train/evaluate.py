@@ -11,11 +11,16 @@ provenance (`provenance.json` of the run folder, or a checkpoint's state.json) a
 its `env.<name>` section: step limit, options; `env.history_length`), the `policy` section (profile, prompt and
 answer lengths, dtype) and `rollout.action_choice` from it. An explicit override contradicting the run is an error
 unless forced; the evaluation splits (`env.<name>.eval_splits`) are the evaluation's choice. Every check (model files,
-evaluation data, an existing eval.json) runs before anything is written.
+evaluation data, an existing eval.json, an --out that is a file) runs before anything is written.
+
+One evaluation at a time writes into an --out: it holds the folder's lock (`scpo.train.run_folder.RunLock`, as
+training does), so a second `scpo eval` into the same folder fails at once naming the first; each writes its files
+under temporary names of its own and renames them into place. `--overwrite` replaces eval.json and eval.csv only.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -23,13 +28,14 @@ import numpy as np
 
 from scpo.config import Config, ConfigError, apply_overrides, validate_config
 from scpo.envs.registry import env_settings
-from scpo.errors import RunFolderError
+from scpo.errors import RunFolderError, write_problem
 from scpo.policy import load_policy, resolve_model_dir
 from scpo.policy.placement import resolve_device
 from scpo.rollout import collect_rollouts, make_engine
 from scpo.train.checkpoint import model_problem
 from scpo.train.preflight import check_task_list
 from scpo.train.provenance import read_provenance, write_json_atomic
+from scpo.train.run_folder import RunLock, check_not_in_use
 from scpo.train.seeding import iteration_seed, seed_everything, set_threads
 
 __all__ = ["run_evaluation", "evaluation_tasks", "config_for_checkpoint", "run_provenance", "FROM_RUN"]
@@ -146,11 +152,31 @@ def run_evaluation(
         raise RunFolderError(f"cannot evaluate {checkpoint}: {problem}")
     splits = {split: check_task_list(env, split) for split in env.eval_splits}
     out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise RunFolderError(f"--out {out_dir} is a file, not a folder; choose a folder for eval.json and eval.csv")
+    check_not_in_use(out_dir)
+    _check_no_result(out_dir, overwrite)
+    try:
+        with RunLock(out_dir):
+            _check_no_result(out_dir, overwrite)  # again, now that no other evaluation can start
+            return _evaluate(cfg, env, model_dir, splits, out_dir, where, note, t_start)
+    except OSError as err:
+        problem = write_problem(err, out_dir)
+        if problem is None:
+            raise
+        raise RunFolderError(f"{problem}; free space or make it writable, then evaluate again") from err
+
+
+def _check_no_result(out_dir: Path, overwrite: bool) -> None:
     if not overwrite and (out_dir / "eval.json").exists():
         raise RunFolderError(
             f"{out_dir / 'eval.json'} exists (an earlier evaluation); add --overwrite to replace it, "
             "or choose another --out"
         )
+
+
+def _evaluate(cfg: Config, env, model_dir: Path, splits: dict, out_dir: Path, where: str, note, t_start) -> dict:
+    """The evaluation itself (`run_evaluation` holds --out's lock)."""
     if note is not None:
         note(where)
     set_threads(cfg.train.torch_threads)
@@ -203,7 +229,7 @@ def run_evaluation(
     result["wall_s"] = time.perf_counter() - t_start
     import pandas as pd
 
-    tmp = out_dir / ".eval.csv.tmp"
+    tmp = out_dir / f".eval.csv.{os.getpid()}.tmp"
     pd.DataFrame(rows, columns=["split", "task_type", "n", "success"]).to_csv(tmp, index=False)
     tmp.replace(out_dir / "eval.csv")
     write_json_atomic(out_dir / "eval.json", result)

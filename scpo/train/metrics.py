@@ -2,11 +2,15 @@
 
 dvclive nests metric names on '/', so one name cannot be both a value and a folder: the per-task-type success rates are
 `charts/success_rate_by_type/<task_type>` next to the overall `charts/success_rate`.
+
+Every checkpoint keeps a copy of history.csv as it was when the checkpoint was written (its rows 0..k-1), so a resume
+can check the run's history against it (`history_problem`) and rebuild a truncated or damaged one from it.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +18,11 @@ import numpy as np
 
 from scpo.batch import RolloutBatch
 
-__all__ = ["rollout_metrics", "credit_metrics", "HistoryLog"]
+__all__ = ["rollout_metrics", "credit_metrics", "HistoryLog", "HISTORY_FILE", "history_problem"]
+
+HISTORY_FILE = "history.csv"
+# columns every row of history.csv has, whatever the method and the batch (checked when a checkpoint has no copy)
+_EVERY_ROW = ("iteration", "charts/success_rate", "losses/n_updates", "losses/frac_steps_updated")
 
 
 def rollout_metrics(batch: RolloutBatch) -> dict[str, float]:
@@ -64,7 +72,7 @@ class HistoryLog:
         import pandas as pd
         from dvclive import Live
 
-        self.path = Path(run_dir) / "history.csv"
+        self.path = Path(run_dir) / HISTORY_FILE
         self.rows: list[dict[str, Any]] = []
         if keep_iterations and self.path.exists():
             df = pd.read_csv(self.path)
@@ -90,7 +98,7 @@ class HistoryLog:
         import pandas as pd
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".csv.tmp")
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         pd.DataFrame(self.rows).to_csv(tmp, index=False)
         tmp.replace(self.path)
 
@@ -101,3 +109,56 @@ class HistoryLog:
 
     def close(self) -> None:
         self.live.end()
+
+
+def _read_rows(path: Path, iterations: int):
+    """Rows 0..iterations-1 of a history.csv as a DataFrame (sorted columns, index reset); ValueError when the file
+    cannot be read as one."""
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(path)
+    except (OSError, ValueError, pd.errors.ParserError) as err:
+        raise ValueError(str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__) from None
+    if "iteration" not in df.columns:
+        raise ValueError("it has no 'iteration' column")
+    df = df[pd.to_numeric(df["iteration"], errors="coerce") < iterations].dropna(axis=1, how="all")
+    return df.reindex(sorted(df.columns), axis=1).reset_index(drop=True)
+
+
+def history_problem(path: Path, iterations: int, reference: Path | None = None) -> str | None:
+    """Why the run's history.csv `path` cannot continue a run resumed after `iterations` iterations, or None.
+
+    With `reference` (the checkpoint's copy of history.csv): any difference in rows 0..iterations-1. Without one: an
+    unreadable file, rows 0..iterations-1 not each there once in order, or one of them lacking a value every row has
+    (`_EVERY_ROW`, `perf/*`; a line cut short)."""
+    path = Path(path)
+    if iterations <= 0:
+        return None
+    if not path.exists():
+        return f"{path} is missing"
+    try:
+        rows = _read_rows(path, iterations)
+    except ValueError as err:
+        return f"{path} cannot be read ({err})"
+    if reference is not None:
+        try:
+            expected = _read_rows(reference, iterations)
+        except ValueError:
+            expected = None
+        if expected is not None:
+            if rows.shape != expected.shape or list(rows.columns) != list(expected.columns):
+                return f"{path} holds {len(rows)} of the checkpoint's {len(expected)} rows (0..{iterations - 1})"
+            if not rows.equals(expected):
+                return f"{path} differs from the checkpoint's copy in rows 0..{iterations - 1}"
+            return None
+    done = [int(i) for i in rows["iteration"].tolist()]
+    if done != list(range(iterations)):
+        missing = sorted(set(range(iterations)) - set(done))
+        what = f"iterations {missing[:5]}{'...' if len(missing) > 5 else ''} missing" if missing else "rows repeated"
+        return f"{path} does not hold rows 0..{iterations - 1} once each ({what})"
+    needed = [c for c in rows.columns if c in _EVERY_ROW or c.startswith("perf/")]
+    gaps = rows[needed].isna().any(axis=1)
+    if gaps.any():
+        return f"{path} has incomplete rows (iterations {rows['iteration'][gaps].astype(int).tolist()[:5]})"
+    return None

@@ -25,6 +25,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -127,12 +128,18 @@ def provenance(cfg: Config) -> dict[str, Any]:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write `data` as JSON to `path` through a temporary file renamed into place (never a half-written file)."""
+    """Write `data` as JSON to `path` through a temporary file renamed into place (never a half-written file); the
+    temporary name is unique to the writer (`.<name>.<pid>.<random>.tmp`), so two writers never share one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    tmp.replace(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, indent=2, default=str))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def read_provenance(folder: Path) -> dict[str, Any] | None:

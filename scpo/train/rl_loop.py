@@ -29,9 +29,10 @@ from scpo.estimators import estimate, needs_oracle, with_oracle_progress
 from scpo.policy.placement import resolve_device
 from scpo.rollout import GenerationEngine, collect_rollouts, make_engine
 from scpo.rollout.collector import RolloutTiming
-from scpo.train.checkpoint import finished_checkpoints, save_checkpoint
+from scpo.train.checkpoint import finished_checkpoints, latest_checkpoint, save_checkpoint
 from scpo.train.dynamic_sampling import dynamic_sample
-from scpo.train.metrics import HistoryLog, credit_metrics, rollout_metrics
+from scpo.train.finite import check_update
+from scpo.train.metrics import HISTORY_FILE, HistoryLog, credit_metrics, rollout_metrics
 from scpo.train.panel import training_pool
 from scpo.train.preflight import TrainingPlan
 from scpo.train.seeding import iteration_seed, seed_everything
@@ -164,6 +165,8 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
                 temperature=cfg.rollout.temperature or 1.0,
                 generator=gen,
             )
+        # a NaN / infinite loss, gradient norm or weight stops the run here: nothing of iteration `it` gets written
+        check_update(it, update, policy.model, hint=lambda: _diverged_hint(cfg, run_dir))
         engine.sync_weights(policy)
         update_s = time.perf_counter() - t0
 
@@ -194,11 +197,20 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
                 optimizer,
                 {"method": method, "provenance": record},
                 keep=cfg.train.keep_checkpoints,
+                files={HISTORY_FILE: log.path},  # the history as of this checkpoint: a resume checks against it
             )
 
     log.close()
     save_model(policy, run_dir / "model")
     return _summary(cfg, run_dir, log.rows, time.perf_counter() - t_start, init_dir)
+
+
+def _diverged_hint(cfg: Config, run_dir: Path) -> str:
+    last = latest_checkpoint(run_dir)
+    where = f"the run folder keeps {last.relative_to(run_dir)}" if last else "no checkpoint was written yet"
+    return f"{where}; lower train.lr (now {cfg.train.lr:g}) or train.max_grad_norm, then " + (
+        "`--resume --force`" if last else "run it again with --overwrite"
+    )
 
 
 def _drop_after(run_dir: Path, iterations_done: int) -> None:

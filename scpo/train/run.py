@@ -3,23 +3,30 @@
 `scpo.train.preflight.plan_training` checks the data, the starting model and the run folder (a fresh run needs an
 empty one; `overwrite` replaces it only once every check passed; `resume` needs a restorable checkpoint whose
 recorded config matches). The folder is then locked (`scpo.train.run_folder.RunLock`: a second writer fails at once)
-and gets `provenance.json` (resolved config, overrides, version, git commit); each checkpoint's state.json carries
-the same record. The stage itself: `scpo.train.sft.run_sft` or `scpo.train.rl_loop.run_rl`. A finished run ends with
-`summary.json` and `manifest.json` (digests of the model, rollouts and history, which the DVC stages downstream depend
-on).
+and gets `provenance.json` (resolved config, overrides, version, git commit, and what the run reads: its task pool
+and start model, `scpo.train.run_inputs`); each checkpoint's state.json carries the same record. The stage itself:
+`scpo.train.sft.run_sft` or `scpo.train.rl_loop.run_rl`. A finished run ends with `summary.json` and `manifest.json`
+(digests of the model, rollouts and history, which the DVC stages downstream depend on).
+
+A full disk (or a folder that stops being writable) ends the run in one line naming the file and the way on: free
+space, then `--resume` from the last checkpoint (or run it again with `--overwrite` when there is none yet).
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
 from scpo.config import Config
+from scpo.errors import RunFolderError, disk_full, write_problem
 from scpo.pipeline.layout import run_dir as layout_run_dir
 from scpo.pipeline.manifest import write_run_manifest
 from scpo.policy.placement import gpu_claim, resolve_device
+from scpo.train.checkpoint import latest_checkpoint
+from scpo.train.metrics import HISTORY_FILE
 from scpo.train.preflight import TrainingPlan, plan_training
 from scpo.train.provenance import PROVENANCE_FILE, provenance, read_provenance, write_json_atomic
 from scpo.train.rl_loop import run_rl
@@ -59,18 +66,35 @@ def run_training(
         if plan.mode == "fresh":
             check_fresh(run_dir, resumable=stage == "rl")  # again, now that no other writer can start
         elif plan.mode == "overwrite":
-            clear_run_folder(run_dir)
-        record = _record_provenance(cfg, plan)
-        summary = run_sft(cfg, run_dir) if stage == "sft" else run_rl(cfg, plan, record)
-        write_json_atomic(run_dir / "summary.json", summary)
-        write_run_manifest(run_dir)
+            clear_run_folder(run_dir, plan.protected)  # checked again, now that no other writer can start
+        try:
+            if plan.history_from is not None:
+                shutil.copyfile(plan.history_from, run_dir / HISTORY_FILE)
+            record = _record_provenance(cfg, plan)
+            summary = run_sft(cfg, run_dir) if stage == "sft" else run_rl(cfg, plan, record)
+            write_json_atomic(run_dir / "summary.json", summary)
+            write_run_manifest(run_dir)
+        except OSError as err:
+            problem = write_problem(err, run_dir)
+            if problem is None:
+                raise
+            raise RunFolderError(f"{problem}; {_way_on(run_dir, stage, disk_full(err))}") from err
     return summary
+
+
+def _way_on(run_dir: Path, stage: str, full: bool) -> str:
+    """What to do after a write failed: free space (or make the folder writable), then resume from the last
+    checkpoint, or start again when there is none."""
+    fix = "free space" if full else "make it writable"
+    if stage == "rl" and latest_checkpoint(run_dir) is not None:
+        return f"{fix}, then --resume"
+    return f"{fix}, then run it again with --overwrite"
 
 
 def _record_provenance(cfg: Config, plan: TrainingPlan) -> dict:
     """Write `<run>/provenance.json` (a new run) or add this resume to it (the first record is kept); return the record
     that this process's checkpoints carry."""
-    record = provenance(cfg)
+    record = {**provenance(cfg), **plan.inputs}
     path = plan.run_dir / PROVENANCE_FILE
     if plan.mode == "resume":
         first = read_provenance(plan.run_dir) or {"config": None, "note": "run started before provenance was recorded"}

@@ -3,9 +3,14 @@
 Modes of a training command on `<run>`:
 - fresh (default): `<run>` must be absent or empty; a folder holding anything is refused in one line saying what it
   holds and the two ways on (`--resume`, `--overwrite`);
-- overwrite: everything in `<run>` is removed, but only after every check of the new run passed (config, data, model)
-  and the lock is held;
+- overwrite: the run's own entries (`RUN_ENTRIES`: provenance.json, checkpoints/, model/, ...) are removed, but only
+  after every check of the new run passed (config, data, model) and the lock is held; a folder that holds anything
+  else (a notes file, another run, a `.git`), is the current directory or holds it, or holds `data.root`, is refused
+  in one line with nothing removed (`scpo.pipeline.safe_replace`);
 - resume: handled by the trainer (a checkpoint must exist and match the config).
+
+A run folder is never created inside another run folder (whose `--overwrite` would then remove it), and `--out`
+naming a file, or a folder that cannot be written, is one line too.
 
 `RunLock` is an exclusive lock on the folder: `fcntl.flock` on `<run>/.scpo.lock`, a file holding the holder's pid,
 host, command and start time. A second writer fails at once, naming the holder. The kernel releases a flock when its
@@ -16,29 +21,53 @@ attempt and so loses the holder's pid that the error message names. POSIX only (
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fcntl
 import json
 import os
-import shutil
 import socket
 import sys
 import time
 from pathlib import Path
 
-from scpo.errors import RunFolderError
+from scpo.errors import RunFolderError, write_problem
+from scpo.pipeline.safe_replace import check_replaceable, enclosing_run, remove_own_entries
 
 __all__ = [
     "RunLock",
     "LOCK_FILE",
+    "RUN_ENTRIES",
     "folder_contents",
     "check_fresh",
     "check_not_in_use",
+    "check_out_folder",
+    "check_overwritable",
     "clear_run_folder",
     "describe_run",
 ]
 
 LOCK_FILE = ".scpo.lock"
+# what a training run writes into its folder (scpo.train.run, rl_loop, sft; `scpo eval`'s default --out is eval/)
+RUN_ENTRIES = frozenset(
+    {
+        LOCK_FILE,
+        "provenance.json",
+        "summary.json",
+        "manifest.json",
+        "history.csv",
+        "dvclive",
+        "checkpoints",
+        "rollouts",
+        "model",
+        "init_model",
+        "eval",
+    }
+)
+
+
+def _run_entry(name: str) -> bool:
+    return name in RUN_ENTRIES
 
 
 def folder_contents(run_dir: Path) -> list[str]:
@@ -77,6 +106,26 @@ def check_fresh(run_dir: Path, resumable: bool = True) -> None:
         )
 
 
+def check_out_folder(run_dir: Path) -> None:
+    """RunFolderError when `run_dir` is a file, or lies inside another run folder (whose `--overwrite` would remove
+    it)."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunFolderError(f"--out {run_dir} is a file, not a folder; choose a folder for the run")
+    outer = enclosing_run(run_dir)
+    if outer is not None:
+        raise RunFolderError(
+            f"--out {run_dir} is inside the run folder {outer} (replacing that run would remove this one); "
+            "choose a folder outside it"
+        )
+
+
+def check_overwritable(run_dir: Path, protected: dict[str, str | Path | None] | None = None) -> None:
+    """`scpo.pipeline.safe_replace.check_replaceable` for a run folder: ReplaceError (one line, nothing removed)
+    unless `run_dir` holds only a run's own entries (`RUN_ENTRIES`) and none of `protected`."""
+    check_replaceable(run_dir, _run_entry, "run", protected)
+
+
 def check_not_in_use(run_dir: Path) -> None:
     """RunFolderError naming the holder when another process holds `run_dir`'s lock (read-only: nothing is created)."""
     path = Path(run_dir) / LOCK_FILE
@@ -97,11 +146,11 @@ def check_not_in_use(run_dir: Path) -> None:
         os.close(fd)
 
 
-def clear_run_folder(run_dir: Path) -> None:
-    """Remove everything in `run_dir` but the lock file (`--overwrite`, called with the lock held)."""
-    for name in folder_contents(run_dir):
-        path = Path(run_dir) / name
-        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+def clear_run_folder(run_dir: Path, protected: dict[str, str | Path | None] | None = None) -> list[str]:
+    """Remove a run's own entries from `run_dir` but the lock file (`--overwrite`, called with the lock held), after
+    `check_overwritable` passed again; return the names removed."""
+    check_overwritable(run_dir, protected)
+    return remove_own_entries(run_dir, _run_entry, keep=(LOCK_FILE,))
 
 
 def _pid_alive(pid: int) -> bool:
@@ -123,9 +172,16 @@ class RunLock:
         self.path = self.run_dir / LOCK_FILE
         self.note: str | None = None
         self._fd: int | None = None
+        self._created = False
 
     def acquire(self) -> RunLock:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._created = not self.run_dir.exists()
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644))
+        except OSError as err:
+            problem = write_problem(err, self.run_dir) or f"cannot create {self.path}: {err.strerror or err}"
+            raise RunFolderError(f"{problem}; choose another --out") from None
         tries = 5  # a reader's momentary shared lock (`check_not_in_use`) is not a writer: try again briefly
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -175,6 +231,9 @@ class RunLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+        if self._created:  # a folder this lock created and nothing filled (a command that failed) is not left behind
+            with contextlib.suppress(OSError):
+                self.run_dir.rmdir()
 
     def __enter__(self) -> RunLock:
         return self.acquire()

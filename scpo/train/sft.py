@@ -23,6 +23,7 @@ from scpo.policy import PolicyLike, load_policy
 from scpo.policy.logprobs import bucketed_batches, response_logprobs
 from scpo.policy.placement import autocast_each_forward, resolve_device
 from scpo.policy.profiles import enable_gradient_checkpointing, trained_dtype
+from scpo.train.finite import check_weights
 from scpo.train.seeding import seed_everything
 from scpo.train.setup import demo_tasks, fresh_policy, identity, run_env, save_model
 
@@ -71,6 +72,7 @@ def run_sft(cfg: Config, run_dir: Path) -> dict:
         max_prompt_tokens=cfg.policy.max_prompt_tokens,
         seed=cfg.train.seed,
     )
+    check_weights(policy.model, "SFT warm start", f"lower train.sft.lr (now {cfg.train.sft.lr:g}), then --overwrite")
     save_model(policy, run_dir / "model")
     return {
         "stage": "sft",

@@ -268,7 +268,7 @@ def test_explorer_renders_and_redraws_in_chromium(lab, tmp_path):
             assert plot.screenshot() != png_second
 
             # fewer estimators: their toggle buttons remove their panels
-            for name in ("progpo_c", "progpo_r", "g2po", "hgpo"):
+            for name in ("progpo_c", "progpo_r", "g2po", "hgpo", "graphgpo", "rloo"):
                 page.locator(".scpo-credit-explorer .widget-toggle-button", has_text=name).first.click()
             page.wait_for_function(
                 """() => { const el = document.querySelector('.scpo-credit-explorer .js-plotly-plot');

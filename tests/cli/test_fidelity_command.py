@@ -17,7 +17,7 @@ def test_fidelity_passes_its_options_and_prints_the_written_files_as_json(tmp_pa
 
     seen = {}
 
-    def stub(cfg, reports_dir, *, trained, sweep):
+    def stub(cfg, reports_dir, *, trained, sweep, note=None):
         seen.update(cfg=cfg, reports_dir=reports_dir, trained=trained, sweep=sweep)
         paths = {"summary": str(Path(reports_dir) / "tables" / "credit_fidelity.csv")}
         return paths, SimpleNamespace(seconds={"noisy": 1.5}, planner={"calls": 3})

@@ -175,6 +175,26 @@ def test_every_method_returns_one_finite_advantage_per_row(method):
     assert 0.0 <= res.stats["frac_all_failed_groups"] <= 1.0
 
 
+@pytest.mark.parametrize("method", available_methods())
+@pytest.mark.parametrize("column, bad", [("reward", np.nan), ("reward", np.inf), ("episode_return", -np.inf)])
+def test_every_method_refuses_a_non_finite_reward_or_return_naming_the_rows(method, column, bad):
+    """A NaN or infinite reward or return is a ValueError naming its rows, for every registered method (a group
+    statistic over it would give every row of the group advantage 0)."""
+    from scpo.credit.synthetic import synthetic_batch
+
+    b = synthetic_batch(n_groups=3, group_size=3, max_steps=6, seed=2)
+    values = getattr(b, column).copy()
+    rows = np.flatnonzero(b.traj_id == 4)
+    values[rows] = bad
+    setattr(b, column, values)
+    if method == "oracle":
+        b.oracle_progress = np.zeros(b.n_rows)
+    extra = {"hindsight_logprob": -np.linspace(0.1, 2.0, b.n_rows)} if method == "hcapo" else {}
+    with pytest.raises(ValueError, match=rf"^non-finite credit input: {column} at row") as err:
+        compute_advantages(method, b, **extra)
+    assert f"{rows[0]} (traj_id 4, {bad})" in str(err.value)
+
+
 # ------------------------------------------------------------------ helpers at their edges
 def test_check_rows_messages_in_full():
     with pytest.raises(ValueError, match=r"^the rollout batch has no rows$"):
@@ -282,3 +302,41 @@ def test_episode_terms_with_default_arguments_and_single_trajectory_groups():
     assert out[3] == 0.0
     mean, std, count = episode_statistics(ret, pen, group, traj, stats_over="trajectories")
     np.testing.assert_allclose([mean[1], std[1], count[1]], [5.0, 0.0, 1.0])
+
+
+def test_check_finite_messages_in_full():
+    from scpo.credit.grouping import check_finite
+
+    traj = np.array([0, 0, 0, 1, 1, 1, 2, 2])
+    check_finite({"reward": np.zeros(8), "episode_return": None}, traj)  # finite, and an absent column: no error
+    one = np.zeros(8)
+    one[4] = np.inf
+    with pytest.raises(ValueError) as err:
+        check_finite({"reward": one}, traj)
+    assert str(err.value) == "non-finite credit input: reward at row 4 (traj_id 1, inf)"
+    five = np.r_[np.full(5, np.nan), np.zeros(3)]
+    with pytest.raises(ValueError) as err:
+        check_finite({"reward": np.zeros(8), "episode_return": five}, traj)
+    assert str(err.value) == (
+        "non-finite credit input: episode_return at rows 0 (traj_id 0, nan), 1 (traj_id 0, nan), 2 (traj_id 0, nan), "
+        "3 (traj_id 1, nan), 4 (traj_id 1, nan)"
+    )
+    seven = np.r_[np.zeros(1), np.full(7, -np.inf)]
+    with pytest.raises(ValueError) as err:
+        check_finite({"reward": one, "episode_return": seven}, traj)
+    assert str(err.value) == (
+        "non-finite credit input: reward at row 4 (traj_id 1, inf); episode_return at rows 1 (traj_id 0, -inf), "
+        "2 (traj_id 0, -inf), 3 (traj_id 1, -inf), 4 (traj_id 1, -inf), 5 (traj_id 1, -inf) and 2 more"
+    )
+    with pytest.raises(ValueError, match=r"^non-finite credit input: reward at row 0 \(traj_id 0, nan\)$"):
+        check_finite({"reward": [np.nan, 0, 0, 0, 0, 0, 0, 0]}, traj)  # a list is read as floats too
+    with pytest.raises(ValueError, match=r"^non-finite credit input: reward at row 1 \(traj_id 0, inf\)$"):
+        check_finite({"reward": np.array([0.0, np.inf, 0, 0, 0, 0, 0, 0], dtype=object)}, traj)  # and an object array
+    six = np.r_[np.zeros(2), np.full(6, np.nan)]
+    with pytest.raises(ValueError, match=r"5 \(traj_id 1, nan\), 6 \(traj_id 2, nan\) and 1 more$"):
+        check_finite({"episode_return": six}, traj)
+    two = np.zeros(8)
+    two[[6, 7]] = np.nan
+    with pytest.raises(ValueError) as err:
+        check_finite({"oracle_progress": None, "reward": two}, traj)  # an absent column first: the next is checked
+    assert str(err.value) == "non-finite credit input: reward at rows 6 (traj_id 2, nan), 7 (traj_id 2, nan)"

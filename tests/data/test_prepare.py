@@ -16,6 +16,8 @@ from scpo.cli import app
 from scpo.data import alfworld_data
 from scpo.data.alfworld_data import EXPECTED_COUNTS, TARBALLS, DataError, count_games, prepare_alfworld, read_game
 
+from helpers.runs import cli, messages, one_line
+
 
 def test_prepared_alfworld_has_every_game_per_split(alfworld_data_root):
     counts = count_games(alfworld_data_root)
@@ -137,3 +139,32 @@ def test_subset_data_folder_is_accepted_only_when_asked(tmp_path, alfworld_games
     with pytest.raises(DataError, match="not found"):
         prepare_alfworld(tmp_path / "data" / "alfworld", shared_dir=tmp_path / "nowhere", allow_download=False)
     assert (tmp_path / "data" / "alfworld").is_symlink()  # a failed run leaves the folder as it was
+
+
+def test_a_full_disk_while_unpacking_is_not_blamed_on_the_tarball(tmp_path, monkeypatch):
+    """`prepare-data` on a full disk says so in one line (the write that failed, the way on), not that the shared
+    tarball is corrupt."""
+    import errno
+
+    _fake_tarballs(tmp_path / "shared" / "alfworld", {"train": 2, "valid_seen": 1, "valid_unseen": 1, "valid_train": 1})
+
+    def full(self, member, path="", **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", str(Path(path) / member.name))
+
+    monkeypatch.setattr(tarfile.TarFile, "extract", full)
+    monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "no-home"))
+    result = cli(
+        "prepare-data",
+        "--only",
+        "alfworld",
+        "--set",
+        f"data.root={tmp_path / 'data'}",
+        "--set",
+        f"data.shared_dir={tmp_path / 'shared'}",
+        "--set",
+        "data.alfworld_require_all=false",
+    )
+    assert result.exit_code == 1
+    line = one_line(messages(result.stderr))
+    assert line.startswith("no space left writing ") and "while unpacking" in line and "corrupt" not in line
+    assert line.endswith("free space (or make data.root writable), then run `scpo prepare-data` again")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -111,3 +112,14 @@ def comparable_history(run: Path) -> pd.DataFrame:
     between two runs of one config."""
     hist = pd.read_csv(Path(run) / "history.csv")
     return hist[[c for c in hist.columns if not c.startswith("perf/") or c in ("perf/steps", "perf/response_tokens")]]
+
+
+def messages(text: str) -> str:
+    """`text` without progress bars (tqdm's redraws: a bar with its percentage, cursor moves, blank redraws), so that
+    what remains is the lines a user reads."""
+    kept = []
+    for raw in re.split(r"[\r\n]", text):
+        line = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", raw).strip()
+        if line and not re.search(r"\d+%\|", line):
+            kept.append(line)
+    return "\n".join(kept)

@@ -45,7 +45,7 @@ LAYERS = {
         "scpo",
         "environment",
     },  # scpo: __version__
-    "analysis": {"batch", "config", "credit", "estimators", "pipeline", "scorers"},
+    "analysis": {"batch", "config", "credit", "errors", "estimators", "pipeline", "scorers"},
     "tables": {"config", "pipeline"},
     "testbeds": {
         "analysis",
@@ -53,6 +53,7 @@ LAYERS = {
         "config",
         "credit",
         "envs",
+        "errors",
         "estimators",
         "pipeline",
         "policy",
