@@ -239,6 +239,19 @@ def setup_label(cfg: Config, env: str) -> str:
     )
 
 
+def _wrap(label: str, width: int) -> str:
+    """`label` broken at its ' · ' separators into lines of at most `width` characters (a title the figure shows
+    whole)."""
+    lines, line = [], ""
+    for part in label.split(" · "):
+        if line and len(line) + 3 + len(part) > width:
+            lines.append(line)
+            line = part
+        else:
+            line = f"{line} · {part}" if line else part
+    return "\n".join([*lines, line])
+
+
 def _style(method: str) -> dict:
     if method == "oracle":
         return {"color": "black", "linestyle": "--", "linewidth": 2.2}
@@ -266,7 +279,7 @@ def plot_curves(curves: pd.DataFrame, env: str, label: str, path: Path) -> Path:
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, ncol=2, loc="upper left")
-    ax.set_title(f"Learning curves, mean and 95% band over seeds\n{label}", fontsize=9)
+    ax.set_title(f"Learning curves, mean and 95% band over seeds\n{_wrap(label, 110)}", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -291,7 +304,7 @@ def plot_differences(diffs: pd.DataFrame, env: str, reference: str, label: str, 
     ax.axvline(0, color="red", linewidth=1)
     ax.set_yticks(y, data["method"])
     ax.set_xlabel(f"AULC minus {reference}'s (paired over seeds; filled: Holm-adjusted p < 0.05)")
-    ax.set_title(f"Differences from {reference}, 95% bootstrap CI\n{label}", fontsize=8)
+    ax.set_title(f"Differences from {reference}, 95% bootstrap CI\n{_wrap(label, 95)}", fontsize=8)
     ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -70,3 +70,13 @@ def test_spearman_with_a_bootstrap_over_paired_seeds():
     assert flipped["rho"] == pytest.approx(-1.0)
     with pytest.raises(ValueError, match="at least 3 methods"):
         spearman_bootstrap({"a": 1.0}, {"a": [1.0]})
+
+
+def test_a_figure_label_wraps_at_its_separators_within_the_width():
+    from scpo.testbeds.learning_tables import _wrap
+
+    label = " · ".join(["alfworld", "profile cpu", "panel of 12 training tasks, 4 x 8 rollouts", "5 paired seeds"])
+    wrapped = _wrap(label, 45)
+    assert all(len(line) <= 45 for line in wrapped.splitlines()) and len(wrapped.splitlines()) == 3
+    assert wrapped.replace("\n", " · ") == label
+    assert _wrap(label, 500) == label
