@@ -161,6 +161,7 @@ def main() -> None:
         args.out.mkdir(parents=True, exist_ok=True)
     print(f"baseline {args.baseline} ({baseline}) vs this checkout; load average {os.getloadavg()[0]:.1f}")
     results = []
+    starts: dict[str, str] = {}  # what each environment's runs started from, as results.json records it
     for env in args.envs:
         init: Path | None = inits.get(env, REPO / "runs" / env / "sft" / "seed0")
         if not (Path(init) / "model").is_dir() and not (Path(init) / "config.json").is_file():
@@ -168,6 +169,7 @@ def main() -> None:
                 raise SystemExit(f"--init-from {env}={init}: not an SFT run folder or model folder")
             print(f"{env}: no warm start at {init}: both checkouts start RL from the profile's untrained model")
             init = None
+        starts[env] = str(init) if init is not None else "the profile's untrained model (train.rl_start: base)"
         if args.profile:
             for name, code in (("baseline", baseline), ("current", current)):
                 run_once(code, env, "cpu", 2, init, args.out / f"profile_{env}_{name}.txt")
@@ -201,7 +203,7 @@ def main() -> None:
         "baseline": args.baseline,
         "iterations": args.iterations,
         "repeats": args.repeats,
-        "warm_start": {env: str(inits.get(env, f"runs/{env}/sft/seed0")) for env in args.envs},
+        "warm_start": starts,
         "load": os.getloadavg(),
     }
     if args.out is None:
