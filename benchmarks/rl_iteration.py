@@ -5,8 +5,8 @@ collection (environments + generation), credit and update, and steps per second 
         [--baseline 6326b05] [--init-from alfworld=DIR webshop=DIR] [--profile] [--out DIR]
 
 The committed figures (benchmarks/results/rl_iteration/) come from
-    python benchmarks/rl_iteration.py --shapes cpu 8x8 --iterations 3 --repeats 2 --profile \
-        --out benchmarks/results/rl_iteration
+    python benchmarks/rl_iteration.py --shapes cpu 8x8 --iterations 3 --repeats 1 --profile \
+        --init-from alfworld=runs/alfworld/sft/seed0 --out benchmarks/results/rl_iteration
 the defaults are the short run `make bench` does (it prints and writes nothing unless `--out` is given).
 
 Each run is a fresh process training `--iterations` iterations of GiGPO from the same warm start (`--init-from`;
