@@ -1,7 +1,7 @@
-"""The longer learning benchmark: both bounds (oracle, shuffled), GRPO, GiGPO and SCPO on ALFWorld, 5 paired seeds,
-10 iterations of 4 panel tasks x 8 rollouts on a 12-game panel, 2 evaluation episodes per panel game and 40
-valid_unseen games (settings.yaml), from the pipeline's warm start. The pipeline's `learning` stage runs every method on
-both environments, shorter.
+"""The longer learning benchmark: both bounds (oracle, shuffled), GRPO, GiGPO (also with dynamic sampling) and SCPO on
+ALFWorld, 5 paired seeds, 10 iterations of 4 panel tasks x 8 rollouts on a 12-game panel, 2 evaluation episodes per
+panel game and 40 valid_unseen games (settings.yaml), from the pipeline's warm start. The pipeline's `learning` stage
+runs every method on both environments, shorter.
 
     python experiments/learning_benchmark/learning_benchmark.py [--warm-start alfworld=DIR webshop=DIR]
         [--fidelity reports/tables/credit_fidelity.csv] [--report-only] [--workers 2] [--set KEY=VALUE ...]
