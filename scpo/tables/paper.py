@@ -32,14 +32,14 @@ __all__ = ["write_paper_tables"]
 
 
 def _learning_sections(reports_root: Path, study: Path | None) -> list[str]:
-    """The learning benchmark's ranking and difference tables (Markdown), first the full-size study's, then the
-    pipeline's; the ones that exist."""
+    """The learning benchmark's ranking and difference tables (Markdown), first the full-size study's (in its results
+    folder or its tables/), then the pipeline's; the ones that exist."""
     sections = []
     for label, folder in (("Full-size study (experiments/learning_benchmark)", study), ("This pipeline run", None)):
         root = Path(folder) if folder is not None else ReportLayout(Path(reports_root)).tables
         for name in ("learning_ranking", "learning_differences"):
-            path = root / f"{name}.md"
-            if path.exists():
+            path = next((p for p in (root / f"{name}.md", root / "tables" / f"{name}.md") if p.exists()), None)
+            if path is not None:
                 text = path.read_text(encoding="utf-8")
                 sections.append(text.replace("## ", f"## {label}: ", 1))
     return sections
