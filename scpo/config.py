@@ -35,6 +35,23 @@ PositiveInt = Annotated[int, Field(ge=1)]
 Seed = Annotated[int, Field(ge=0, description="a seed (numpy's generators take non-negative ints)")]
 
 
+# the estimators the fidelity and learning benchmarks compare by default, then their bounds (oracle, shuffled)
+EVERY_METHOD_AND_BOUND = (
+    "grpo",
+    "gigpo",
+    "scpo",
+    "progpo_c",
+    "progpo_r",
+    "g2po",
+    "hgpo",
+    "hcapo",
+    "graphgpo",
+    "rloo",
+    "oracle",
+    "shuffled",
+)
+
+
 class ConfigError(ExpectedError, ValueError):
     """A config problem; the message names the dotted key, the bad value and what is allowed."""
 
@@ -397,20 +414,7 @@ class FidelityConfig(StrictModel):
         description="episode limit of the noisy-optimal rollouts (15, the cpu profile's: "
         "at 50 nearly every episode wins and mixed groups vanish)",
     )
-    methods: tuple[str, ...] = (
-        "grpo",
-        "gigpo",
-        "scpo",
-        "progpo_c",
-        "progpo_r",
-        "g2po",
-        "hgpo",
-        "hcapo",
-        "graphgpo",
-        "rloo",
-        "oracle",
-        "shuffled",
-    )
+    methods: tuple[str, ...] = EVERY_METHOD_AND_BOUND
     hindsight_policy: str | None = Field(
         None,
         description="policy whose hindsight scores HCAPO uses (None: the warm "
@@ -445,20 +449,7 @@ class LearningConfig(StrictModel):
 
     envs: tuple[str, ...] = Field(("alfworld",), min_length=1)
     methods: tuple[str, ...] = Field(
-        (
-            "grpo",
-            "gigpo",
-            "scpo",
-            "progpo_c",
-            "progpo_r",
-            "g2po",
-            "hgpo",
-            "hcapo",
-            "graphgpo",
-            "rloo",
-            "oracle",
-            "shuffled",
-        ),
+        EVERY_METHOD_AND_BOUND,
         min_length=1,
         description="estimators compared, the bounds among them: oracle (ground-truth credit; environments with a "
         "planner) and shuffled (no information)",
