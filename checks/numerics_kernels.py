@@ -267,11 +267,12 @@ def _repro(repo: Path, machine: str, pinned: bool, log: Path) -> float:
     return time.perf_counter() - t0
 
 
-def _outputs(repo: Path) -> dict[str, str]:
-    since = (repo / "params.yaml").stat().st_mtime  # written by _clone: files older than it came with the clone
+def _outputs(repo: Path, since: float | None = None) -> dict[str, str]:
     """sha256 of every table, figure, evaluation and results file the run wrote under reports/ (less executed
     notebooks, timings, the environment file; an eval.json by its successes) and of every model, rollout and history
-    (less perf/) under runs/."""
+    (less perf/) under runs/. Written by the run: newer than `since` (default: params.yaml, which `_clone` writes;
+    files older than it came with the clone)."""
+    since = (repo / "params.yaml").stat().st_mtime if since is None else since
     out = {}
     for folder in (repo / "reports", repo / "runs"):
         for p in sorted(folder.rglob("*")):
@@ -309,26 +310,54 @@ def _pipeline_case(
 
 
 def pipeline(
-    base: Path, profile: str, unpinned: bool, jobs: int, report: dict[str, str] | None = None, run: bool = True
+    base: Path,
+    profile: str,
+    unpinned: bool,
+    jobs: int,
+    report: dict[str, str] | None = None,
+    run: bool = True,
+    only: list[str] | None = None,
+    against: Path | None = None,
 ) -> dict:
     """`make repro` per case in its own clone, `jobs` at a time (or, not `run`, the clones kept in `base` by an earlier
-    call); which compared files agree between the machines."""
+    call); which compared files agree between the machines. `only`: these cases alone. `against`: a checkout where
+    `make repro` has finished in this machine's own environment (nothing set but the pin) stands as the case
+    `here+pin`, all its outputs compared (its runs were not started by this check, so no file is left out by date)."""
     cases = {f"{m}+pin": (m, True) for m in MACHINES}
     cases.update({m: (m, False) for m in MACHINES} if unpinned else {})
+    unknown = sorted(set(only or []) - set(cases))
+    if unknown:
+        raise SystemExit(f"--cases: no case {', '.join(unknown)} (cases: {', '.join(cases)})")
+    cases = {n: c for n, c in cases.items() if not only or n in only}
     with ThreadPoolExecutor(jobs) as pool:
         futures = {
             n: pool.submit(_pipeline_case, base, n, m, p, profile, report or {}, run) for n, (m, p) in cases.items()
         }
         done = {n: f.result() for n, f in futures.items()}
+    if against is not None:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=against, capture_output=True, text=True).stdout
+        done["here+pin"] = (float("nan"), _outputs(against, since=0.0))
     outputs = {n: out for n, (_, out) in done.items()}
     result = {
         "profile": profile,
         "report": report or {},
         "cases": {n: {"seconds": None if s != s else round(s), "files": len(o)} for n, (s, o) in done.items()},
     }
-    for a, b in [("avx512+pin", "avx2+pin")] + ([("avx512", "avx2")] if unpinned else []):
-        diff = sorted(k for k in set(outputs[a]) | set(outputs[b]) if outputs[a].get(k) != outputs[b].get(k))
-        result[f"{a} vs {b}"] = {"identical": len(set(outputs[a]) & set(outputs[b])) - len(diff), "differ": diff}
+    if against is not None:
+        result["cases"]["here+pin"].update(checkout=str(against), commit=commit.strip())
+    pinned = [n for n in outputs if n.endswith("+pin")]
+    plain = [n for n in outputs if not n.endswith("+pin")]
+    for group in (pinned, plain):
+        for i, a in enumerate(group):
+            for b in group[i + 1 :]:
+                both = set(outputs[a]) & set(outputs[b])
+                diff = sorted(k for k in both if outputs[a][k] != outputs[b][k])
+                result[f"{a} vs {b}"] = {
+                    "identical": len(both) - len(diff),
+                    "differ": diff,
+                    f"only {a}": sorted(set(outputs[a]) - both),
+                    f"only {b}": sorted(set(outputs[b]) - both),
+                }
     return result
 
 
@@ -343,6 +372,10 @@ def main() -> None:
     ap.add_argument("--methods", default=None, help="pipeline: report.methods of the clones, e.g. grpo,scpo")
     ap.add_argument("--envs", default=None, help="pipeline: report.envs of the clones, e.g. alfworld")
     ap.add_argument("--size", choices=sorted(SIZES), default="policy", help="smoke, sweep: the computation's size")
+    ap.add_argument("--cases", default=None, help="pipeline: only these cases, e.g. avx2+pin (comma-separated)")
+    ap.add_argument(
+        "--against", type=Path, default=None, help="pipeline: a checkout with a finished `make repro`, as `here+pin`"
+    )
     ap.add_argument("--compare-only", action="store_true", help="pipeline: compare the clones an earlier --keep left")
     ap.add_argument("--keep", type=Path, default=None, help="work in this folder (kept) instead of a temporary one")
     args = ap.parse_args()
@@ -364,10 +397,17 @@ def main() -> None:
             print(f"without it:                            differ in {result['differ_without_pin'] or 'nothing'}")
         else:
             report = {k: v for k, v in (("methods", args.methods), ("envs", args.envs)) if v}
-            result = pipeline(base, args.profile, args.unpinned, args.jobs, report, run=not args.compare_only)
+            only = [c.strip() for c in args.cases.split(",")] if args.cases else None
+            result = pipeline(
+                base, args.profile, args.unpinned, args.jobs, report, not args.compare_only, only, args.against
+            )
             for key, val in result.items():
                 if " vs " in key:
-                    print(f"{key}: {val['identical']} files identical, {len(val['differ'])} differ {val['differ'][:8]}")
+                    alone = {k: len(v) for k, v in val.items() if k.startswith("only ")}
+                    print(
+                        f"{key}: {val['identical']} files identical, {len(val['differ'])} differ {val['differ'][:8]},"
+                        f" in one only {alone}"
+                    )
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(result, indent=2) + "\n")
