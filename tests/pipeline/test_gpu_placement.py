@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-import nbformat
 import pytest
 import torch
 
@@ -19,6 +18,7 @@ from scpo.pipeline.sweep import SweepError, run_sweep
 from scpo.policy.placement import gpu_claim
 from scpo.train.seed_pool import train_seeds
 
+from helpers.notebooks import write_notebook
 from helpers.runs import CORRIDOR
 
 
@@ -65,18 +65,13 @@ def test_a_two_seed_stage_puts_each_seed_on_its_own_gpu(two_gpus, tmp_path):
 
 def _gpu_notebook(path):
     """A point that records the GPU it was given (CUDA_VISIBLE_DEVICES) in its summary."""
-    nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('x = 1\nsummary_json = ""')
-    params.metadata["tags"] = ["parameters"]
-    body = nbformat.v4.new_code_cell(
+    return write_notebook(
+        path,
+        'x = 1\nsummary_json = ""',
         "import json, os, time\n"
         "time.sleep(2)  # both points run at once\n"
-        "json.dump({'gpu': os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}, open(summary_json, 'w'))"
+        "json.dump({'gpu': os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}, open(summary_json, 'w'))",
     )
-    nb.cells = [params, body]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
-    return path
 
 
 def test_a_two_point_sweep_puts_each_point_on_its_own_gpu(two_gpus, tmp_path):

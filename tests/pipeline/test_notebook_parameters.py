@@ -3,8 +3,9 @@ misspelled `-p enviroment webshop` would run on the default environment and writ
 
 from __future__ import annotations
 
-import nbformat
 import pytest
+
+from helpers.notebooks import write_notebook
 
 PARAMETERS = 'params: str = "params.yaml"\nprofile: str = ""\noverrides: str = ""\nenv: str = "alfworld"\n'
 
@@ -28,19 +29,15 @@ def test_a_misspelled_parameter_fails_the_notebook_in_one_line(tmp_path, repo_ro
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
-    nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell(PARAMETERS)
-    params.metadata["tags"] = ["parameters"]
     marker = tmp_path / "figure.png"
-    body = nbformat.v4.new_code_cell(
+    write_notebook(
+        tmp_path / "nb.ipynb",
+        PARAMETERS,
         "from pathlib import Path\n"
         "from scpo.pipeline.notebook import notebook_config\n"
         "cfg, root = notebook_config(params, profile, overrides, **{'env.name': env})\n"
-        f"Path({str(marker)!r}).write_text(cfg.env.name)  # the default figure, written for the wrong env"
+        f"Path({str(marker)!r}).write_text(cfg.env.name)  # the default figure, written for the wrong env",
     )
-    nb.cells = [params, body]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, tmp_path / "nb.ipynb")
     with pytest.raises(PapermillExecutionError) as err:
         pm.execute_notebook(
             str(tmp_path / "nb.ipynb"),

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import nbformat
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from scpo.cli import app
 from scpo.pipeline.sweep import grid_points, parse_grid, point_parameters, point_slug, run_sweep
+
+from helpers.notebooks import write_notebook
 
 
 def test_parse_grid_yaml_values():
@@ -46,21 +47,16 @@ def test_parameters_route_dotted_keys_into_overrides():
 
 
 def _notebook(path):
-    nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('x = 1\noverrides = ""\nout_dir = ""\nsummary_json = ""')
-    params.metadata["tags"] = ["parameters"]
-    body = nbformat.v4.new_code_cell(
+    return write_notebook(
+        path,
+        'x = 1\noverrides = ""\nout_dir = ""\nsummary_json = ""',
         "import json, pathlib\n"
         "assert x != 3, 'x = 3 fails on purpose'\n"
         "pathlib.Path(out_dir).mkdir(parents=True)  # fails when two points share a folder\n"
         "(pathlib.Path(out_dir) / 'run.txt').write_text(str(x))\n"
         "json.dump({'x2': 2 * x, 'x': 'the run summary names x too', 'nested': {'overrides': overrides}},\n"
-        "          open(summary_json, 'w'))"
+        "          open(summary_json, 'w'))",
     )
-    nb.cells = [params, body]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
-    return path
 
 
 def test_run_sweep_executes_each_point_in_its_own_folder_and_records_failures(tmp_path, capfd):
@@ -103,22 +99,15 @@ def test_the_sweep_command_exits_1_when_a_point_fails(tmp_path):
 
 def _config_notebook(path):
     """A notebook taking params / profile / overrides (as the project's notebooks do) that reports what it got."""
-    nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell(
-        'params = "params.yaml"\nprofile = ""\noverrides = ""\nmethod = "gigpo"\nsummary_json = ""'
-    )
-    params.metadata["tags"] = ["parameters"]
-    body = nbformat.v4.new_code_cell(
+    return write_notebook(
+        path,
+        'params = "params.yaml"\nprofile = ""\noverrides = ""\nmethod = "gigpo"\nsummary_json = ""',
         "import json\n"
         "from scpo.pipeline.notebook import notebook_config\n"
         "cfg, root = notebook_config(params, profile, overrides, **{'credit.method': method})\n"
         "json.dump({'profile': cfg.profile, 'iterations': cfg.train.iterations, 'method': cfg.credit.method},\n"
-        "          open(summary_json, 'w'))"
+        "          open(summary_json, 'w'))",
     )
-    nb.cells = [params, body]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
-    return path
 
 
 def test_profile_and_set_reach_every_point(tmp_path, repo_root):
@@ -170,17 +159,12 @@ def test_a_bad_point_config_stops_the_sweep_before_anything_runs(tmp_path, repo_
 
 def _gpu_notebook(path):
     """A point that records the GPU it was given (CUDA_VISIBLE_DEVICES) in its summary."""
-    nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('x = 1\noverrides = ""\nsummary_json = ""')
-    params.metadata["tags"] = ["parameters"]
-    body = nbformat.v4.new_code_cell(
+    return write_notebook(
+        path,
+        'x = 1\noverrides = ""\nsummary_json = ""',
         "import json, os\n"
-        "json.dump({'x2': 2 * x, 'gpu': os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}, open(summary_json, 'w'))"
+        "json.dump({'x2': 2 * x, 'gpu': os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}, open(summary_json, 'w'))",
     )
-    nb.cells = [params, body]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
-    return path
 
 
 def test_local_backend_gives_each_point_one_gpu(tmp_path):

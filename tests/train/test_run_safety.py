@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 
 from helpers import REPO
+from helpers.notebooks import write_notebook
 from helpers.runs import CORRIDOR, CORRIDOR_SETS, cli, fingerprint, messages, one_line, train_cli
 
 
@@ -425,21 +426,14 @@ def test_a_damaged_history_without_a_copy_in_the_checkpoint_is_refused_naming_it
 
 
 def _notebook(path: Path) -> Path:
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    params = nbformat.v4.new_code_cell('x = 1\nout_dir = ""\nsummary_json = ""\noverwrite = False')
-    params.metadata["tags"] = ["parameters"]
-    body = nbformat.v4.new_code_cell(
+    return write_notebook(
+        path,
+        'x = 1\nout_dir = ""\nsummary_json = ""\noverwrite = False',
         "import json, pathlib\n"
         "pathlib.Path(out_dir).mkdir(parents=True, exist_ok=overwrite)\n"
         "(pathlib.Path(out_dir) / 'run.txt').write_text(str(x))\n"
-        "json.dump({'x2': 2 * x}, open(summary_json, 'w'))"
+        "json.dump({'x2': 2 * x}, open(summary_json, 'w'))",
     )
-    nb.cells = [params, body]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
-    return path
 
 
 def test_a_grid_value_given_twice_is_refused_before_anything_runs(tmp_path):
