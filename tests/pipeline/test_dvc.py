@@ -189,6 +189,19 @@ def test_every_dependency_exists_in_a_fresh_clone(stages, params):
             assert any(t == path or t.startswith(path.rstrip("/") + "/") for t in tracked), (name, path)
 
 
+def test_no_cached_output_is_committed(stages):
+    """DVC refuses to run a stage whose cached output git tracks ("output ... is already tracked by SCM"): a fresh
+    clone's `make repro` stopped at train@graphgpo-alfworld, whose executed notebook had been committed."""
+    committed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "--cached"], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    for name, stage in stages.items():
+        for out in stage.outs:
+            if out.use_cache:
+                path = str(out.def_path).rstrip("/")
+                assert not [t for t in committed if t == path or t.startswith(path + "/")], (name, path)
+
+
 @pytest.fixture(scope="module")
 def fresh_clone(tmp_path_factory):
     """The working tree's committed and new files (what a clone of this commit holds), as a git repository."""
