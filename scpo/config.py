@@ -421,6 +421,36 @@ class FidelityConfig(StrictModel):
         return tuple(check_method(n) for n in names)
 
 
+# the settings that pair a learning benchmark's runs (scpo.testbeds.learning.run_config): no variant may change them
+LEARNING_RUN_SETTINGS = (
+    "env.name",
+    "train.seed",
+    "train.iterations",
+    "train.panel_size",
+    "train.panel_seed",
+    "rollout.n_tasks",
+    "train.checkpoint_every",
+    "train.keep_checkpoints",
+    "train.save_rollouts_every",
+    "train.init_from",
+    "train.rl_start",
+)
+
+
+def _check_variant(label: str, overrides: Mapping[str, Any], methods: tuple[str, ...]) -> None:
+    """A learning.variants entry: a new label (not a method, not <method>+ds) whose overrides name a registered
+    credit.method and leave the benchmark's pairing settings alone."""
+    where = f"learning.variants[{label!r}]"
+    if label in methods or label.endswith("+ds") or not label or "/" in label:
+        raise ValueError(f"{where}: the label must be new (not a method of learning.methods, not <method>+ds, no '/')")
+    if "credit.method" not in overrides:
+        raise ValueError(f"{where} names no credit.method (the estimator its runs train with)")
+    check_method(overrides["credit.method"])
+    fixed = sorted(set(overrides) & set(LEARNING_RUN_SETTINGS))
+    if fixed:
+        raise ValueError(f"{where} overrides {fixed}, which the benchmark sets the same for every run (pairing)")
+
+
 class LearningConfig(StrictModel):
     """The learning benchmark (notebook 08, `scpo.testbeds.learning`): how fast each estimator makes the agent learn
     on a fixed task panel, with paired seeds (every method sees the same task draws and evaluation episodes)."""
@@ -438,6 +468,12 @@ class LearningConfig(StrictModel):
     dynamic_sampling: tuple[str, ...] = Field(
         (),
         description="methods also run with dynamic sampling (rollout.dynamic_sampling.enable), labelled <method>+ds",
+    )
+    variants: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="more runs, each a label and the dotted overrides its runs get, credit.method among them: e.g. "
+        "{'oracle+outcome': {'credit.method': 'oracle', 'credit.oracle.episode_weight': 1.0}}; the settings that make "
+        "the runs paired (seed, panel, iterations, warm start) are the benchmark's and cannot be overridden",
     )
     seeds: tuple[int, ...] = Field((0, 1, 2, 3, 4), min_length=2, description="paired seeds (train.seed of the runs)")
     iterations: int = Field(10, ge=1, description="RL iterations of every run")
@@ -471,6 +507,8 @@ class LearningConfig(StrictModel):
             raise ValueError(f"learning.reference_methods {missing} are not in learning.methods {list(self.methods)}")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"learning.seeds {list(self.seeds)} names a seed twice")
+        for label, overrides in self.variants.items():
+            _check_variant(label, overrides, self.methods)
         return self
 
 

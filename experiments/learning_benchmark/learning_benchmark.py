@@ -5,10 +5,11 @@ runs every method on both environments, shorter.
 
     python experiments/learning_benchmark/learning_benchmark.py [--warm-start alfworld=DIR webshop=DIR]
         [--fidelity reports/tables/credit_fidelity.csv] [--report-only] [--workers 2] [--set KEY=VALUE ...]
+        [--results DIR]
 
 Runs go to `learning.out_dir` (settings.yaml: runs/learning_benchmark/<env>/<method>/seed<k>); a run whose
 result.json exists is not repeated, so an interrupted benchmark continues where it stopped (`--report-only`: the
-tables and figures from the finished runs only). Tables and figures: results/ beside this file
+tables and figures from the finished runs only). Tables and figures: results/ beside this file, or `--results`
 (`scpo.testbeds.learning_tables`), with runs.json (every run's curves, unseen success and training success), the
 fidelity-vs-learning correlation from the fidelity benchmark's table (`--fidelity`) and from the runs' own last
 saved rollouts (ALFWorld, planner-labelled), and timing.json.
@@ -38,6 +39,7 @@ def main() -> None:
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--set", dest="sets", action="append", default=[], help="more dotted overrides")
+    ap.add_argument("--results", type=Path, default=HERE / "results", help="the tables' folder (a side study: its own)")
     args = ap.parse_args()
 
     overrides = yaml.safe_load((HERE / "settings.yaml").read_text())
@@ -54,8 +56,8 @@ def main() -> None:
                 results.append(json.loads(path.read_text()))
     else:
         results = run_learning(cfg, starts, workers=args.workers)
-    out = HERE / "results"
-    out.mkdir(exist_ok=True)
+    out = args.results
+    out.mkdir(parents=True, exist_ok=True)
     (out / "runs.json").write_text(json.dumps(results, indent=1) + "\n")
     fidelity = {}
     if args.fidelity.exists():

@@ -6,7 +6,8 @@ episode list as it learns (docs/algorithms.md, "Measuring learning").
 
 One run = (environment, method, seed):
 - RL (`scpo.train.run.run_training`) with `credit.method` = method (`<method>+ds`: with dynamic sampling, for the
-  methods of `learning.dynamic_sampling`), `train.seed` = seed, `learning.iterations`
+  methods of `learning.dynamic_sampling`; a label of `learning.variants`: that variant's overrides, its credit.method
+  among them), `train.seed` = seed, `learning.iterations`
   iterations of `learning.n_tasks` tasks drawn from the panel (`train.panel_size` = `learning.panel_size`,
   `scpo.train.panel`), a checkpoint every `learning.eval_every` iterations; the rest of the config as given. Within a
   seed every method draws the same tasks (the draws are seeded by the seed and the iteration only);
@@ -39,6 +40,7 @@ from scpo.config import Config, apply_overrides, validate_config
 
 __all__ = [
     "RunKey",
+    "labels",
     "run_keys",
     "left_out",
     "run_config",
@@ -58,12 +60,8 @@ DYNAMIC_SAMPLING = "+ds"  # the label suffix of a method run with dynamic sampli
 @dataclass(frozen=True)
 class RunKey:
     env: str
-    method: str  # a registered method, or <method>+ds (with dynamic sampling)
+    method: str  # a registered method, <method>+ds (with dynamic sampling) or a label of learning.variants
     seed: int
-
-    @property
-    def credit_method(self) -> str:
-        return self.method.removesuffix(DYNAMIC_SAMPLING)
 
     @property
     def dynamic_sampling(self) -> bool:
@@ -73,37 +71,53 @@ class RunKey:
         return Path(root) / self.env / self.method / f"seed{self.seed}"
 
 
+def labels(cfg: Config) -> dict[str, str]:
+    """{run label: the credit method it trains with}, in the benchmark's order: learning.methods, then <method>+ds for
+    learning.dynamic_sampling, then the labels of learning.variants."""
+    L = cfg.learning
+    out = {m: m for m in L.methods}
+    out.update({m + DYNAMIC_SAMPLING: m for m in L.dynamic_sampling})
+    out.update({label: v["credit.method"] for label, v in L.variants.items()})
+    return out
+
+
 def left_out(cfg: Config) -> dict[str, list[str]]:
-    """{env: methods of learning.methods it cannot run}: the oracle where the environment declares no planner."""
+    """{env: run labels it cannot run}: the oracle (and its variants) where the environment declares no planner."""
     from scpo.credit.registry import method_spec
     from scpo.envs.registry import env_spec
 
     return {
-        env: [m for m in cfg.learning.methods if method_spec(m).oracle and env_spec(env).oracle_progress is None]
+        env: [
+            label
+            for label, method in labels(cfg).items()
+            if method_spec(method).oracle and env_spec(env).oracle_progress is None
+        ]
         for env in cfg.learning.envs
     }
 
 
 def run_keys(cfg: Config) -> list[RunKey]:
-    """Every (env, method, seed) the benchmark trains, seeds innermost."""
+    """Every (env, label, seed) the benchmark trains (`labels`), seeds innermost."""
     skip = left_out(cfg)
-    methods = [*cfg.learning.methods, *(m + DYNAMIC_SAMPLING for m in cfg.learning.dynamic_sampling)]
     return [
         RunKey(env, m, s)
         for env in cfg.learning.envs
-        for m in methods
-        if m.removesuffix(DYNAMIC_SAMPLING) not in skip[env]
+        for m in labels(cfg)
+        if m not in skip[env]
         for s in cfg.learning.seeds
     ]
 
 
 def run_config(cfg: Config, key: RunKey, warm_start: str | Path) -> Config:
-    """The run's config: `cfg` with the benchmark's settings for `key` (module docstring)."""
+    """The run's config: `cfg` with the benchmark's settings for `key` (module docstring); a variant's overrides come
+    first, so the settings that pair the runs are the benchmark's."""
     L = cfg.learning
+    variant = L.variants.get(key.method, {})
     overrides = {
         "env.name": key.env,
-        "credit.method": key.credit_method,
+        "credit.method": labels(cfg)[key.method],
         "rollout.dynamic_sampling.enable": key.dynamic_sampling,
+        **variant,
         "train.seed": key.seed,
         "train.iterations": L.iterations,
         "train.panel_size": L.panel_size,
@@ -262,6 +276,8 @@ def run_learning(
     missing = [env for env in cfg.learning.envs if env not in warm_starts]
     if missing:
         raise ValueError(f"no warm start given for {missing}; the learning benchmark starts every run from one")
+    for k in keys:  # every run's config is valid (a variant's overrides among them) before any run starts
+        run_config(cfg, k, warm_starts[k.env])
     workers = cfg.learning.parallel_runs if workers is None else workers
     results: dict[RunKey, dict] = {}
     errors = []

@@ -339,3 +339,51 @@ def test_shuffled_credit_permutes_grpos_advantages_within_each_group():
     order = np.argsort(canonical[:5], kind="stable")
     pi = np.random.default_rng([0, int(stable_uid("shuffled", "ga", length=12), 16)]).permutation(5)
     np.testing.assert_array_equal(src2[order], order[pi])
+
+
+def test_shuffled_credit_is_named_and_keeps_grpos_statistics():
+    from scpo.credit.grpo import compute_grpo
+    from scpo.credit.options import CreditConfig
+
+    b = two_step_group()
+    res = compute_advantages("shuffled", b)
+    assert res.method == "shuffled"
+    assert res.stats == compute_grpo(b, CreditConfig()).stats  # the group statistics are GRPO's, before the permutation
+    np.testing.assert_array_equal(res.diagnostics["episode_adv"], res.advantages)  # the credit map shows what trains
+
+
+def test_a_trajectory_digest_covers_every_field_of_every_step_in_step_order():
+    from scpo.batch import stable_uid
+    from scpo.credit.shuffled import trajectory_digests
+
+    columns = {
+        "group_id": [0] * 4,
+        "traj_id": [5, 5, 9, 9],
+        "step": [1, 0, 0, 1],  # trajectory 5's rows out of step order
+        "reward": [10.0, 0.0, 0.0, 0.0],
+        "observation": ["o1", "o0", "o0", "o1"],
+        "action": ["b", "a", "a", "b"],
+        "next_observation": ["o2", "o1", "o1", "o2"],
+        "valid": [True, True, True, True],
+    }
+    digests = trajectory_digests(RolloutBatch.from_columns(**columns))
+    r0, r10 = repr(np.float64(0.0)), repr(np.float64(10.0))  # the reward column's values, as the digest writes them
+    steps = [f"o0\x1fa\x1f{r0}\x1fTrue\x1fo1", f"o1\x1fb\x1f{r10}\x1fTrue\x1fo2"]  # each step's content, in order
+    assert digests[0] == digests[1] == stable_uid("trajectory", *steps)
+    assert digests[2] == digests[3] == stable_uid("trajectory", steps[0], f"o1\x1fb\x1f{r0}\x1fTrue\x1fo2")
+    for field, other in [("valid", [True, False, True, True]), ("reward", [10.0, 1.0, 0.0, 0.0])]:
+        changed = trajectory_digests(RolloutBatch.from_columns(**{**columns, field: other}))
+        assert changed[0] != digests[0] and changed[2] == digests[2], field  # one field of one step: another digest
+
+
+def test_a_groups_permutation_applies_to_its_rows_sorted_stably_by_the_canonical_key():
+    from scpo.batch import stable_uid
+    from scpo.credit.shuffled import group_permutation
+
+    n = 40  # above numpy's insertion-sort cut-off: an unstable sort would reorder the ties
+    group_id = np.zeros(n, dtype=int)
+    canonical = np.array([f"k{i % 3}" for i in range(n)], dtype=object)
+    src = group_permutation(group_id, np.array(["g"] * n, dtype=object), 4, canonical)
+    order = np.concatenate([np.flatnonzero(canonical == k) for k in ("k0", "k1", "k2")])  # ties in batch order
+    pi = np.random.default_rng([4, int(stable_uid("shuffled", "g", length=12), 16)]).permutation(n)
+    np.testing.assert_array_equal(src[order], order[pi])
