@@ -92,8 +92,9 @@ def _captured():
 
 
 def _take_gpu(devices) -> None:
-    """A worker process's initializer: one GPU id from the shared queue becomes its CUDA_VISIBLE_DEVICES."""
-    os.environ["CUDA_VISIBLE_DEVICES"] = devices.get_nowait()
+    """A worker process's initializer: one GPU id from the shared queue becomes its CUDA_VISIBLE_DEVICES. The get
+    waits: the parent's puts reach the queue through a feeder thread, and a worker may start before they do."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = devices.get(timeout=60)
 
 
 def _side_by_side(
