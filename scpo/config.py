@@ -421,7 +421,10 @@ class FidelityConfig(StrictModel):
         return tuple(check_method(n) for n in names)
 
 
-# the settings that pair a learning benchmark's runs (scpo.testbeds.learning.run_config): no variant may change them
+DYNAMIC_SAMPLING_SUFFIX = "+ds"  # the learning benchmark's label of a method run with dynamic sampling: <method>+ds
+
+# the settings that pair a learning benchmark's runs (scpo.testbeds.learning.pairing_settings sets exactly these): no
+# variant may change them
 LEARNING_RUN_SETTINGS = (
     "env.name",
     "train.seed",
@@ -441,7 +444,7 @@ def _check_variant(label: str, overrides: Mapping[str, Any], methods: tuple[str,
     """A learning.variants entry: a new label (not a method, not <method>+ds) whose overrides name a registered
     credit.method and leave the benchmark's pairing settings alone."""
     where = f"learning.variants[{label!r}]"
-    if label in methods or label.endswith("+ds") or not label or "/" in label:
+    if label in methods or label.endswith(DYNAMIC_SAMPLING_SUFFIX) or not label or "/" in label:
         raise ValueError(f"{where}: the label must be new (not a method of learning.methods, not <method>+ds, no '/')")
     if "credit.method" not in overrides:
         raise ValueError(f"{where} names no credit.method (the estimator its runs train with)")

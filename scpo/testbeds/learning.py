@@ -36,13 +36,14 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from scpo.config import Config, apply_overrides, validate_config
+from scpo.config import DYNAMIC_SAMPLING_SUFFIX, Config, apply_overrides, validate_config
 
 __all__ = [
     "RunKey",
     "labels",
     "run_keys",
     "left_out",
+    "pairing_settings",
     "run_config",
     "learning_run",
     "warm_start_evaluation",
@@ -54,9 +55,6 @@ __all__ = [
 RESULT_FILE = "result.json"
 
 
-DYNAMIC_SAMPLING = "+ds"  # the label suffix of a method run with dynamic sampling
-
-
 @dataclass(frozen=True)
 class RunKey:
     env: str
@@ -65,7 +63,7 @@ class RunKey:
 
     @property
     def dynamic_sampling(self) -> bool:
-        return self.method.endswith(DYNAMIC_SAMPLING)
+        return self.method.endswith(DYNAMIC_SAMPLING_SUFFIX)
 
     def folder(self, root: str | Path) -> Path:
         return Path(root) / self.env / self.method / f"seed{self.seed}"
@@ -76,7 +74,7 @@ def labels(cfg: Config) -> dict[str, str]:
     learning.dynamic_sampling, then the labels of learning.variants."""
     L = cfg.learning
     out = {m: m for m in L.methods}
-    out.update({m + DYNAMIC_SAMPLING: m for m in L.dynamic_sampling})
+    out.update({m + DYNAMIC_SAMPLING_SUFFIX: m for m in L.dynamic_sampling})
     out.update({label: v["credit.method"] for label, v in L.variants.items()})
     return out
 
@@ -108,16 +106,12 @@ def run_keys(cfg: Config) -> list[RunKey]:
     ]
 
 
-def run_config(cfg: Config, key: RunKey, warm_start: str | Path) -> Config:
-    """The run's config: `cfg` with the benchmark's settings for `key` (module docstring); a variant's overrides come
-    first, so the settings that pair the runs are the benchmark's."""
+def pairing_settings(cfg: Config, key: RunKey, warm_start: str | Path) -> dict:
+    """The dotted settings that pair the runs of a seed (`scpo.config.LEARNING_RUN_SETTINGS`, exactly these keys):
+    the same panel, task draws, iterations, checkpoints and warm start for every label."""
     L = cfg.learning
-    variant = L.variants.get(key.method, {})
-    overrides = {
+    return {
         "env.name": key.env,
-        "credit.method": labels(cfg)[key.method],
-        "rollout.dynamic_sampling.enable": key.dynamic_sampling,
-        **variant,
         "train.seed": key.seed,
         "train.iterations": L.iterations,
         "train.panel_size": L.panel_size,
@@ -128,6 +122,17 @@ def run_config(cfg: Config, key: RunKey, warm_start: str | Path) -> Config:
         "train.save_rollouts_every": 1,
         "train.init_from": str(warm_start),
         "train.rl_start": "warm_start",
+    }
+
+
+def run_config(cfg: Config, key: RunKey, warm_start: str | Path) -> Config:
+    """The run's config: `cfg` with the label's method (and dynamic sampling), then its variant's overrides, then the
+    pairing settings (`pairing_settings`, last: no variant changes them)."""
+    overrides = {
+        "credit.method": labels(cfg)[key.method],
+        "rollout.dynamic_sampling.enable": key.dynamic_sampling,
+        **cfg.learning.variants.get(key.method, {}),
+        **pairing_settings(cfg, key, warm_start),
     }
     raw = apply_overrides(cfg.model_dump(mode="json"), overrides)
     return validate_config(raw, source=f"the learning benchmark's run {key}", origin=cfg.origin)

@@ -123,6 +123,16 @@ def test_each_train_stage_reads_its_methods_sections_from_the_registry(stages):
         assert written["norm"] == cfg.credit.norm.model_dump(mode="json")
 
 
+def _papermill_commands(run: str) -> list[list[str]]:
+    """The papermill argv(s) of a stage's command: itself, or each command of `python -m scpo.pipeline.side_by_side`."""
+    from scpo.pipeline.side_by_side import parse_commands
+
+    argv = shlex.split(run)
+    if argv[:3] == ["python", "-m", "scpo.pipeline.side_by_side"]:
+        return [shlex.split(command) for _, command in parse_commands(argv[3:])]
+    return [argv]
+
+
 def test_commands_run_notebooks_with_their_declared_parameters(stages):
     import papermill as pm
 
@@ -131,17 +141,44 @@ def test_commands_run_notebooks_with_their_declared_parameters(stages):
         if name in ("code_hash", "method_params"):
             continue
         mkdir, sep, run = stage.cmd.partition(" && ")
-        argv = shlex.split(run)
-        assert argv[0] == "papermill", name
-        assert shlex.split(mkdir) == ["mkdir", "-p", str(Path(argv[2]).parent)], "papermill needs the output folder"
-        notebook = Path(argv[1]).name
-        assert notebook in declared, f"{name} runs {argv[1]}, which is not in notebooks/"
-        assert argv[2].startswith("reports/notebooks/"), f"{name}: executed notebooks go under reports/notebooks/"
-        passed = {argv[i + 1] for i, a in enumerate(argv) if a == "-p"}
-        assert passed <= declared[notebook], f"{name} passes {passed - declared[notebook]} not declared by {notebook}"
-        assert any(d.def_path == f"notebooks/{notebook}" for d in stage.deps), f"{name} must depend on its notebook"
-        code = f"reports/code_hash/{Path(notebook).stem}.txt"
-        assert any(d.def_path == code for d in stage.deps), f"{name} must depend on its notebook's code hash {code}"
+        commands = _papermill_commands(run)
+        outs = {o.def_path for o in stage.outs}
+        for argv in commands:
+            assert argv[0] == "papermill", name
+            assert shlex.split(mkdir) == ["mkdir", "-p", str(Path(argv[2]).parent)], "papermill needs the output folder"
+            notebook = Path(argv[1]).name
+            assert notebook in declared, f"{name} runs {argv[1]}, which is not in notebooks/"
+            assert argv[2].startswith("reports/notebooks/"), f"{name}: executed notebooks go under reports/notebooks/"
+            assert argv[2] in outs, f"{name}: its executed notebook {argv[2]} must be one of its outputs"
+            passed = {argv[i + 1] for i, a in enumerate(argv) if a == "-p"}
+            assert passed <= declared[notebook], (
+                f"{name} passes {passed - declared[notebook]} not declared by {notebook}"
+            )
+            assert any(d.def_path == f"notebooks/{notebook}" for d in stage.deps), f"{name} must depend on its notebook"
+            code = f"reports/code_hash/{Path(notebook).stem}.txt"
+            assert any(d.def_path == code for d in stage.deps), f"{name} must depend on its notebook's code hash {code}"
+
+
+def test_the_sft_stage_trains_every_environment_side_by_side(stages):
+    """One stage, both warm starts at once (DVC runs one stage at a time; each SFT is single-threaded): every
+    environment of report.envs gets its SFT, its run folder, its env options and its data manifest as dependencies."""
+    from scpo.config import load_config
+
+    cfg = load_config(REPO / "params.yaml")
+    stage = stages["sft"]
+    trained = []
+    for argv in _papermill_commands(stage.cmd.partition(" && ")[2]):
+        passed = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "-p"}
+        assert passed["stage"] == "sft"
+        trained.append(passed["env"])
+    assert sorted(trained) == sorted(cfg.report.envs)
+    outs = {o.def_path for o in stage.outs}
+    params = {(d.def_path, key) for d in stage.deps for key in (getattr(d, "params", None) or [])}
+    params_files = {d.def_path for d in stage.deps if hasattr(d, "params")}
+    for env in cfg.report.envs:
+        assert f"{cfg.train.out_dir}/{env}/sft/seed{cfg.train.seed}" in outs, env
+        assert ("params.yaml", f"env.{env}") in params, env
+        assert f"{cfg.data.root}/{env}.manifest.json" in params_files, env
 
 
 def test_stages_depend_on_code_hashes_not_on_the_package_folders(stages):
@@ -233,7 +270,7 @@ def test_dry_runs_work_in_a_fresh_clone(fresh_clone):
     assert repro.returncode == 0, repro.stdout[-1500:] + repro.stderr[-1500:]
     for stage in (
         "prepare_data",
-        "sft@alfworld",
+        "sft",
         "train@scpo-alfworld",
         "evaluate@hcapo-webshop",
         "credit_maps@webshop",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scpo.config import LEARNING_RUN_SETTINGS, load_config
-from scpo.testbeds.learning import labels, run_config, run_keys, run_learning
+from scpo.testbeds.learning import labels, pairing_settings, run_config, run_keys, run_learning
 
 OUTCOME = {"credit.method": "oracle", "credit.oracle.episode_weight": 1.0}
 
@@ -75,3 +75,13 @@ def test_a_variant_with_an_unknown_key_fails_before_any_run_starts(repo_root, tm
     with pytest.raises(ValueError, match="episode_wieght"):
         run_learning(cfg, {"alfworld": tmp_path / "warm"}, workers=1, progress=False)
     assert not (tmp_path / "runs").exists()  # not even the plain methods' runs started
+
+
+def test_the_pairing_settings_are_exactly_the_ones_no_variant_may_change(repo_root):
+    """One list (scpo.config.LEARNING_RUN_SETTINGS) says what pairs the runs; run_config sets exactly those, last."""
+    cfg = _cfg(repo_root, variants={"oracle+outcome": OUTCOME})
+    key = next(k for k in run_keys(cfg) if k.method == "oracle+outcome")
+    settings = pairing_settings(cfg, key, "/warm/start")
+    assert tuple(settings) == LEARNING_RUN_SETTINGS
+    run = run_config(cfg, key, "/warm/start")
+    assert {k: _dotted(run, k) for k in settings} == settings
