@@ -267,6 +267,12 @@ class OracleOptions(StrictModel):
     dead_end: float = Field(
         10.0, gt=0, description="a step into a state the goal cannot be reached from (q = -inf) gets q = -dead_end"
     )
+    baseline: Literal["none", "group_mean", "optimal"] = Field(
+        "none",
+        description="none: the step term uncentred (its sign is q's); group_mean: minus its mean over the group's "
+        "rows (mean-zero advantages, as GRPO's); optimal: minus omega, the optimal advantage "
+        "A*(s, a) = Q*(s, a) - V*(s) = q - 1 (0 on an optimal step, below 0 on every other)",
+    )
 
 
 class ShuffledOptions(StrictModel):

@@ -9,10 +9,17 @@ otherwise. The estimator uses it as the step term, uncentred so that its sign is
 
 where A^E is GRPO's episode advantage (norm(R_i - pen_t) over the group's steps) and pen_t the invalid-action penalty.
 With w_E = 0 (default) the credit is positive exactly on the steps that bring the goal closer; w_E > 0 adds outcome
-credit for training runs. A step into a dead end (q = -inf: e.g. picking up an object no receptacle accepts, after which
-the goal cannot be reached) gets -dead_end. The batch must carry `oracle_progress` (scpo.envs.alfworld.oracle_rollouts:
-noisy-optimal rollouts, or `label_progress` on any ALFWorld rollouts). Full knowledge is a proxy: exploring steps get
-q <= 0.
+credit for training runs. `baseline: group_mean` subtracts the step term's mean over the group's rows, b_g = mean_{rows
+of g} A^S_t: a baseline constant over the group, which leaves the expected policy gradient unchanged up to the row's own
+share of the mean (sum_k pi_k grad log pi_k = 0; GRPO's group mean has the same share) and makes the advantages
+mean-zero, as GRPO's are; the order of a group's steps (fidelity AUC, rank correlation) is unchanged, the signs (false
+credit, recovered progress) are not. `baseline: optimal` subtracts omega: the step term becomes omega A*(s_t, a_t) with
+the optimal advantage A*(s, a) = Q*(s, a) - V*(s) = q_t - 1 in steps (deterministic moves, unit cost), 0 on every
+optimal step and below 0 on every other, so a step that undoes a mistake (q = 1 after a q = -1 step) is optimal there
+but not credited above it. A step into a dead end (q = -inf: e.g. picking up an object no receptacle accepts, after
+which the goal cannot be reached) gets -dead_end. The batch must carry `oracle_progress`
+(scpo.envs.alfworld.oracle_rollouts: noisy-optimal rollouts, or `label_progress` on any ALFWorld rollouts). Full
+knowledge is a proxy: exploring steps get q <= 0.
 """
 
 from __future__ import annotations
@@ -42,6 +49,12 @@ def compute_oracle(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> Credi
     opts, norm = cfg.oracle, cfg.norm
     pen = invalid_penalty(batch.valid, norm.lambda_invalid)
     step_adv = opts.omega * (np.maximum(q, -opts.dead_end) - pen)
+    if opts.baseline == "optimal":
+        step_adv = step_adv - opts.omega
+    elif opts.baseline == "group_mean":
+        _, group = np.unique(batch.group_id, return_inverse=True)
+        means = np.bincount(group, weights=step_adv) / np.bincount(group)
+        step_adv = step_adv - means[group]
     ep_adv = np.zeros_like(step_adv)
     if opts.episode_weight:
         ep_adv = opts.episode_weight * episode_advantage(

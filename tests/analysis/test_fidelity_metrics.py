@@ -126,3 +126,39 @@ def test_report_names_run_folders_relative_to_the_repository(tmp_path, monkeypat
     assert _shown(tmp_path / "runs" / "alfworld" / "scpo" / "seed0") == "runs/alfworld/scpo/seed0"
     assert _shown("runs/alfworld/scpo/seed0") == "runs/alfworld/scpo/seed0"
     assert _shown("/elsewhere/run") == "/elsewhere/run"
+
+
+def test_oracle_group_mean_baseline_by_hand():
+    """baseline group_mean: the step term minus its mean over the group's rows (group 0: q 1, 0, -1 and an invalid
+    step's 0 - 0.1; group 1: q 1, 1)."""
+    b = RolloutBatch.from_columns(
+        group_id=[0, 0, 0, 0, 1, 1],
+        traj_id=[0, 0, 1, 1, 2, 2],
+        step=[0, 1, 0, 1, 0, 1],
+        reward=[0, 10, 0, 0, 0, 10],
+        valid=[True, True, False, True, True, True],
+        oracle_progress=[1, 0, 0, -1, 1, 1],
+    )
+    plain = compute_advantages("oracle", b).advantages
+    np.testing.assert_allclose(plain, [1, 0, -0.1, -1, 1, 1])
+    res = compute_advantages("oracle", b, baseline="group_mean", omega=2.0)
+    g0 = 2 * np.array([1, 0, -0.1, -1])
+    np.testing.assert_allclose(res.advantages, np.concatenate([g0 - g0.mean(), [0.0, 0.0]]))
+    assert res.advantages[:4].sum() == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="baseline"):
+        compute_advantages("oracle", b, baseline="batch")
+
+
+def test_oracle_optimal_baseline_is_the_optimal_advantage():
+    """baseline optimal: omega (q - 1 - pen), A* = Q* - V* in steps: 0 on optimal steps, -1 on a step that changes
+    nothing, -2 on a step away, -dead_end - 1 into a dead end."""
+    b = RolloutBatch.from_columns(
+        group_id=[0, 0, 0, 0],
+        traj_id=[0, 0, 1, 1],
+        step=[0, 1, 0, 1],
+        reward=[0, 10, 0, 0],
+        valid=[True, True, False, True],
+        oracle_progress=[1, 0, -1, -np.inf],
+    )
+    res = compute_advantages("oracle", b, baseline="optimal", omega=0.5, dead_end=4.0)
+    np.testing.assert_allclose(res.advantages, 0.5 * np.array([0, -1, -2.1, -5]))
