@@ -60,9 +60,7 @@ def step_table(runs: Path, labels: list[str], data_root: str) -> pd.DataFrame:
 
 
 def report(steps: pd.DataFrame) -> str:
-    steps = steps.assign(
-        closer=steps.q > 0, nothing=steps.q == 0, undoes=steps.q < 0
-    )
+    steps = steps.assign(closer=steps.q > 0, nothing=steps.q == 0, undoes=steps.q < 0)
     shares = steps.groupby(["label", "phase"], sort=False)[["closer", "nothing", "undoes"]].mean().round(3)
     shares["steps"] = steps.groupby(["label", "phase"], sort=False).size()
     late = steps[steps.phase == "last two iterations"]
