@@ -18,12 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scpo.analysis.rollout_files import iteration_of
 from scpo.batch import RolloutBatch
 from scpo.envs.alfworld.oracle_rollouts import label_progress, shared_pool
-
-
-def _iteration(path: Path) -> int:
-    return int(path.stem.split("_")[-1])
 
 
 def step_table(runs: Path, labels: list[str], data_root: str) -> pd.DataFrame:
@@ -32,12 +29,12 @@ def step_table(runs: Path, labels: list[str], data_root: str) -> pd.DataFrame:
     parts = []
     for label in labels:
         for folder in sorted((runs / label).glob("seed*/train/rollouts")):
-            files = sorted(folder.glob("iter_*.parquet"), key=_iteration)
+            files = sorted(folder.glob("iter_*.parquet"), key=iteration_of)
             if not files:
                 continue
-            last = _iteration(files[-1])
+            last = iteration_of(files[-1])
             for f in files:
-                it = _iteration(f)
+                it = iteration_of(f)
                 if it != 0 and it < last - 1:
                     continue
                 batch = RolloutBatch.read(f)
