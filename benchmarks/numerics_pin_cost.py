@@ -6,6 +6,10 @@ unpinned run of the same round.
     .venv/bin/python benchmarks/numerics_pin_cost.py [--env alfworld] [--rounds 3] [--iterations 2] [--parts]
 
 --parts adds the pin less MKL_CBWR and the pin less ATEN_CPU_CAPABILITY, to show which part costs what.
+--gemm measures only float32 matrix products instead, in a new process per setting (unpinned, pinned, the pin less
+MKL_CBWR, the pin with MKL_CBWR=AVX2): GFLOP/s of torch.mm (MKL) at the tiny policy's shapes (2,136 tokens of a
+padded SFT batch through its 64-wide layers, the 2,048-word LM head, a weight gradient) and at 1024^3, beside numpy's
+(OpenBLAS) on the same arrays; median of 5 timings of repeated products.
 
 Measured: the RL iterations of the cpu profile (ALFWorld: 2 groups x 8 rollouts, 15 steps at most; environment,
 generation and update: steps collected / the iterations' seconds, from history.csv), started from a smoke SFT warm
@@ -82,13 +86,64 @@ def sft_samples_per_second(out: Path, env: str, extra: dict[str, str]) -> tuple[
     return bc["n_samples"] / bc["seconds"], bc["n_samples"] / cpu
 
 
+GEMM_SHAPES = [(2136, 64, 64), (2136, 64, 256), (2136, 256, 64), (3000, 64, 2048), (64, 2136, 64), (1024, 1024, 1024)]
+GEMM_CHILD = r"""
+import json, statistics, sys, time
+import numpy as np, torch
+out = {}
+for m, k, n in json.loads(sys.argv[1]):
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    an, bn = a.numpy(), b.numpy()
+    reps = max(3, int(1e9 / (2 * m * k * n)))
+    rates = {}
+    for name, f in (("torch", lambda: torch.mm(a, b)), ("numpy", lambda: an @ bn)):
+        f()
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            for _ in range(reps):
+                f()
+            times.append((time.perf_counter() - t) / reps)
+        rates[name] = 2 * m * k * n / statistics.median(times) / 1e9
+    out[f"{m}x{k} @ {k}x{n}"] = rates
+print("GEMM " + json.dumps({"rates": out, "threads": torch.get_num_threads()}))
+"""
+
+
+def gemm_rates() -> None:
+    """--gemm: the products' GFLOP/s under each setting, each in its own process."""
+    cases = {**variants(True), "pin with MKL_CBWR=AVX2": {**pin(), "MKL_CBWR": "AVX2"}}
+    cases.pop("pin less ATEN_CPU_CAPABILITY")
+    results = {}
+    for name, extra in cases.items():
+        done = subprocess.run(
+            [sys.executable, "-c", GEMM_CHILD, json.dumps(GEMM_SHAPES)], env=_env(extra), capture_output=True, text=True
+        )
+        line = next((ln for ln in done.stdout.splitlines() if ln.startswith("GEMM ")), None)
+        if done.returncode != 0 or line is None:
+            raise SystemExit(f"the product timing failed under {name}:\n{done.stderr[-2000:]}")
+        results[name] = json.loads(line[5:])
+    print("float32 matrix products, GFLOP/s (torch.mm: MKL; numpy: OpenBLAS), median of 5:")
+    print(f"  {'shape':24s}" + "".join(f"{name:>26s}" for name in results))
+    for shape in results["unpinned"]["rates"]:
+        cells = "".join(
+            f"{r['rates'][shape]['torch']:11.1f} ({r['rates'][shape]['numpy']:5.1f} numpy)" for r in results.values()
+        )
+        print(f"  {shape:24s}{cells}")
+    print("  torch threads: " + ", ".join(f"{name} {r['threads']}" for name, r in results.items()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--env", default="alfworld")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=2)
     ap.add_argument("--parts", action="store_true", help="also the pin less MKL_CBWR, less ATEN_CPU_CAPABILITY")
+    ap.add_argument("--gemm", action="store_true", help="only the float32 matrix products' GFLOP/s per setting")
     args = ap.parse_args()
+    if args.gemm:
+        gemm_rates()
+        return
     cases = variants(args.parts)
     names = list(cases)
     speeds: dict[str, dict[str, list[float]]] = {

@@ -21,6 +21,15 @@ CPU milliseconds per step of collection and update (`*_cpu_ms_step`: waiting for
 Every step is trained (`train.skip_zero_advantage: false`), so the update does the same work whoever won.
 `--profile` also writes a cProfile of two iterations of each checkout (`profile_<env>_<checkout>.txt`, top functions by
 cumulative time).
+
+`--flops` adds one untimed run of this checkout per (env, shape) with `torch.utils.flop_counter` around collection and
+update: the floating-point operations per step of the matrix products (`aten.mm`, `addmm`, `bmm`: the linear layers
+and the LM head) and of attention (the CPU flash-attention kernel: 4 d per (query, key) pair that the mask or the
+causal order allows, 8 d in the backward pass; masked pairs left out), and the single-thread rate of a 1024 x 1024 x
+1024 float32 product in the same process (MKL, this environment's branch). At that rate the counted operations take
+`floor ms/step` (`mm alone`: the products only): a lower bound on one thread for these passes as they are batched
+(padding included), since it leaves out every elementwise operation and the environments and gives the model's
+64-wide products the rate of a large one.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import cProfile, io, json, os, pstats, resource, sys, time
+import torch
 sys.path.insert(0, os.environ["BENCH_CODE"])
 import scpo
 assert os.path.realpath(scpo.__file__).startswith(os.path.realpath(os.environ["BENCH_CODE"])), scpo.__file__
@@ -61,6 +71,38 @@ def cpu_timed(fn, key):
     return wrapped
 loop.iteration_rollouts = cpu_timed(loop.iteration_rollouts, "collect")
 loop.ppo_update = cpu_timed(loop.ppo_update, "update")
+flops = {"collect": [], "update": []}
+if spec.get("flops"):
+    from torch.utils.flop_counter import FlopCounterMode, register_flop_formula
+    aten = torch.ops.aten
+    def pairs(q, k, is_causal, mask):  # (query, key) pairs attention must compute: the mask's, or the causal triangle
+        b, h, lq, lk = *q.shape[:3], k.shape[-2]
+        if mask is not None:
+            allowed = mask if mask.dtype == torch.bool else mask > float("-inf")
+            return int(allowed.expand(b, h, lq, lk).sum())
+        return b * h * (lq * (lq + 1) // 2 if is_causal else lq * lk)
+    def attention(q, k, v, dropout_p=0.0, is_causal=False, *a, attn_mask=None, out_val=None, **kw):
+        return 4 * q.shape[-1] * pairs(q, k, is_causal, attn_mask)  # Q K^T and P V, 2 d each per pair
+    def attention_backward(g, q, k, v, out, lse, dropout_p=0.0, is_causal=False, *a, attn_mask=None, out_val=None,
+                           **kw):
+        return 8 * q.shape[-1] * pairs(q, k, is_causal, attn_mask)  # dV, dP, dQ, dK
+    try:  # the CPU flash-attention kernel has no formula of its own in torch.utils.flop_counter
+        register_flop_formula(aten._scaled_dot_product_flash_attention_for_cpu, get_raw=True)(attention)
+        register_flop_formula(aten._scaled_dot_product_flash_attention_for_cpu_backward, get_raw=True)(
+            attention_backward)
+    except RuntimeError:
+        pass
+    def counted(fn, key):
+        def wrapped(*a, **k):
+            with FlopCounterMode(display=False) as fc:
+                out = fn(*a, **k)
+            by_op = {str(op): n for op, n in fc.get_flop_counts()["Global"].items()}
+            mm = sum(n for op, n in by_op.items() if "mm" in op)
+            flops[key].append({"mm": mm, "attention": fc.get_total_flops() - mm})
+            return out
+        return wrapped
+    loop.iteration_rollouts = counted(loop.iteration_rollouts, "collect")
+    loop.ppo_update = counted(loop.ppo_update, "update")
 cfg = load_config(os.path.join(os.environ["BENCH_CODE"], "params.yaml"), profile="cpu", overrides=spec["overrides"])
 profiler = cProfile.Profile() if spec["profile"] else None
 c0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -77,7 +119,19 @@ hist = pd.read_csv(os.path.join(spec["out"], "history.csv"))
 rows = hist.to_dict(orient="records")
 for i, row in enumerate(rows):
     row["cpu/collect_s"], row["cpu/update_s"] = cpu["collect"][i], cpu["update"][i]
-print("BENCH " + json.dumps({"rows": rows, "cpu_s": (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)}))
+gemm = None
+if spec.get("flops"):
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    torch.mm(a, b)
+    t = time.perf_counter()
+    for _ in range(10):
+        torch.mm(a, b)
+    gemm = 10 * 2 * 1024**3 / (time.perf_counter() - t) / 1e9
+    for i, row in enumerate(rows):
+        for key in ("collect", "update"):
+            row[f"flops/{key}_mm"], row[f"flops/{key}_attention"] = flops[key][i]["mm"], flops[key][i]["attention"]
+cpu_s = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
+print("BENCH " + json.dumps({"rows": rows, "cpu_s": cpu_s, "gemm_gflops": gemm, "threads": torch.get_num_threads()}))
 """
 SHAPES = {"cpu": None}
 
@@ -98,7 +152,9 @@ def baseline_checkout(commit: str) -> Path:
     return path
 
 
-def run_once(code: Path, env: str, shape: str, iterations: int, init_from: Path | None, profile: Path | None) -> dict:
+def run_once(
+    code: Path, env: str, shape: str, iterations: int, init_from: Path | None, profile: Path | None, flops: bool = False
+) -> dict:
     out = Path(tempfile.mkdtemp(prefix="rl_iteration_")) / "run"
     start = {"train.init_from": str(init_from)} if init_from else {"train.rl_start": "base"}
     overrides = {
@@ -112,7 +168,7 @@ def run_once(code: Path, env: str, shape: str, iterations: int, init_from: Path 
         "data.root": str(REPO / "data"),
         **shape_overrides(shape),
     }
-    spec = {"overrides": overrides, "out": str(out), "profile": str(profile) if profile else ""}
+    spec = {"overrides": overrides, "out": str(out), "profile": str(profile) if profile else "", "flops": flops}
     env_vars = {**os.environ, "BENCH_CODE": str(code), "BENCH_SPEC": json.dumps(spec), "TQDM_DISABLE": "1"}
     proc = subprocess.run(
         [sys.executable, "-c", CHILD], cwd=code, env=env_vars, capture_output=True, text=True, timeout=7200
@@ -140,6 +196,23 @@ def summarise(runs: list[dict]) -> dict:
     return out
 
 
+def flop_summary(run: dict) -> dict:
+    """FLOPs per step over the counted run's iterations (sum over iterations / steps), the product rate, and the time
+    the matrix products alone take at that rate."""
+    rows = run["rows"]
+    steps = sum(r["perf/steps"] for r in rows)
+    out = {
+        f"{key}_{kind}_mflop_step": sum(r[f"flops/{key}_{kind}"] for r in rows) / steps / 1e6
+        for key in ("collect", "update")
+        for kind in ("mm", "attention")
+    }
+    out["gemm_gflops"], out["threads"] = run["gemm_gflops"], run["threads"]
+    out["mm_floor_ms_step"] = (out["collect_mm_mflop_step"] + out["update_mm_mflop_step"]) / run["gemm_gflops"]
+    counted = sum(v for k, v in out.items() if k.endswith("_mflop_step"))
+    out["floor_ms_step"] = counted / run["gemm_gflops"]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--envs", nargs="+", default=["alfworld", "webshop"])
@@ -150,6 +223,7 @@ def main() -> None:
     ap.add_argument("--init-from", nargs="*", default=[], help="env=DIR warm starts (default runs/<env>/sft/seed0)")
     ap.add_argument("--profile", action="store_true", help="write a cProfile of one iteration of each checkout")
     ap.add_argument("--out", type=Path, default=None, help="write results.json (and the profiles) here")
+    ap.add_argument("--flops", action="store_true", help="count this checkout's FLOPs per step (one untimed run)")
     args = ap.parse_args()
     if args.profile and args.out is None:
         ap.error("--profile writes its files under --out: give --out DIR")
@@ -187,6 +261,8 @@ def main() -> None:
                 "collect_cpu": old["collect_cpu_ms_step"] / new["collect_cpu_ms_step"],
                 "update_cpu": old["update_cpu_ms_step"] / new["update_cpu_ms_step"],
             }
+            if args.flops:
+                row["flops"] = flop_summary(run_once(current, env, shape, args.iterations, init, None, flops=True))
             results.append(row)
             r = row["ratio"]
             print(
@@ -199,6 +275,18 @@ def main() -> None:
                 f" ({r['update_cpu']:.1f}x)",
                 flush=True,
             )
+            if args.flops:
+                f = row["flops"]
+                target = 1e3 / (10 * old["steps_per_s"])
+                print(
+                    f"{'':14s} | MFLOP/step collect {f['collect_mm_mflop_step']:.0f} mm + "
+                    f"{f['collect_attention_mflop_step']:.0f} attention, update {f['update_mm_mflop_step']:.0f} mm + "
+                    f"{f['update_attention_mflop_step']:.0f} attention | 1024^3 product {f['gemm_gflops']:.1f} GFLOP/s"
+                    f" on {f['threads']} thread(s): floor {f['floor_ms_step']:.1f} ms/step, mm alone"
+                    f" {f['mm_floor_ms_step']:.1f}"
+                    f" (now {new['collect_ms_step'] + new['update_ms_step']:.1f}; 10x the baseline: {target:.1f})",
+                    flush=True,
+                )
     meta = {
         "baseline": args.baseline,
         "iterations": args.iterations,
