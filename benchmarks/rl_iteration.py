@@ -22,6 +22,8 @@ Every step is trained (`train.skip_zero_advantage: false`), so the update does t
 `--profile` also writes a cProfile of two iterations of each checkout (`profile_<env>_<checkout>.txt`, top functions by
 cumulative time).
 
+`--ops` writes torch.profiler's table of this checkout's operators over a run of two iterations at the cpu shape (its
+setup included), by self CPU time (`ops_<env>_current.txt`): which kernels the time is spent in.
 `--flops` adds one untimed run of this checkout per (env, shape) with `torch.utils.flop_counter` around collection and
 update: the floating-point operations per step of the matrix products (`aten.mm`, `addmm`, `bmm`: the linear layers
 and the LM head) and of attention (the CPU flash-attention kernel: 4 d per (query, key) pair that the mask or the
@@ -105,10 +107,19 @@ if spec.get("flops"):
     loop.ppo_update = counted(loop.ppo_update, "update")
 cfg = load_config(os.path.join(os.environ["BENCH_CODE"], "params.yaml"), profile="cpu", overrides=spec["overrides"])
 profiler = cProfile.Profile() if spec["profile"] else None
+ops = None
+if spec.get("ops"):
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+    ops = torch_profile(activities=[ProfilerActivity.CPU])
+    ops.__enter__()
 c0 = resource.getrusage(resource.RUSAGE_SELF)
 if profiler:
     profiler.enable()
 run_training(cfg, stage="rl", out_dir=spec["out"])
+if ops is not None:
+    ops.__exit__(None, None, None)
+    table = ops.key_averages().table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=60)
+    open(spec["ops"], "w").write(table)
 if profiler:
     profiler.disable()
     text = io.StringIO()
@@ -153,7 +164,14 @@ def baseline_checkout(commit: str) -> Path:
 
 
 def run_once(
-    code: Path, env: str, shape: str, iterations: int, init_from: Path | None, profile: Path | None, flops: bool = False
+    code: Path,
+    env: str,
+    shape: str,
+    iterations: int,
+    init_from: Path | None,
+    profile: Path | None,
+    flops: bool = False,
+    ops: Path | None = None,
 ) -> dict:
     out = Path(tempfile.mkdtemp(prefix="rl_iteration_")) / "run"
     start = {"train.init_from": str(init_from)} if init_from else {"train.rl_start": "base"}
@@ -168,7 +186,13 @@ def run_once(
         "data.root": str(REPO / "data"),
         **shape_overrides(shape),
     }
-    spec = {"overrides": overrides, "out": str(out), "profile": str(profile) if profile else "", "flops": flops}
+    spec = {
+        "overrides": overrides,
+        "out": str(out),
+        "profile": str(profile) if profile else "",
+        "flops": flops,
+        "ops": str(ops) if ops else "",
+    }
     env_vars = {**os.environ, "BENCH_CODE": str(code), "BENCH_SPEC": json.dumps(spec), "TQDM_DISABLE": "1"}
     proc = subprocess.run(
         [sys.executable, "-c", CHILD], cwd=code, env=env_vars, capture_output=True, text=True, timeout=7200
@@ -224,9 +248,10 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="write a cProfile of one iteration of each checkout")
     ap.add_argument("--out", type=Path, default=None, help="write results.json (and the profiles) here")
     ap.add_argument("--flops", action="store_true", help="count this checkout's FLOPs per step (one untimed run)")
+    ap.add_argument("--ops", action="store_true", help="write torch.profiler's operator table of this checkout (--out)")
     args = ap.parse_args()
-    if args.profile and args.out is None:
-        ap.error("--profile writes its files under --out: give --out DIR")
+    if (args.profile or args.ops) and args.out is None:
+        ap.error("--profile and --ops write their files under --out: give --out DIR")
 
     inits = {k: Path(v) for k, v in (item.split("=", 1) for item in args.init_from)}
     baseline = baseline_checkout(args.baseline)
@@ -247,6 +272,8 @@ def main() -> None:
         if args.profile:
             for name, code in (("baseline", baseline), ("current", current)):
                 run_once(code, env, "cpu", 2, init, args.out / f"profile_{env}_{name}.txt")
+        if args.ops:
+            run_once(current, env, "cpu", 2, init, None, ops=args.out / f"ops_{env}_current.txt")
         for shape in args.shapes:
             runs: dict[str, list[dict]] = {"baseline": [], "current": []}
             for _ in range(args.repeats):
