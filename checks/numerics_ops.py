@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import platform
 import sys
 from pathlib import Path
 
@@ -136,11 +135,13 @@ def trace() -> dict:
         with torch.no_grad():
             scores = candidate_scores(model, prompts, candidates, _Vocabulary.pad_token_id)
         phases["scoring"] = len(records)
+    cpu = cpu_info()
     return {
         "machine": {
-            "cpu": _cpu_name(),
-            "arch": platform.machine(),
-            "simd": sorted(f for f in cpu_info()["flags"] if f.startswith(("avx", "fma", "amx", "sse4"))),
+            "cpu": cpu["model"] or "unknown",
+            "vendor": cpu["vendor"],
+            "arch": cpu["machine"],
+            "simd": [f for f in cpu["flags"] if f.startswith(("avx", "fma", "amx", "sse4"))],
             "torch": torch.__version__,
         },
         "numerics": {k: v for k, v in numerics_state().items() if k != "threadpools"},
@@ -151,13 +152,6 @@ def trace() -> dict:
         },
         "records": records,
     }
-
-
-def _cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def compare(a: dict, b: dict) -> dict:

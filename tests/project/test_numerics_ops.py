@@ -4,7 +4,6 @@ product that got the same inputs as the culprit, not the operations after it tha
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,14 +11,13 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from helpers.checks import load_check
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _ops_module():
-    spec = importlib.util.spec_from_file_location("numerics_ops", REPO / "checks" / "numerics_ops.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_check("numerics_ops")
 
 
 def _record(op: str, inp: str, out: str, shapes=((2, 2),)) -> dict:

@@ -4,7 +4,6 @@ env` gives the Makefile the pin where the CPU can honour it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers.checks import load_check
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _checks_module():
-    spec = importlib.util.spec_from_file_location("numerics_kernels", REPO / "checks" / "numerics_kernels.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_check("numerics_kernels")
 
 
 def _has_avx512() -> bool:
