@@ -58,6 +58,7 @@ class Step:
     sampler_logprobs: list[float] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     oracle_progress: float | None = None  # q_t = V*(s_t) - V*(s_{t+1}) where a planner knows V* (ALFWorld fast engine)
+    policy_value: float | None = None  # V^pi(s_t) estimated by Monte-Carlo continuations (scpo.rollout.branches)
     state_description: str | None = None  # the env's description of the state acted on (info "state_description")
     next_state_description: str | None = None  # ... and of the state the step led to
 
@@ -118,7 +119,12 @@ _NUM_COLUMNS = {
     "won": np.bool_,
 }
 # columns a batch may lack (files written before they existed stay readable): name -> dtype
-_OPTIONAL_COLUMNS = {"oracle_progress": np.float64, "state_description": object, "next_state_description": object}
+_OPTIONAL_COLUMNS = {
+    "oracle_progress": np.float64,
+    "policy_value": np.float64,
+    "state_description": object,
+    "next_state_description": object,
+}
 # the policy's view of each step (ragged, object arrays), present when the rollouts came from a policy: name -> what
 # each row holds (or None): a str, a float, a list of ints, a list of int lists, a list of floats
 _POLICY_COLUMNS = {
@@ -150,6 +156,8 @@ class RolloutBatch:
     seed              : int64
     oracle_progress   : float64 or None (optional) q_t = V*(s_t) - V*(s_{t+1}) from an optimal planner with full
                         knowledge (scpo.envs.alfworld.planner); None when the rollouts carry no planner labels
+    policy_value      : float64 or None (optional) V^pi(s_t), the mean return of Monte-Carlo continuations of the
+                        policy from the state acted on (scpo.rollout.branches); None when not estimated
     prompt            : object (str) or None (optional) the text the policy saw
     prompt_ids, response_ids : object (list[int]) or None (optional) its tokens; the answer's tokens (empty: no answer)
     candidate_ids     : object (list[list[int]] per row, None where the answer was generated freely) or None
@@ -183,6 +191,7 @@ class RolloutBatch:
     task_type: np.ndarray
     env_name: np.ndarray
     oracle_progress: np.ndarray | None = None
+    policy_value: np.ndarray | None = None
     state_description: np.ndarray | None = None
     next_state_description: np.ndarray | None = None
     prompt: np.ndarray | None = None
@@ -416,7 +425,7 @@ class RolloutBatch:
             if len(rows) == 0:
                 continue
             r0 = rows[0]
-            q, sd, nsd = self.oracle_progress, self.state_description, self.next_state_description
+            q, v, sd, nsd = self.oracle_progress, self.policy_value, self.state_description, self.next_state_description
             steps = [
                 Step(
                     observation=self.observation[r],
@@ -427,6 +436,7 @@ class RolloutBatch:
                     done=bool(self.done[r]),
                     response=self.response[r],
                     oracle_progress=None if q is None else float(q[r]),
+                    policy_value=None if v is None else float(v[r]),
                     state_description=None if sd is None else str(sd[r]),
                     next_state_description=None if nsd is None else str(nsd[r]),
                     **{k: getattr(self, k)[r] for k in _POLICY_COLUMNS if getattr(self, k) is not None},

@@ -8,7 +8,9 @@ analyses (credit maps, inconsistency), the testbeds (fidelity, learning) and the
 - the needs come from the registry (`scpo.credit.registry.MethodSpec`): a frozen scorer (built and cached by
   `compute_advantages`), the policy's scores (HCAPO's hindsight log-probs: `hindsight_logprob` given, else computed
   with `policy` from the batch's prompts and answer ids), the planner's oracle progress (the batch's
-  `oracle_progress` column: `with_oracle_progress` labels a batch through its environment's declared oracle);
+  `oracle_progress` column: `with_oracle_progress` labels a batch through its environment's declared oracle), the
+  policy's Monte-Carlo state values (the batch's `policy_value` column, which the trainer plays with its engine:
+  `scpo.rollout.branches`);
 - a method whose need is not met raises one line (`unmet="raise"`) or is left out (`unmet="skip"`: analyses of saved
   rollouts without a policy).
 `options` sets fields of option sections for the methods that read them: `{"scpo": {"tau": 0.8}}` changes SCPO (and
@@ -27,7 +29,7 @@ from scpo.config import Config
 from scpo.credit import CreditConfig, CreditResult, compute_advantages
 from scpo.credit.registry import method_spec
 
-__all__ = ["estimate", "unmet_need", "needs_oracle", "with_oracle_progress"]
+__all__ = ["estimate", "unmet_need", "needs_oracle", "needs_policy_values", "with_oracle_progress"]
 
 
 def unmet_need(method: str, batch: RolloutBatch, *, policy=None, hindsight_logprob=None) -> str | None:
@@ -35,6 +37,8 @@ def unmet_need(method: str, batch: RolloutBatch, *, policy=None, hindsight_logpr
     spec = method_spec(method)
     if spec.oracle and batch.oracle_progress is None:
         return "the planner's oracle progress per step (the batch's oracle_progress column)"
+    if spec.policy_values and batch.policy_value is None:
+        return "the policy's Monte-Carlo state values per step (the batch's policy_value column, played in training)"
     if spec.policy_scores and hindsight_logprob is None:
         if policy is None:
             return "the policy's hindsight scores (pass policy=... or hindsight_logprob=...)"
@@ -46,6 +50,11 @@ def unmet_need(method: str, batch: RolloutBatch, *, policy=None, hindsight_logpr
 def needs_oracle(methods: Iterable[str]) -> bool:
     """Whether any of `methods` reads the planner's oracle progress."""
     return any(method_spec(m).oracle for m in methods)
+
+
+def needs_policy_values(methods: Iterable[str]) -> bool:
+    """Whether any of `methods` reads the policy's Monte-Carlo state values."""
+    return any(method_spec(m).policy_values for m in methods)
 
 
 def with_oracle_progress(batch: RolloutBatch, data_root) -> RolloutBatch:

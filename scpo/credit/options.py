@@ -275,6 +275,19 @@ class OracleOptions(StrictModel):
     )
 
 
+class MCAdvantageOptions(StrictModel):
+    """[ours, after VinePPO] the policy's own advantage from Monte-Carlo continuations (scpo.credit.mc_advantage)."""
+
+    rollouts: int = Field(
+        2, ge=1, description="K: continuations of the current policy per visited state (its value V is their mean)"
+    )
+    whiten: bool = Field(
+        True,
+        description="true: the advantages divided by their standard deviation over the batch (not centred); false: "
+        "in units of the success probability",
+    )
+
+
 class ShuffledOptions(StrictModel):
     """[ours] the learning benchmark's lower bound: GRPO's advantages permuted among each group's rows."""
 
@@ -296,6 +309,7 @@ class CreditConfig(StrictModel):
     rloo: RLOOOptions = RLOOOptions()
     hcapo: HCAPOOptions = HCAPOOptions()
     oracle: OracleOptions = OracleOptions()
+    mc_advantage: MCAdvantageOptions = MCAdvantageOptions()
     shuffled: ShuffledOptions = ShuffledOptions()
 
     def for_env(self, env: str | None) -> CreditConfig:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from scpo.batch import RolloutBatch
-from scpo.credit.grouping import invalid_penalty, segment_sizes
+from scpo.credit.grouping import invalid_penalty, segment_norm, segment_sizes
 from scpo.credit.grpo import episode_advantage, group_stats
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
@@ -52,9 +52,7 @@ def compute_oracle(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> Credi
     if opts.baseline == "optimal":
         step_adv = step_adv - opts.omega
     elif opts.baseline == "group_mean":
-        _, group = np.unique(batch.group_id, return_inverse=True)
-        means = np.bincount(group, weights=step_adv) / np.bincount(group)
-        step_adv = step_adv - means[group]
+        step_adv = segment_norm(step_adv, batch.group_id, scale="none")
     ep_adv = np.zeros_like(step_adv)
     if opts.episode_weight:
         ep_adv = opts.episode_weight * episode_advantage(

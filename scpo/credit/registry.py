@@ -10,7 +10,8 @@ registry.
 
 Each `MethodSpec` also declares what the method needs beyond the batch, so callers ask the spec, never the name: a
 frozen `scorer` (per config), `policy_scores` (per-row scores computed with the policy, passed as `hindsight_logprob`:
-HCAPO's hindsight log-probs, `scpo.policy.hindsight`) or an `oracle` (per-step oracle progress carried by the rollouts),
+HCAPO's hindsight log-probs, `scpo.policy.hindsight`), an `oracle` (per-step oracle progress carried by the rollouts) or
+`policy_values` (the policy's Monte-Carlo state values, `scpo.rollout.branches`, which only the trainer can play),
 and whether it reads the environment's `state_description` columns when the batch has them (GraphGPO's graph nodes;
 without them it uses the raw observations).
 """
@@ -33,6 +34,7 @@ from scpo.credit.grouping import check_finite, check_rows, shared_codes
 from scpo.credit.grpo import compute_grpo
 from scpo.credit.hcapo import compute_hcapo
 from scpo.credit.hgpo import compute_hgpo
+from scpo.credit.mc_advantage import compute_mc_advantage
 from scpo.credit.options import CreditConfig
 from scpo.credit.oracle import compute_oracle
 from scpo.credit.progpo_c import compute_progpo_c
@@ -60,12 +62,13 @@ class MethodSpec:
     scorer: Callable[[CreditConfig], tuple[str, str | None] | None] = lambda cfg: None  # (name, model) it needs
     policy_scores: bool = False  # needs `hindsight_logprob` (n_rows,), computed with the policy
     oracle: bool = False  # needs oracle progress per step (not in the pipeline's rollouts)
+    policy_values: bool = False  # needs the policy's Monte-Carlo state values per step (played by the trainer)
     state_description: bool = False  # reads the batch's state_description columns when present (else the observations)
 
     @property
     def rollouts_suffice(self) -> bool:
         """Whether saved rollouts (and a scorer) are all it needs, so analyses can run it on them."""
-        return not (self.policy_scores or self.oracle)
+        return not (self.policy_scores or self.oracle or self.policy_values)
 
 
 def _gigpo_scorer(cfg: CreditConfig):
@@ -87,6 +90,7 @@ METHODS: dict[str, MethodSpec] = {
     "hcapo": MethodSpec(compute_hcapo, ("hcapo", "gigpo", "grpo", "norm"), policy_scores=True),
     "oracle": MethodSpec(compute_oracle, ("oracle", "grpo", "norm"), oracle=True),
     "shuffled": MethodSpec(compute_shuffled, ("shuffled", "grpo", "norm")),
+    "mc_advantage": MethodSpec(compute_mc_advantage, ("mc_advantage", "norm"), policy_values=True),
     "graphgpo": MethodSpec(compute_graphgpo, ("graphgpo", "norm"), state_description=True),
     "rloo": MethodSpec(compute_rloo, ("rloo", "norm")),
 }

@@ -99,8 +99,8 @@ def write_paper_tables(cfg: Config, reports_root: Path, learning_study: Path | N
     headline = _learning_sections(layout.root, learning_study)
     intro = (
         "The headline is the learning benchmark: how fast each estimator makes the agent learn on a fixed task "
-        "panel (AULC, paired seeds, both bounds; notebook 08). Below it, the short success runs of every method "
-        "beside the published figures.\n\n"
+        "panel (AULC, paired seeds, the oracle and shuffled references; notebook 08). Below it, the short success "
+        "runs of every method beside the published figures.\n\n"
     )
     results_md.write_text("# Results\n\n" + intro + "\n".join(headline + sections), encoding="utf-8")
     return {"results_md": results_md, "tables": tables, "figures": figures}

@@ -315,7 +315,9 @@ def run_learning(
 def own_rollouts_fidelity(cfg: Config, results: list[dict]) -> dict[str, float]:
     """Per estimator of `learning.methods`, its credit fidelity AUC (all groups) on the benchmark runs' own saved
     rollouts: every ALFWorld run's saved iteration `learning.fidelity_runs_iteration`, labelled with the planner's
-    oracle progress (`scpo.testbeds.fidelity.trained_fidelity`); {} without ALFWorld runs."""
+    oracle progress (`scpo.testbeds.fidelity.trained_fidelity`); {} without ALFWorld runs. Estimators that need the
+    policy's Monte-Carlo values (`mc_advantage`) are left out: only training can play them."""
+    from scpo.credit.registry import method_spec
     from scpo.testbeds.fidelity import trained_fidelity
 
     runs: dict[str, list[Path]] = {}
@@ -323,10 +325,11 @@ def own_rollouts_fidelity(cfg: Config, results: list[dict]) -> dict[str, float]:
         if r["env"] == "alfworld":
             key = RunKey(r["env"], r["method"], r["seed"])
             runs.setdefault(r["method"], []).append(key.folder(cfg.learning.out_dir) / "train")
-    if not runs:
+    scorable = [m for m in cfg.learning.methods if not method_spec(m).policy_values]
+    if not runs or not scorable:
         return {}
     res = trained_fidelity(
-        cfg, runs, methods=list(cfg.learning.methods), iterations=[cfg.learning.fidelity_runs_iteration], progress=False
+        cfg, runs, methods=scorable, iterations=[cfg.learning.fidelity_runs_iteration], progress=False
     )
     summary = res.summary
     return summary[summary["kind"] == "all"].groupby("estimator")["auc_mean"].mean().to_dict()

@@ -49,7 +49,11 @@ __all__ = [
     "write_learning_report",
 ]
 
-BOUNDS = {"oracle": "upper bound: ground-truth credit", "shuffled": "lower bound: no information"}
+BOUNDS = {
+    "oracle": "reference: ground-truth credit of the fully observed task (V*)",
+    "mc_advantage": "reference: the policy's own advantage (Monte-Carlo values)",
+    "shuffled": "lower bound: no information",
+}
 
 
 def fidelity_from_table(path: str | Path) -> dict[str, float]:

@@ -66,7 +66,11 @@ def credit_metrics(batch: RolloutBatch, result) -> dict[str, float]:
 
 class HistoryLog:
     """history.csv (one row per iteration) + dvclive. On resume, rows beyond the checkpoint are dropped and the kept
-    rows are replayed into a fresh dvclive folder, so both end up exactly as an uninterrupted run's."""
+    rows are replayed into a fresh dvclive folder, so both end up exactly as an uninterrupted run's.
+
+    A step is dvclive's `next_step` without its signal to the VS Code extension (the repository-wide file
+    `.dvc/tmp/exps/run/DVCLIVE_STEP_COMPLETED`, written at each step and deleted by `end`): runs side by side in one
+    repository (a stage's seeds, the learning benchmark's runs) would write and delete it under each other."""
 
     def __init__(self, run_dir: Path, keep_iterations: int = 0):
         import pandas as pd
@@ -92,7 +96,8 @@ class HistoryLog:
         for k, v in row.items():
             if k != "iteration":
                 self.live.log_metric(k, float(v))
-        self.live.next_step()
+        self.live.sync()  # what next_step does, less the signal file
+        self.live.step += 1
 
     def _write(self) -> None:
         import pandas as pd
@@ -108,7 +113,14 @@ class HistoryLog:
         self._write()
 
     def close(self) -> None:
-        self.live.end()
+        try:
+            self.live.end()
+        except FileNotFoundError as err:  # end's last act: deleting the signal file, if another process deleted it
+            if Path(err.filename or "").name != STEP_SIGNAL:
+                raise
+
+
+STEP_SIGNAL = "DVCLIVE_STEP_COMPLETED"  # dvclive's per-step signal file (dvclive.vscode)
 
 
 def _read_rows(path: Path, iterations: int):

@@ -1,10 +1,10 @@
 """The group-RL loop (`scpo train --stage rl`): `run_rl` reads top to bottom, one iteration =
 
     sample tasks -> collect N rollouts per task (dynamic sampling: until enough groups carry a signal) -> the batch
-    (`RolloutBatch`: environment columns and the policy's prompts and token ids) -> its oracle progress when the
-    method reads it -> credit (`scpo.estimators.estimate`, with the policy for methods that need its scores) ->
-    clipped-ratio update with KL to the reference and an entropy bonus -> sync the engine's weights -> metrics,
-    saved rollouts, checkpoint.
+    (`RolloutBatch`: environment columns and the policy's prompts and token ids) -> its oracle progress, or the
+    policy's Monte-Carlo state values (branches played by the engine), when the method reads them -> credit
+    (`scpo.estimators.estimate`, with the policy for methods that need its scores) -> clipped-ratio update with KL
+    to the reference and an entropy bonus -> sync the engine's weights -> metrics, saved rollouts, checkpoint.
 
 Steps with advantage 0 are left out of the update with `train.skip_zero_advantage` (kept by the gpu profile, as
 verl-agent). Every iteration is seeded from (train.seed, iteration), so a run resumed from a checkpoint continues
@@ -25,9 +25,10 @@ from tqdm.auto import tqdm
 from scpo.batch import RolloutBatch
 from scpo.config import Config
 from scpo.envs.registry import EnvSettings
-from scpo.estimators import estimate, needs_oracle, with_oracle_progress
+from scpo.estimators import estimate, needs_oracle, needs_policy_values, with_oracle_progress
 from scpo.policy.placement import resolve_device
 from scpo.rollout import GenerationEngine, collect_rollouts, make_engine
+from scpo.rollout.branches import policy_values
 from scpo.rollout.collector import RolloutTiming
 from scpo.train.checkpoint import finished_checkpoints, latest_checkpoint, save_checkpoint
 from scpo.train.dynamic_sampling import dynamic_sample
@@ -75,14 +76,22 @@ def iteration_rollouts(
         engine,
         env_name=env.name,
         seed=cfg.train.seed + it + ATTEMPT_SEED_STRIDE * attempt,
-        data_root=env.data_root,
-        max_steps=env.max_steps,
-        history_length=cfg.env.history_length,
-        temperature=cfg.rollout.temperature,
-        top_p=cfg.rollout.top_p,
-        env_options=env.options,
+        **play_settings(cfg, env),
         desc=desc or f"iter {it} rollouts",
     )
+
+
+def play_settings(cfg: Config, env: EnvSettings) -> dict:
+    """How the policy plays an episode (the collector's and the branches' keyword arguments): data, step limit, history
+    length, sampling."""
+    return {
+        "data_root": env.data_root,
+        "max_steps": env.max_steps,
+        "history_length": cfg.env.history_length,
+        "temperature": cfg.rollout.temperature,
+        "top_p": cfg.rollout.top_p,
+        "env_options": env.options,
+    }
 
 
 def collect_iteration(cfg: Config, env: EnvSettings, engine: GenerationEngine, pool: list[str], it: int):
@@ -144,6 +153,9 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
         batch = RolloutBatch.from_trajectories(trajectories)
         if needs_oracle([method]):  # the planner's oracle progress, part of the saved batch
             batch = with_oracle_progress(batch, cfg.data.root)
+        values = {}
+        if needs_policy_values([method]):  # the policy's own state values, by branches from every visited state
+            batch, values = with_policy_values(cfg, env.settings, engine, batch, it)
 
         # 2. credit assignment (pure estimators; a method needing the policy's scores gets the policy)
         t0 = time.perf_counter()
@@ -183,6 +195,7 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
             "perf/update_s": update_s,
             "perf/iter_s": time.perf_counter() - t_iter,
             **sampling,
+            **values,
             "perf/steps": float(batch.n_rows),
             "perf/response_tokens": float(sum(len(s.response_ids) for s in samples)),
         }
@@ -203,6 +216,28 @@ def run_rl(cfg: Config, plan: TrainingPlan, record: dict) -> dict:
     log.close()
     save_model(policy, run_dir / "model")
     return _summary(cfg, run_dir, log.rows, time.perf_counter() - t_start, init_dir)
+
+
+def with_policy_values(cfg: Config, env: EnvSettings, engine: GenerationEngine, batch: RolloutBatch, it: int):
+    """-> (`batch` with its policy_value column, the branches' metrics): `credit.mc_advantage.rollouts`
+    continuations of the current policy from every state the batch acted on (`scpo.rollout.branches`)."""
+    values, timing = policy_values(
+        batch,
+        env.package,
+        engine,
+        rollouts=cfg.credit.mc_advantage.rollouts,
+        **play_settings(cfg, env),
+        desc=f"iter {it} branches",
+    )
+    cols = batch.columns()
+    cols["policy_value"] = values
+    metrics = {
+        "branches/n": float(timing.extra["branches"]),
+        "branches/steps": float(timing.n_generations),
+        "perf/branch_env_s": timing.env_s,
+        "perf/branch_gen_s": timing.gen_s,
+    }
+    return RolloutBatch(**cols), metrics
 
 
 def _diverged_hint(cfg: Config, run_dir: Path) -> str:

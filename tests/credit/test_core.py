@@ -150,6 +150,7 @@ def test_registry_errors_name_the_bad_value():
         "graphgpo",
         "rloo",
         "shuffled",
+        "mc_advantage",
     }
 
 

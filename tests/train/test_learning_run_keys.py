@@ -85,3 +85,25 @@ def test_the_pairing_settings_are_exactly_the_ones_no_variant_may_change(repo_ro
     assert tuple(settings) == LEARNING_RUN_SETTINGS
     run = run_config(cfg, key, "/warm/start")
     assert {k: _dotted(run, k) for k in settings} == settings
+
+
+def test_fidelity_on_own_rollouts_leaves_out_the_estimators_only_training_can_label(repo_root, monkeypatch):
+    """mc_advantage needs Monte-Carlo values that only its own training played: the fidelity of the runs' rollouts is
+    computed for the others (a GRPO run's rollouts carry no policy_value)."""
+    import pandas as pd
+
+    import scpo.testbeds.fidelity as fidelity
+    from scpo.testbeds.learning import own_rollouts_fidelity
+
+    seen = {}
+
+    def fake(cfg, runs, *, methods, iterations, progress):
+        seen["methods"] = list(methods)
+        summary = pd.DataFrame({"kind": ["all"] * len(methods), "estimator": methods, "auc_mean": [0.5] * len(methods)})
+        return type("R", (), {"summary": summary})()
+
+    monkeypatch.setattr(fidelity, "trained_fidelity", fake)
+    cfg = _cfg(repo_root, methods=["grpo", "mc_advantage", "oracle"])
+    results = [{"env": "alfworld", "method": m, "seed": 0} for m in ("grpo", "mc_advantage", "oracle")]
+    assert own_rollouts_fidelity(cfg, results) == {"grpo": 0.5, "oracle": 0.5}
+    assert seen["methods"] == ["grpo", "oracle"]
