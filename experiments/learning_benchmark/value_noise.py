@@ -5,7 +5,8 @@ true advantage A^pi, and each credit of the same rows is compared with them: the
 GRPO's (outcome only). Both are in their own units, so the comparison is by rank (Spearman) and by sign.
 
     env $(python -m scpo.numerics env) python experiments/learning_benchmark/value_noise.py \
-        --runs /work/lb_runs/alfworld --seeds 0 1 --out experiments/learning_benchmark/results/policy_advantage/value_noise.md
+        --runs /work/lb_runs/alfworld --seeds 0 1 \
+        --out experiments/learning_benchmark/results/policy_advantage/value_noise.md
 """
 
 from __future__ import annotations
