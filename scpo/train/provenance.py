@@ -20,6 +20,7 @@ listing the keys with their saved and new values, unless forced.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -167,16 +168,29 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def config_differences(
-    saved: dict[str, Any], current: dict[str, Any], may_change: tuple[str, ...] = RESUME_MAY_CHANGE
+    saved: dict[str, Any],
+    current: dict[str, Any],
+    may_change: tuple[str, ...] = RESUME_MAY_CHANGE,
+    defaults: dict[str, Any] | None = None,
 ) -> list[tuple[str, Any, Any]]:
     """(dotted key, saved value, current value) for every key whose value differs between two resolved configs,
-    leaving out the keys under `may_change` (a key or a section prefix)."""
+    leaving out the keys under `may_change` (a key or a section prefix) and the keys the saved config lacks whose
+    current value is the default (`defaults`, flat dotted keys; None: `Config()`'s): an option added to the code after
+    the run was saved, left as it was."""
     a, b = _flatten(saved), _flatten(current)
     allowed = tuple(may_change)
+    added = _default_values() if defaults is None else defaults
     out = []
     for key in sorted(set(a) | set(b)):
         if any(key == m or key.startswith(m + ".") for m in allowed):
             continue
+        if key not in a and key in added and b.get(key) == added[key]:
+            continue
         if a.get(key, "<absent>") != b.get(key, "<absent>"):
             out.append((key, a.get(key, "<absent>"), b.get(key, "<absent>")))
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def _default_values() -> dict[str, Any]:
+    return _flatten(Config().model_dump(mode="json"))

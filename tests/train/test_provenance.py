@@ -145,3 +145,19 @@ def test_eval_takes_env_and_policy_settings_from_the_run(stopped, tmp_path):
 
     again = cli("eval", "--profile", "smoke", "--checkpoint", stopped, "--out", out)
     assert again.exit_code == 1 and "exists (an earlier evaluation)" in one_line(again.stderr)
+
+
+def test_an_option_added_after_the_run_was_saved_is_no_difference_at_its_default():
+    """A run saved before `credit.mc_advantage` existed resumes when the new option is left at its default; set to
+    anything else, it is a difference like any other."""
+    from scpo.config import Config
+    from scpo.train.provenance import config_differences
+
+    now = Config().model_dump(mode="json")
+    saved = Config().model_dump(mode="json")
+    del saved["credit"]["mc_advantage"]
+    assert config_differences(saved, now) == []
+    now["credit"]["mc_advantage"]["rollouts"] = 4
+    assert config_differences(saved, now) == [("credit.mc_advantage.rollouts", "<absent>", 4)]
+    assert config_differences({"a": 1}, {"a": 1, "b": 2}, (), defaults={"b": 2}) == []
+    assert config_differences({"a": 1}, {"a": 1, "b": 3}, (), defaults={"b": 2}) == [("b", "<absent>", 3)]
