@@ -362,6 +362,12 @@ class RolloutBatch:
         per_traj = self.next_observation[last]
         return per_traj[np.repeat(np.arange(len(last)), np.diff(np.r_[-1, last]))]
 
+    def with_column(self, name: str, values) -> RolloutBatch:
+        """A copy with the optional column `name` (e.g. oracle_progress, policy_value) set to `values`."""
+        if name not in _OPTIONAL_COLUMNS:
+            raise ValueError(f"{name!r} is not an optional column; those are {', '.join(_OPTIONAL_COLUMNS)}")
+        return RolloutBatch(**{**self.columns(), name: np.asarray(values, dtype=_OPTIONAL_COLUMNS[name])})
+
     def select(self, mask: np.ndarray) -> RolloutBatch:
         """Rows where `mask` is True (keep whole trajectories if you want valid credit)."""
         return RolloutBatch(**{k: v[mask] for k, v in self.columns().items()})

@@ -43,7 +43,9 @@ def seed_table(run: Path, rollouts: int, seed: int) -> dict:
         batch, env.package, make_engine(cfg, policy), rollouts=rollouts, progress=False, **play_settings(cfg, env)
     )
     credit = CreditConfig.model_validate(cfg.credit.model_dump())
-    truth = compute_advantages("mc_advantage", _with(batch, values), credit, whiten=False).advantages
+    truth = compute_advantages(
+        "mc_advantage", batch.with_column("policy_value", values), credit, whiten=False
+    ).advantages
     k2 = compute_advantages("mc_advantage", batch, credit, whiten=False).advantages
     grpo = compute_advantages("grpo", batch, credit).advantages
     informative = truth != 0
@@ -57,12 +59,6 @@ def seed_table(run: Path, rollouts: int, seed: int) -> dict:
         row[f"{name}: Spearman with A8"] = float(spearmanr(a, truth).statistic)
         row[f"{name}: sign agrees (A8 != 0)"] = float(np.mean(np.sign(a[informative]) == np.sign(truth[informative])))
     return row
-
-
-def _with(batch: RolloutBatch, values: np.ndarray) -> RolloutBatch:
-    cols = batch.columns()
-    cols["policy_value"] = values
-    return RolloutBatch(**cols)
 
 
 def main() -> None:

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from scpo.batch import RolloutBatch
 from scpo.envs.base import EnvPackage
-from scpo.rollout.collector import RolloutTiming
+from scpo.rollout.collector import RolloutTiming, generate_turn
 from scpo.rollout.generation import GenerationEngine
 
 __all__ = ["policy_values", "state_keys"]
@@ -81,9 +81,7 @@ def policy_values(
         raise ValueError(f"rollouts must be >= 1, got {rollouts}")
     timing = RolloutTiming()
     code, states = state_keys(batch)
-    first_row = np.full(len(states), -1, dtype=np.int64)
-    for r in range(batch.n_rows - 1, -1, -1):
-        first_row[code[r]] = r
+    _, first_row = np.unique(code, return_index=True)  # per state, the first row acting on it
     make = partial(env_pkg.make_env, data_root=data_root, max_steps=max_steps, **(env_options or {}))
 
     t0 = time.perf_counter()
@@ -99,25 +97,25 @@ def policy_values(
     # one bar unit per (branch, turn) slot left in its budget: a finished branch adds its unplayed turns
     bar = tqdm(total=sum(limit - b.turn for b in branches), desc=desc, unit="step", disable=not progress, leave=False)
     while live := [b for b in branches if not b.done]:
-        admissible = [list(b.info.get("admissible_commands", [])) for b in live]
-        prompts = [
-            env_pkg.build_prompt(b.goal, b.obs, adm, b.history, b.turn, history_length=history_length)
-            for b, adm in zip(live, admissible)
-        ]
-        choices = [list(b.info.get("choice_commands") or adm) for b, adm in zip(live, admissible)]
+        _, gens = generate_turn(
+            env_pkg,
+            engine,
+            live,
+            [b.turn for b in live],
+            history_length=history_length,
+            temperature=temperature,
+            top_p=top_p,
+            timing=timing,
+        )
         t0 = time.perf_counter()
-        gens = engine.generate(prompts, temperature=temperature, top_p=top_p, admissible=choices)
-        timing.gen_s += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for b, gen, adm in zip(live, gens, admissible):
-            action, _ = env_pkg.project_action(gen.text, adm)
+        for b, gen in zip(live, gens):
+            action, _ = env_pkg.project_action(gen.text, list(b.info.get("admissible_commands", [])))
             obs, reward, done, info = b.env.step(action)
             b.history.append((b.obs, action))
             b.obs, b.info, b.ret, b.turn = obs, info, b.ret + float(reward), b.turn + 1
             b.done = bool(done) or b.turn >= limit
             bar.update(1 + (limit - b.turn if b.done else 0))
         timing.env_s += time.perf_counter() - t0
-        timing.n_generations += len(live)
         timing.n_turns += 1
     bar.close()
 

@@ -27,7 +27,7 @@ from scpo.envs.base import STATE_DESCRIPTION, EnvPackage
 from scpo.envs.vector import VectorEnv
 from scpo.rollout.generation import Generation, GenerationEngine
 
-__all__ = ["RolloutTiming", "collect_rollouts"]
+__all__ = ["RolloutTiming", "collect_rollouts", "generate_turn"]
 
 
 @dataclass
@@ -94,20 +94,16 @@ def collect_rollouts(
         if not live:
             break
         timing.n_turns += 1
-        admissible = [list(episodes[k].info.get("admissible_commands", [])) for k in live]
-        prompts = [
-            env_pkg.build_prompt(
-                episodes[k].goal, episodes[k].obs, adm, episodes[k].history, turn, history_length=history_length
-            )
-            for k, adm in zip(live, admissible)
-        ]
-        t0 = time.perf_counter()
-        # what an admissible-choice engine chooses among: the env's `choice_commands` when it has them (WebShop: the
-        # search placeholder replaced by candidate searches), else the admissible commands
-        choices = [list(episodes[k].info.get("choice_commands") or adm) for k, adm in zip(live, admissible)]
-        gens = engine.generate(prompts, temperature=temperature, top_p=top_p, admissible=choices)
-        timing.gen_s += time.perf_counter() - t0
-        timing.n_generations += len(gens)
+        prompts, gens = generate_turn(
+            env_pkg,
+            engine,
+            [episodes[k] for k in live],
+            [turn] * len(live),
+            history_length=history_length,
+            temperature=temperature,
+            top_p=top_p,
+            timing=timing,
+        )
 
         t0 = time.perf_counter()
         actions: list[str | None] = [None] * len(episodes)
@@ -168,6 +164,35 @@ def collect_rollouts(
             )
         )
     return trajectories, timing
+
+
+def generate_turn(
+    env_pkg: EnvPackage,
+    engine: GenerationEngine,
+    players: Sequence[Any],
+    turns: Sequence[int],
+    *,
+    history_length: int,
+    temperature: float,
+    top_p: float,
+    timing: RolloutTiming,
+) -> tuple[list[str], list[Generation]]:
+    """One turn of every live episode in `players` (objects with goal, obs, info and history), each at its own turn
+    number -> (prompts, generations), all in one generation call; its seconds and answers are added to `timing`. The
+    collector's episodes and the Monte-Carlo branches (`scpo.rollout.branches`) both play through it."""
+    admissible = [list(p.info.get("admissible_commands", [])) for p in players]
+    prompts = [
+        env_pkg.build_prompt(p.goal, p.obs, adm, p.history, turn, history_length=history_length)
+        for p, adm, turn in zip(players, admissible, turns)
+    ]
+    t0 = time.perf_counter()
+    # what an admissible-choice engine chooses among: the env's `choice_commands` when it has them (WebShop: the
+    # search placeholder replaced by candidate searches), else the admissible commands
+    choices = [list(p.info.get("choice_commands") or adm) for p, adm in zip(players, admissible)]
+    gens = engine.generate(prompts, temperature=temperature, top_p=top_p, admissible=choices)
+    timing.gen_s += time.perf_counter() - t0
+    timing.n_generations += len(gens)
+    return prompts, gens
 
 
 def _sampler_logprobs(gen: Generation) -> list[float] | None:

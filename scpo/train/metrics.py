@@ -64,6 +64,9 @@ def credit_metrics(batch: RolloutBatch, result) -> dict[str, float]:
     return out
 
 
+STEP_SIGNAL = "DVCLIVE_STEP_COMPLETED"  # dvclive's per-step signal file (dvclive.vscode)
+
+
 class HistoryLog:
     """history.csv (one row per iteration) + dvclive. On resume, rows beyond the checkpoint are dropped and the kept
     rows are replayed into a fresh dvclive folder, so both end up exactly as an uninterrupted run's.
@@ -118,9 +121,6 @@ class HistoryLog:
         except FileNotFoundError as err:  # end's last act: deleting the signal file, if another process deleted it
             if Path(err.filename or "").name != STEP_SIGNAL:
                 raise
-
-
-STEP_SIGNAL = "DVCLIVE_STEP_COMPLETED"  # dvclive's per-step signal file (dvclive.vscode)
 
 
 def _read_rows(path: Path, iterations: int):

@@ -229,15 +229,13 @@ def with_policy_values(cfg: Config, env: EnvSettings, engine: GenerationEngine, 
         **play_settings(cfg, env),
         desc=f"iter {it} branches",
     )
-    cols = batch.columns()
-    cols["policy_value"] = values
     metrics = {
         "branches/n": float(timing.extra["branches"]),
         "branches/steps": float(timing.n_generations),
         "perf/branch_env_s": timing.env_s,
         "perf/branch_gen_s": timing.gen_s,
     }
-    return RolloutBatch(**cols), metrics
+    return batch.with_column("policy_value", values), metrics
 
 
 def _diverged_hint(cfg: Config, run_dir: Path) -> str:

@@ -92,3 +92,15 @@ def test_read_rejects_unknown_files(tmp_path):
     (tmp_path / "x.csv").write_text("a\n")
     with pytest.raises(ValueError, match="unknown rollout file type '.csv'"):
         RolloutBatch.read(tmp_path / "x.csv")
+
+
+def test_with_column_sets_an_optional_column_that_files_keep(tmp_path):
+    batch = RolloutBatch.from_trajectories([_traj("t", 0, 0, [0.0, 10.0])])
+    labelled = batch.with_column("policy_value", [5, 10])
+    assert batch.policy_value is None  # a copy: the batch itself is unchanged
+    assert labelled.policy_value.dtype == np.float64 and labelled.policy_value.tolist() == [5.0, 10.0]
+    again = RolloutBatch.read(labelled.to_parquet(tmp_path / "b.parquet"))
+    assert again.policy_value.tolist() == [5.0, 10.0]
+    assert [s.policy_value for t in again.to_trajectories() for s in t.steps] == [5.0, 10.0]
+    with pytest.raises(ValueError, match="'reward' is not an optional column; those are oracle_progress, policy_value"):
+        batch.with_column("reward", [0, 0])

@@ -216,9 +216,7 @@ def label_progress(
             v_next = planner.value(env.engine)
             q[r] = oracle_progress(v, v_next)
             v = v_next
-    cols = batch.columns()
-    cols["oracle_progress"] = q
-    return RolloutBatch(**cols)
+    return batch.with_column("oracle_progress", q)
 
 
 def timed(fn, *args, **kwargs):
