@@ -9,12 +9,13 @@ How it is computed (the cost is the arithmetic of one pass over each distinct pr
   actions) are scored once; duplicates read the same values, and gradients reach the weights through that one row;
 - the distinct rows go in chunks of similar length (at most `token_budget` padded tokens per forward pass);
 - per chunk, pass 1 runs the right-padded prompts through the decoder (causal attention, no mask: a real token sees
-  only earlier, real tokens) and keeps their KV cache; pass 2 runs each
-  prompt's candidates concatenated in one row after it, with a block mask: candidate k's tokens attend to the prompt
-  and to their own earlier tokens only, at positions that continue the prompt's (as if each candidate followed the
-  prompt alone). The prompt's KV cache is never copied per candidate;
-- the output head is applied only where a candidate token is predicted (the prompt's last position and each
-  candidate's own positions), not at every prompt position.
+  only earlier, real tokens) and keeps their KV cache; pass 2 runs each prompt's candidates as a prefix tree after it
+  (`scpo.policy.candidate_trie`): every distinct candidate prefix is fed once (the shared `<action> go to cabinet` of
+  six commands, once), attending to the prompt and to its own ancestors only, at the position that continues the
+  prompt's (as if each candidate followed the prompt alone); a candidate's last token (EOS) is predicted, never fed.
+  The prompt's KV cache is never copied per candidate;
+- the output head is applied only where a candidate token is predicted (the prompt's last position and each trie
+  node), not at every prompt position.
 Absent candidates (prompts with fewer than K) score -inf. Any decoder-only transformers model that takes a 4D boolean
 attention mask with a KV cache works (Llama, Qwen2, SmolLM2; LoRA-wrapped too); the trained model's autocast
 (`scpo.policy.placement.autocast_each_forward`) is applied here because the decoder is called directly.
@@ -26,9 +27,12 @@ import inspect
 from collections.abc import Sequence
 
 import torch
+from transformers import DynamicCache
 
+from scpo.policy.candidate_trie import trie_of
 from scpo.policy.padding import right_pad
 from scpo.policy.placement import forward_precision
+from scpo.policy.prompt_pass import prompt_states
 
 __all__ = ["candidate_scores", "choice_log_distribution", "TOKEN_BUDGET"]
 
@@ -57,7 +61,7 @@ def candidate_scores(
     distinct: dict[tuple, int] = {}
     row_of = [distinct.setdefault(key, len(distinct)) for key in keys]
     rows = list(distinct)
-    lengths = [len(p) + sum(len(y) for y in c) for p, c in rows]
+    lengths = [len(p) + trie_of(c).n_nodes for p, c in rows]  # the positions each row feeds
     order = sorted(range(len(rows)), key=lambda i: (len(rows[i][0]), lengths[i]))  # by prompt length, then the rest
     parts: list[tuple[list[int], torch.Tensor]] = []
     start = 0
@@ -82,57 +86,47 @@ def _score_chunk(model, rows: list[tuple], k_max: int, pad_id: int, device) -> t
     prompt, attention = right_pad([p for p, _ in rows], pad_id)
     width_p = prompt.shape[1]
     lengths = attention.sum(-1)
-    # right-padded prompts need no mask: under causal attention a real token sees only earlier (real) tokens
-    out = decoder(
-        input_ids=prompt.to(device),
-        position_ids=torch.arange(width_p)[None].expand(b, width_p).to(device),
-        use_cache=True,
-    )
-    last = out.last_hidden_state[torch.arange(b), (lengths - 1).to(device)]
+    cache, last = prompt_states(decoder, prompt.to(device), lengths, lambda: DynamicCache(config=decoder.config))
     first = torch.log_softmax(head(last).float(), -1)  # [B, V]: each candidate's first token
 
-    # the candidates of each row, concatenated: token ids, segment (candidate index, -1 on padding), offset in it
-    width_c = max(sum(len(y) for y in c) for _, c in rows)
-    ids = torch.full((b, width_c), pad_id, dtype=torch.long)
-    segment = torch.full((b, width_c), -1, dtype=torch.long)
-    offset = torch.zeros((b, width_c), dtype=torch.long)
-    for r, (_, cands) in enumerate(rows):
-        flat = [t for y in cands for t in y]
-        ids[r, : len(flat)] = torch.tensor(flat, dtype=torch.long)
-        segment[r, : len(flat)] = torch.repeat_interleave(
-            torch.arange(len(cands)), torch.tensor([len(y) for y in cands])
-        )
-        offset[r, : len(flat)] = torch.cat([torch.arange(len(y)) for y in cands])
-    real = segment >= 0
-    same = segment[:, :, None] == segment[:, None, :]
-    causal = torch.tril(torch.ones((width_c, width_c), dtype=torch.bool))
-    own = (same & causal & real[:, :, None]) | torch.eye(width_c, dtype=torch.bool)  # padding attends to itself
-    to_prompt = attention.bool()[:, None, :].expand(b, width_c, width_p) & real[:, :, None]
-    mask = torch.cat([to_prompt, own], dim=-1)[:, None]  # [B, 1, Tc, P + Tc], True: may attend
-    positions = lengths[:, None] + offset
-    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
-    rest = decoder(
-        input_ids=ids.to(device),
-        attention_mask=mask.to(device),
-        position_ids=positions.to(device),
-        use_cache=False,
-        **{_cache_argument_name(decoder): cache},
-    )
-
-    # token log-probs: offset 0 from the prompt's last position, offset j > 0 from the candidate's token j - 1
+    tries = [trie_of(c) for _, c in rows]
     scores = torch.zeros(b * k_max, device=device, dtype=torch.float32)
-    slot = (torch.arange(b)[:, None] * k_max + segment.clamp(min=0)).to(device)
-    starts = real & (offset == 0)
-    sb, st = starts.nonzero(as_tuple=True)
-    scores = scores.index_add(0, slot[sb, st], first[sb.to(device), ids[sb, st].to(device)])
-    inner = real & (offset > 0)
-    ib, it = inner.nonzero(as_tuple=True)
-    if len(ib):
-        hidden = rest.last_hidden_state[ib.to(device), (it - 1).to(device)]
-        logp = torch.log_softmax(head(hidden).float(), -1).gather(-1, ids[ib, it].to(device)[:, None]).squeeze(-1)
-        scores = scores.index_add(0, slot[ib, it], logp)
+    row_of_first = torch.cat([torch.full((t.n_candidates,), r, dtype=torch.long) for r, t in enumerate(tries)])
+    slot_of_first = torch.cat([r * k_max + torch.arange(t.n_candidates) for r, t in enumerate(tries)])
+    first_token = torch.cat([t.first for t in tries])
+    scores = scores.index_add(0, slot_of_first.to(device), first[row_of_first.to(device), first_token.to(device)])
+
+    width_n = max(t.n_nodes for t in tries)
+    if width_n:  # pass 2: every row's trie nodes after its prompt, each seeing the prompt and its own ancestors
+        ids = torch.full((b, width_n), pad_id, dtype=torch.long)
+        positions = torch.zeros((b, width_n), dtype=torch.long)
+        own = torch.eye(width_n, dtype=torch.bool).repeat(b, 1, 1)  # padding attends to itself
+        real = torch.zeros((b, width_n), dtype=torch.bool)
+        for r, t in enumerate(tries):
+            n = t.n_nodes
+            ids[r, :n] = t.tokens
+            positions[r, :n] = lengths[r] + t.depth
+            own[r, :n, :n] = t.ancestors
+            real[r, :n] = True
+        to_prompt = attention.bool()[:, None, :].expand(b, width_n, width_p) & real[:, :, None]
+        mask = torch.cat([to_prompt, own], dim=-1)[:, None]  # [B, 1, N, P + N], True: may attend
+        rest = decoder(
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device),
+            position_ids=positions.to(device),
+            use_cache=False,
+            **{_cache_argument_name(decoder): cache},
+        )
+        # every node predicts at least one token: the head once per node, row-major (row, node)
+        node_logp = torch.log_softmax(head(rest.last_hidden_state[real.to(device)]).float(), -1)
+        offsets = torch.cumsum(torch.tensor([0] + [t.n_nodes for t in tries[:-1]]), 0)
+        pred_node = torch.cat([offsets[r] + t.pred_node for r, t in enumerate(tries)])
+        pred_token = torch.cat([t.pred_token for t in tries])
+        pred_slot = torch.cat([r * k_max + t.pred_candidate for r, t in enumerate(tries)])
+        if len(pred_node):
+            scores = scores.index_add(0, pred_slot.to(device), node_logp[pred_node.to(device), pred_token.to(device)])
     present = torch.zeros(b * k_max, dtype=torch.bool)
-    present[(torch.arange(b)[:, None] * k_max + segment.clamp(min=0))[starts]] = True
+    present[slot_of_first] = True
     return scores.view(b, k_max).masked_fill(~present.view(b, k_max).to(device), float("-inf"))
 
 

@@ -143,3 +143,68 @@ def test_the_sampler_records_the_log_prob_it_drew_with_and_draws_from_the_models
             k = commands.index(g.text[8:-9])
             assert g.candidate_ids == answers and g.response_ids == answers[k]
             assert abs(g.choice_logprob - float(torch.log(expected[k]))) < 1e-5
+
+
+def test_candidates_sharing_prefixes_score_and_backpropagate_as_their_own_forward_passes(tiny):
+    """ALFWorld-like commands (`<action> take apple 1 from table 1`, `... 3`, `<action> go east`, ...) share prefixes
+    fed once (scpo.policy.candidate_trie): their scores and the gradient of a loss over them equal those of one plain
+    forward pass per candidate."""
+    tok, model = tiny
+    commands = [
+        ["take apple 1 from table 1", "take apple 1 from table 3", "go east", "go west", "look", "go east go west"],
+        ["open door", "open door look", "look"],
+    ]
+    prompts = [_ids(tok, "room 1 of 3 look go east"), _ids(tok, "table 1 of apple")]
+    cands = [[_ids(tok, f"<action>{c}</action>", eos=True) for c in cs] for cs in commands]
+    weights = torch.tensor([[0.3, -1.2, 0.5, 2.0, -0.7, 1.1], [0.9, -0.4, 0.2, 0.0, 0.0, 0.0]])
+    model.zero_grad(set_to_none=True)
+    scores = candidate_scores(model, prompts, cands, tok.pad_token_id)
+    (weights * torch.log_softmax(scores, -1).nan_to_num(neginf=0.0)).sum().backward()
+    fast = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    for b, (p, cs) in enumerate(zip(prompts, cands)):
+        plain = []
+        for y in cs:
+            logits = model(input_ids=torch.tensor([p + y])).logits[0, len(p) - 1 : -1].float()
+            plain.append(torch.log_softmax(logits, -1).gather(-1, torch.tensor(y)[:, None]).sum())
+        plain = torch.stack(plain)
+        assert torch.allclose(scores[b, : len(cs)].detach(), plain.detach(), atol=1e-5, rtol=0)
+        (weights[b, : len(cs)] * torch.log_softmax(plain, -1)).sum().backward()
+    for g_fast, p in zip(fast, model.parameters()):
+        assert torch.allclose(g_fast, p.grad, atol=1e-5, rtol=1e-4)
+    model.zero_grad(set_to_none=True)
+
+
+@pytest.mark.parametrize("arch", ["llama_gqa", "qwen2"])
+def test_the_prompt_pass_shortcut_matches_plain_forward_passes_of_other_llama_style_models(tiny, arch):
+    """The last layer computed at the last prompt token only (scpo.policy.prompt_pass) on a grouped-query Llama and a
+    Qwen2 (biased q/k/v projections): the same scores as one plain forward pass per candidate, and a model the
+    shortcut does not know (an eager-attention model with dropout) takes the full forward pass with the same result."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    from scpo.policy.prompt_pass import last_layer_at_last_token
+
+    tok, _ = tiny
+    common = {
+        "vocab_size": len(tok),
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 3,
+        "pad_token_id": 0,
+    }
+    torch.manual_seed(1)
+    if arch == "llama_gqa":
+        model = LlamaForCausalLM(LlamaConfig(num_attention_heads=4, num_key_value_heads=2, **common)).eval()
+    else:
+        model = Qwen2ForCausalLM(Qwen2Config(num_attention_heads=4, num_key_value_heads=4, **common)).eval()
+    assert last_layer_at_last_token(model.get_decoder())
+    prompts, cands = _turn(tok, seed=2)
+    with torch.no_grad():
+        scores = candidate_scores(model, prompts, cands, tok.pad_token_id)
+        for b, (p, cs) in enumerate(zip(prompts, cands)):
+            want = torch.tensor([_plain_score(model, p, c) for c in cs])
+            assert torch.allclose(scores[b, : len(cs)], want, atol=1e-5, rtol=0), (b, scores[b], want)
+        # dropout is not reproduced by the shortcut: the plain decoder runs (in eval mode, so without dropout)
+        model.config.attention_dropout = 0.1
+        assert not last_layer_at_last_token(model.get_decoder())
+        assert torch.allclose(candidate_scores(model, prompts, cands, tok.pad_token_id), scores, atol=1e-5, rtol=0)

@@ -205,6 +205,15 @@ def test_minibatch_orders():
         minibatches([1], 1, "sorted")
 
 
+def _plain_scores(model, prompt, cands) -> torch.Tensor:
+    """[1, K]: log p(y_k | x) of each candidate from one plain forward pass over prompt + candidate (gradients flow)."""
+    sums = []
+    for y in cands:
+        logits = model(input_ids=torch.tensor([list(prompt) + list(y)])).logits[0, len(prompt) - 1 : -1].float()
+        sums.append(torch.log_softmax(logits, -1).gather(-1, torch.tensor(y)[:, None]).sum())
+    return torch.stack(sums)[None]
+
+
 def test_update_loss_and_gradients_equal_the_unbatched_computation():
     """One minibatch of choice steps (two sharing a prompt) and generated steps: the update's loss statistics and its
     gradient equal the objective computed sample by sample from plain forward passes (module docstring of
@@ -242,12 +251,10 @@ def test_update_loss_and_gradients_equal_the_unbatched_computation():
     model.zero_grad(set_to_none=True)
     units, terms = 0, []
     for s, o in zip(samples, old):
-        if s.candidates is not None:
-            log_pi = choice_log_distribution(candidate_scores(model, [s.prompt_ids], [s.candidates], tok.pad_token_id))
+        if s.candidates is not None:  # every candidate's log-likelihood from its own forward pass, no cache or mask
+            log_pi = choice_log_distribution(_plain_scores(model, s.prompt_ids, s.candidates))
             with torch.no_grad():
-                ref_pi = choice_log_distribution(
-                    candidate_scores(reference, [s.prompt_ids], [s.candidates], tok.pad_token_id)
-                )
+                ref_pi = choice_log_distribution(_plain_scores(reference, s.prompt_ids, s.candidates))
             k = s.candidates.index(s.response_ids)
             logp, ref, ent = log_pi[:, k : k + 1], ref_pi[:, k : k + 1], -(log_pi.exp() * log_pi).sum(-1, keepdim=True)
         else:
