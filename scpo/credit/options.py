@@ -273,6 +273,22 @@ class OracleOptions(StrictModel):
         "rows (mean-zero advantages, as GRPO's); optimal: minus omega, the optimal advantage "
         "A*(s, a) = Q*(s, a) - V*(s) = q - 1 (0 on an optimal step, below 0 on every other)",
     )
+    level: Literal["step", "trajectory"] = Field(
+        "step",
+        description="step: each step credited with its own q_t; trajectory: GRPO on the shaped return, "
+        "A = norm(R_i + omega sum_t q_t - pen_t, group's rows): the progress the whole trajectory made (potential-"
+        "based shaping summed over the episode), every step of it alike",
+    )
+
+    @model_validator(mode="after")
+    def _trajectory_level_has_its_own_baseline(self):
+        if self.level == "trajectory" and (self.baseline != "none" or self.episode_weight):
+            raise ValueError(
+                f"credit.oracle.level=trajectory normalises the shaped return within the group itself: it takes "
+                f"baseline=none and episode_weight=0 (got baseline={self.baseline!r}, "
+                f"episode_weight={self.episode_weight})"
+            )
+        return self
 
 
 class MCAdvantageOptions(StrictModel):

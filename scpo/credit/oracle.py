@@ -16,10 +16,11 @@ mean-zero, as GRPO's are; the order of a group's steps (fidelity AUC, rank corre
 credit, recovered progress) are not. `baseline: optimal` subtracts omega: the step term becomes omega A*(s_t, a_t) with
 the optimal advantage A*(s, a) = Q*(s, a) - V*(s) = q_t - 1 in steps (deterministic moves, unit cost), 0 on every
 optimal step and below 0 on every other, so a step that undoes a mistake (q = 1 after a q = -1 step) is optimal there
-but not credited above it. A step into a dead end (q = -inf: e.g. picking up an object no receptacle accepts, after
-which the goal cannot be reached) gets -dead_end. The batch must carry `oracle_progress`
-(scpo.envs.alfworld.oracle_rollouts: noisy-optimal rollouts, or `label_progress` on any ALFWorld rollouts). Full
-knowledge is a proxy: exploring steps get q <= 0.
+but not credited above it. `level: trajectory` credits every step of a trajectory alike with the progress the
+whole trajectory made: GRPO on the shaped return R_i + omega sum_t q_t (`_trajectory_level`). A step into a dead end
+(q = -inf: e.g. picking up an object no receptacle accepts, after which the goal cannot be reached) gets -dead_end.
+The batch must carry `oracle_progress` (scpo.envs.alfworld.oracle_rollouts: noisy-optimal rollouts, or
+`label_progress` on any ALFWorld rollouts). Full knowledge is a proxy: exploring steps get q <= 0.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def compute_oracle(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> Credi
         raise ValueError(f"oracle_progress is NaN or +inf at rows {bad.tolist()}; q_t is at most 1")
     opts, norm = cfg.oracle, cfg.norm
     pen = invalid_penalty(batch.valid, norm.lambda_invalid)
+    if opts.level == "trajectory":
+        return _trajectory_level(batch, cfg, q, pen)
     step_adv = opts.omega * (np.maximum(q, -opts.dead_end) - pen)
     if opts.baseline == "optimal":
         step_adv = step_adv - opts.omega
@@ -66,3 +69,19 @@ def compute_oracle(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> Credi
         )
     diag = {"episode_adv": ep_adv, "step_adv": step_adv, "anchor_group_size": segment_sizes(batch.group_id)}
     return CreditResult("oracle", ep_adv + step_adv, q.astype(np.float64).copy(), diag, group_stats(batch))
+
+
+def _trajectory_level(batch: RolloutBatch, cfg: CreditConfig, q: np.ndarray, pen: np.ndarray) -> CreditResult:
+    """`level: trajectory`: A_{i,t} = norm(R_i + omega P_i - pen_t, all step rows of group g), with the trajectory's
+    progress P_i = sum_t max(q_t, -dead_end) (= V*(s_0) - V*(s_T) without dead ends): GRPO (Eq. 3 of GiGPO) on the
+    return shaped by the potential -V* (Ng et al. 1999: sum_t [r_t + Phi(s_t+1) - Phi(s_t)] = R + Phi(s_T) - Phi(s_0),
+    where Phi(s_0) is one value per group)."""
+    opts, norm = cfg.oracle, cfg.norm
+    traj = np.asarray(batch.traj_id)
+    progress = np.bincount(traj, weights=np.maximum(q, -opts.dead_end).astype(np.float64))[traj]
+    shaped = np.asarray(batch.episode_return, dtype=np.float64) + opts.omega * progress
+    adv = episode_advantage(
+        shaped, pen, batch.group_id, traj, stats_over=cfg.grpo.stats_over, scale=norm.scale, epsilon=norm.epsilon
+    )
+    diag = {"episode_adv": adv, "step_adv": np.zeros_like(adv), "anchor_group_size": segment_sizes(batch.group_id)}
+    return CreditResult("oracle", adv, q.astype(np.float64).copy(), diag, group_stats(batch))

@@ -162,3 +162,27 @@ def test_oracle_optimal_baseline_is_the_optimal_advantage():
     )
     res = compute_advantages("oracle", b, baseline="optimal", omega=0.5, dead_end=4.0)
     np.testing.assert_allclose(res.advantages, 0.5 * np.array([0, -1, -2.1, -5]))
+
+
+def test_oracle_trajectory_level_is_grpo_on_the_shaped_return():
+    """level trajectory: every row of trajectory i gets norm(R_i + omega sum_t max(q_t, -dead_end) - pen_t) over its
+    group's rows (group 0: a win with progress 2, a failure with 1, a failure into a dead end after an invalid step;
+    group 1: one row, so 0)."""
+    b = RolloutBatch.from_columns(
+        group_id=[0, 0, 0, 0, 0, 0, 0, 1],
+        traj_id=[0, 0, 1, 1, 1, 2, 2, 3],
+        step=[0, 1, 0, 1, 2, 0, 1, 0],
+        reward=[0, 10, 0, 0, 0, 0, 0, 10],
+        valid=[True, True, True, True, True, False, True, True],
+        oracle_progress=[1, 1, 1, -1, 1, 0, -np.inf, 1],
+    )
+    res = compute_advantages("oracle", b, level="trajectory", omega=0.5, dead_end=4.0)
+    # shaped returns: 10 + 0.5 * 2 = 11, 0 + 0.5 * 1 = 0.5, 0 + 0.5 * (0 - 4) = -2; the invalid row -2 - 0.1
+    score = np.array([11, 11, 0.5, 0.5, 0.5, -2.1, -2])
+    np.testing.assert_allclose(res.advantages[:7], (score - score.mean()) / (score.std(ddof=1) + 1e-6))
+    assert res.advantages[7] == 0.0
+    assert np.all(res.advantages[:2] == res.advantages[0]) and np.all(res.advantages[2:5] == res.advantages[2])
+    with pytest.raises(ValueError, match="level=trajectory .* baseline=none and episode_weight=0"):
+        compute_advantages("oracle", b, level="trajectory", baseline="group_mean")
+    with pytest.raises(ValueError, match="level=trajectory"):
+        compute_advantages("oracle", b, level="trajectory", episode_weight=1.0)
