@@ -4,9 +4,11 @@ collection (environments + generation), credit and update, and steps per second 
     python benchmarks/rl_iteration.py [--envs alfworld webshop] [--shapes cpu] [--iterations 2] [--repeats 1]
         [--baseline 6326b05] [--init-from alfworld=DIR webshop=DIR] [--profile] [--out DIR]
 
-The committed figures (benchmarks/results/rl_iteration/) come from
-    python benchmarks/rl_iteration.py --shapes cpu 8x8 --iterations 3 --repeats 1 --profile \
-        --init-from alfworld=runs/alfworld/sft/seed0 --out benchmarks/results/rl_iteration
+The newest committed figures (benchmarks/results/rl_iteration_prefix_tree/; older checkouts' runs beside it, each
+described in benchmarks/results/README.md) come from
+    python benchmarks/rl_iteration.py --envs alfworld webshop --shapes cpu 8x8 --iterations 3 --repeats 1 --flops \
+        --init-from alfworld=runs/alfworld/sft/seed0 webshop=runs/webshop/sft/seed0 \
+        --out benchmarks/results/rl_iteration_prefix_tree
 the defaults are the short run `make bench` does (it prints and writes nothing unless `--out` is given).
 
 Each run is a fresh process training `--iterations` iterations of GiGPO from the same warm start (`--init-from`;

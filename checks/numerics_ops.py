@@ -11,7 +11,7 @@ The computation is the project's own CPU path, at the cpu profile's policy size 
 Llama, 64 wide, 4 heads, vocabulary 2048, tied embeddings): the model's initialisation from seed 0; two SFT steps as
 `scpo.train.sft.behaviour_cloning` takes them (`response_logprobs` on a padded batch, the answer-token NLL, backward,
 gradient norm clipped at 1, AdamW); and one scoring pass over admissible candidates (`scpo.policy.scoring
-.candidate_scores`, the prompt pass and the masked candidate pass the rollout and the update run). The inputs are
+.candidate_scores`, the prompt pass and the candidate prefix-tree pass the rollout and the update run). The inputs are
 random token ids from a fixed generator. A digest is sha256 over a tensor's dtype, shape and bytes (first 16 hex
 digits); an operation's input digest covers every tensor argument in order, so an operation that receives the same
 tensors on both machines has the same input digest.

@@ -208,3 +208,18 @@ def test_the_prompt_pass_shortcut_matches_plain_forward_passes_of_other_llama_st
         model.config.attention_dropout = 0.1
         assert not last_layer_at_last_token(model.get_decoder())
         assert torch.allclose(candidate_scores(model, prompts, cands, tok.pad_token_id), scores, atol=1e-5, rtol=0)
+
+
+def test_single_token_candidates_need_no_tree_pass(tiny):
+    """Candidates of one token each are predicted from the prompt alone: a chunk with no tree nodes scores them as
+    plain forward passes do, beside a row whose candidates have nodes."""
+    tok, model = tiny
+    prompts = [_ids(tok, "room 1 of 3"), _ids(tok, "go west")]
+    cands = [[[tok.eos_token_id], _ids(tok, "look")[:1]], [_ids(tok, "go east", eos=True), [tok.eos_token_id]]]
+    with torch.no_grad():
+        alone = candidate_scores(model, prompts[:1], cands[:1], tok.pad_token_id)
+        both = candidate_scores(model, prompts, cands, tok.pad_token_id, token_budget=1)
+    for b, (p, cs) in enumerate(zip(prompts, cands)):
+        want = torch.tensor([_plain_score(model, p, c) for c in cs])
+        assert torch.allclose(both[b], want, atol=1e-5, rtol=0)
+    assert torch.allclose(alone[0], both[0], atol=1e-6, rtol=0)
