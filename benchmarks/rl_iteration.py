@@ -255,7 +255,8 @@ def main() -> None:
     if (args.profile or args.ops) and args.out is None:
         ap.error("--profile and --ops write their files under --out: give --out DIR")
 
-    inits = {k: Path(v) for k, v in (item.split("=", 1) for item in args.init_from)}
+    # absolute: the baseline's runs start in its worktree, where a relative path would name another folder
+    inits = {k: Path(v).resolve() for k, v in (item.split("=", 1) for item in args.init_from)}
     baseline = baseline_checkout(args.baseline)
     current = REPO
     if args.out is not None:
