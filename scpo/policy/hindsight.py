@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from scpo.batch import RolloutBatch
 from scpo.policy.interface import PolicyLike
-from scpo.policy.logprobs import response_logprobs
+from scpo.policy.scoring import candidate_scores
 
 __all__ = ["HINDSIGHT_TEMPLATE", "hindsight_prompt", "hindsight_logprob", "hindsight_scores", "score_answers"]
 
@@ -44,7 +44,9 @@ def score_answers(
     batch_size: int,
 ) -> np.ndarray:
     """Per (prompt text, answer ids) row: the answer's mean token log-prob at `temperature` (0 for an empty answer),
-    rows scored in order, `batch_size` at a time, without gradients."""
+    rows scored in order, `batch_size` at a time, without gradients: each row's answer is its prompt's one candidate
+    of the admissible-choice scorer (`scpo.policy.scoring.candidate_scores`, per-token temperature), whose prompt pass
+    computes the last layer only where a token is predicted."""
     out = np.zeros(len(rows), dtype=np.float64)
     keep = [i for i, (_, r) in enumerate(rows) if len(r)]
     if not keep:
@@ -57,11 +59,12 @@ def score_answers(
     with torch.no_grad():
         for start in range(0, len(keep), batch_size):
             sel = list(range(start, min(start + batch_size, len(keep))))
-            logp, mask, _ = response_logprobs(
-                model, [prompt_ids[j] for j in sel], [list(rows[keep[j]][1]) for j in sel], pad, temperature=temperature
-            )
-            means = (logp.sum(-1) / mask.sum(-1).clamp(min=1.0)).cpu().numpy()
-            out[[keep[j] for j in sel]] = means
+            answers = [[int(t) for t in rows[keep[j]][1]] for j in sel]
+            sums = candidate_scores(
+                model, [prompt_ids[j] for j in sel], [[a] for a in answers], pad, token_temperature=temperature
+            )[:, 0]
+            lengths = torch.tensor([len(a) for a in answers], dtype=torch.float64)
+            out[[keep[j] for j in sel]] = (sums.double().cpu() / lengths).numpy()
     model.train(was_training)
     return out
 
@@ -128,8 +131,7 @@ def hindsight_scores(
 
     Rows with the same (prompt, final observation, action) -- siblings of a group that share a prefix and an ending,
     or the same episode at two eps levels whose random draws did not differ -- are scored once. The distinct ones are
-    scored in buckets of equal (prompt, answer) token lengths: a batch without padding lets the model use SDPA's
-    causal kernel instead of an explicit mask (a quarter less time on the CPU with one thread). `workers` > 1 scores
+    scored in buckets of equal (prompt, answer) token lengths, so that no batch pads. `workers` > 1 scores
     the buckets in that many spawned processes with one torch thread each (spawned, not forked: a fork after torch's
     thread pool started can hang); the policy is pickled to each once."""
     from scpo.envs.prompting import action_answer

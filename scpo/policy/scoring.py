@@ -1,8 +1,10 @@
 """Sequence log-likelihoods of candidate answers, batched over prompts: the one scorer behind both the admissible-choice
 sampler (`TransformersEngine`, no grad) and the trainer's choice log-probs (`scpo.train.update`, with grad).
 
-    s_bk = log p(y_bk | x_b) = sum_j log softmax(z_j)[y_bk,j]          (candidate k of prompt b, EOS included)
+    s_bk = log p(y_bk | x_b) = sum_j log softmax(z_j / tau)[y_bk,j]    (candidate k of prompt b, EOS included)
     log pi(k | x_b) = log softmax_k(s_b / T)[k]                          (the sampler's distribution, temperature T)
+
+tau is a per-token temperature, 1 everywhere but HCAPO's hindsight scores (`scpo.policy.hindsight`, tau = 5).
 
 How it is computed (the cost is the arithmetic of one pass over each distinct prompt and its candidates):
 - rows with the same prompt and the same candidates (siblings of a group at their first turns, or after the same
@@ -46,11 +48,15 @@ def candidate_scores(
     pad_id: int,
     *,
     token_budget: int = TOKEN_BUDGET,
+    token_temperature: float = 1.0,
 ) -> torch.Tensor:
-    """-> s [B, K] (float32, on the model's device): the log-likelihood of every candidate answer, -inf where absent.
+    """-> s [B, K] (float32, on the model's device): the log-likelihood of every candidate answer, -inf where absent,
+    each token's log-prob taken from its logits divided by `token_temperature` (tau of the module docstring).
 
     Gradients flow unless called under `torch.no_grad()`.
     """
+    if not token_temperature > 0:
+        raise ValueError(f"token_temperature={token_temperature!r}: must be > 0")
     if len(prompt_ids) != len(candidates):
         raise ValueError(f"{len(prompt_ids)} prompts but {len(candidates)} candidate lists")
     if any(not c for c in candidates) or any(not y for c in candidates for y in c):
@@ -71,7 +77,8 @@ def candidate_scores(
             end += 1
         chunk = order[start:end]
         with forward_precision(model):
-            parts.append((chunk, _score_chunk(model, [rows[i] for i in chunk], k_max, pad_id, device)))
+            scored = _score_chunk(model, [rows[i] for i in chunk], k_max, pad_id, device, token_temperature)
+        parts.append((chunk, scored))
         start = end
     scores = torch.cat([p for _, p in parts])
     position = torch.empty(len(rows), dtype=torch.long)
@@ -79,15 +86,20 @@ def candidate_scores(
     return scores[position[torch.tensor(row_of)].to(device)]
 
 
-def _score_chunk(model, rows: list[tuple], k_max: int, pad_id: int, device) -> torch.Tensor:
+def _score_chunk(model, rows: list[tuple], k_max: int, pad_id: int, device, tau: float = 1.0) -> torch.Tensor:
     """s [len(rows), k_max] for distinct (prompt ids, candidates) rows: the two passes of the module docstring."""
     decoder, head = model.get_decoder(), model.get_output_embeddings()
+
+    def token_logp(hidden):  # the output head where a token is predicted, in float32, at temperature tau
+        logits = head(hidden).float()
+        return torch.log_softmax(logits if tau == 1.0 else logits / tau, -1)
+
     b = len(rows)
     prompt, attention = right_pad([p for p, _ in rows], pad_id)
     width_p = prompt.shape[1]
     lengths = attention.sum(-1)
     cache, last = prompt_states(decoder, prompt.to(device), lengths, lambda: DynamicCache(config=decoder.config))
-    first = torch.log_softmax(head(last).float(), -1)  # [B, V]: each candidate's first token
+    first = token_logp(last)  # [B, V]: each candidate's first token
 
     tries = [trie_of(c) for _, c in rows]
     scores = torch.zeros(b * k_max, device=device, dtype=torch.float32)
@@ -118,7 +130,7 @@ def _score_chunk(model, rows: list[tuple], k_max: int, pad_id: int, device) -> t
             **{_cache_argument_name(decoder): cache},
         )
         # every node predicts at least one token: the head once per node, row-major (row, node)
-        node_logp = torch.log_softmax(head(rest.last_hidden_state[real.to(device)]).float(), -1)
+        node_logp = token_logp(rest.last_hidden_state[real.to(device)])
         offsets = torch.cumsum(torch.tensor([0] + [t.n_nodes for t in tries[:-1]]), 0)
         pred_node = torch.cat([offsets[r] + t.pred_node for r, t in enumerate(tries)])
         pred_token = torch.cat([t.pred_token for t in tries])

@@ -61,6 +61,26 @@ def test_hindsight_logprob_equals_manual_tempered_mean(policy):
         assert got[k] == pytest.approx(expect, abs=1e-5)
 
 
+def test_hindsight_scores_of_a_deeper_model_in_small_batches_equal_plain_passes(policy):
+    """Two layers (the prompt pass computes the last one at the predicting positions only), answers of different
+    lengths, two rows per scoring batch: each score is the plain forward pass's tempered mean."""
+    deep = Policy(
+        model=build_tiny_model(policy.tokenizer, hidden_size=32, layers=2, heads=2, seed=3).eval(),
+        tokenizer=policy.tokenizer,
+        profile="tiny",
+    )
+    traj = _traj(deep, ["<action>go east</action>", "<action>open door take key</action>", "<action>look</action>"])
+    got = hindsight_logprob(deep, _batch(traj), temperature=5.0, max_prompt_tokens=200, batch_size=2)
+    for k, step in enumerate(traj.steps):
+        text = deep.format_prompt(hindsight_prompt(step.prompt, "The door opens. You win."))
+        prompt_ids = deep.tokenizer(text, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logits = deep.model(torch.tensor([prompt_ids + step.response_ids])).logits[0] / 5.0
+        logp = torch.log_softmax(logits, -1)
+        expect = np.mean([logp[len(prompt_ids) - 1 + j, t].item() for j, t in enumerate(step.response_ids)])
+        assert got[k] == pytest.approx(expect, abs=1e-5)
+
+
 def test_hindsight_depends_on_final_observation_and_temperature(policy):
     answers = ["<action>go east</action>"]
     won = hindsight_logprob(policy, _batch(_traj(policy, answers)), temperature=5.0)

@@ -87,6 +87,26 @@ def _turn(tok, n_prompts=7, seed=0):
     return prompts, cands
 
 
+@pytest.mark.parametrize("tau", [5.0, 0.5])
+def test_a_token_temperature_divides_every_tokens_logits(tiny, tau):
+    """token_temperature=tau: each token's log-prob is log softmax(z / tau), as one plain pass with its logits divided
+    would give (HCAPO's hindsight scores, tau = 5); 1 leaves the scores as they are."""
+    tok, model = tiny
+    prompts, cands = _turn(tok, seed=2)
+    with torch.no_grad():
+        scores = candidate_scores(model, prompts, cands, tok.pad_token_id, token_temperature=tau)
+        plain = candidate_scores(model, prompts, cands, tok.pad_token_id)
+        assert torch.equal(plain, candidate_scores(model, prompts, cands, tok.pad_token_id, token_temperature=1.0))
+        for b, (p, cs) in enumerate(zip(prompts, cands)):
+            for k, y in enumerate(cs):
+                logits = model(input_ids=torch.tensor([p + y])).logits[0, len(p) - 1 : -1].float() / tau
+                want = torch.log_softmax(logits, -1).gather(-1, torch.tensor(y)[:, None]).sum()
+                assert scores[b, k].item() == pytest.approx(want.item(), abs=1e-5)
+    assert not torch.allclose(scores, plain)
+    with pytest.raises(ValueError, match="token_temperature=0"):
+        candidate_scores(model, prompts, cands, tok.pad_token_id, token_temperature=0)
+
+
 @pytest.mark.parametrize("token_budget", [32768, 60])  # one chunk, or one distinct row per chunk
 def test_scores_equal_plain_unbatched_forward_passes(tiny, token_budget):
     tok, model = tiny
