@@ -34,8 +34,10 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from scpo.errors import ModelNotFoundError  # noqa: E402
 from scpo.policy.hindsight import hindsight_prompt, score_answers  # noqa: E402
 from scpo.policy.logprobs import response_logprobs  # noqa: E402
+from scpo.policy.profiles import resolve_model_dir  # noqa: E402
 
 TEMPERATURE = 5.0  # HCAPO's T_H (credit.hcapo.temperature)
 MAX_PROMPT_TOKENS = 768  # hindsight_logprob's default
@@ -100,7 +102,10 @@ def main() -> None:
     if args.repeats < 1:
         ap.error(f"--repeats {args.repeats}: give at least 1")
     torch.set_num_threads(1)
-    found = (args.model / "model").is_dir() or (args.model / "config.json").is_file()
+    try:
+        found = resolve_model_dir(args.model) is not None
+    except ModelNotFoundError:
+        found = False
     if found and any(args.rollouts.glob("*.parquet")):
         policy, rows, source = pipeline_rows(args.model, args.rollouts)
     else:
