@@ -1,20 +1,24 @@
 """One pipeline stage's seeds side by side: a DVC `train` (`evaluate`) stage covers one method x environment and runs
-every seed of `report.seeds` in its own process, at most `report.parallel_runs` at once.
+every seed of `report.seeds`, at most `report.parallel_runs` at once.
 
 Why: on a CPU box the tiny policy's runs are single-threaded (`train.torch_threads: 1`), and DVC runs stages one after
 another, so one run per stage leaves cores idle. Three single-threaded runs on two cores finish in about 1.5 run times
 where one after another they take 3. Each run is exactly the run `scpo train --seed k` makes (its own folder, lock,
-provenance and RNG streams: nothing is shared between the processes), so the results do not depend on how many run at
-once (tests/train/test_seed_pool.py compares them file by file).
+provenance and RNG streams: nothing is shared between runs), so the results do not depend on how many run at once nor
+in which process (tests/train/test_seed_pool.py compares them file by file).
 
 On a GPU machine every seed gets a GPU of its own: each worker process takes one visible GPU
 (`scpo.pipeline.devices.visible_gpus`) as its CUDA_VISIBLE_DEVICES before torch touches CUDA, and runs its seeds one
 after another on it; `report.parallel_runs: per_gpu` (the gpu profile) runs one seed per visible GPU at once, and a
 number above the visible GPUs is refused in one line (two trainers with their engines would share a GPU).
 
-Processes are started with `spawn` (never `fork`: the parent may hold torch's thread pools, e.g. inside a Jupyter
-kernel). A child's progress bars and notes go to a buffer, not to the notebook; the parent shows one bar over the seeds
-and, per finished seed, the one-line summary. A failing seed fails the stage with its error after the others finished.
+This process is one of the lanes: it runs seeds while the `report.parallel_runs - 1` worker processes start, and every
+lane takes the next seed from one queue when it is free. A worker spends seconds importing torch and transformers
+before its first seed, which this process (a notebook kernel that imported the trainer) does not. Workers are started
+with `spawn` (never `fork`: the parent may hold torch's thread pools and a Jupyter kernel's threads). On GPUs every seed
+runs in a worker of its own GPU. A seed's progress bars and notes go to a buffer, not to the notebook; the parent shows
+one bar over the seeds and, per finished seed, the one-line summary. A failing seed fails the stage with its error
+after the others finished.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import io
 import multiprocessing
 import os
 import sys
+import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -86,9 +92,33 @@ def _evaluate_one(cfg: Config, seed: int, method: str, env: str, reports: Path) 
 
 @contextlib.contextmanager
 def _captured():
+    """A seed's prints and progress bars go to a buffer. In a Jupyter kernel tqdm.auto's bars are widgets, which
+    redirecting the streams does not catch, so those are off while the seed runs (a worker's text bars go to its
+    buffer, which is dropped, so no bar of a seed reaches the notebook wherever it runs)."""
     buf = io.StringIO()
-    with contextlib.redirect_stderr(buf), contextlib.redirect_stdout(buf):
+    with contextlib.redirect_stderr(buf), contextlib.redirect_stdout(buf), _no_notebook_bars():
         yield buf
+
+
+@contextlib.contextmanager
+def _no_notebook_bars():
+    """tqdm.notebook's bars created meanwhile are disabled (`disable=True`: no widget; `n` and `total` still set)."""
+    notebook = sys.modules.get("tqdm.notebook")
+    if notebook is None:  # not imported: tqdm.auto gave the text bars
+        yield
+        return
+    cls = notebook.tqdm
+    own = cls.__dict__["__init__"]
+
+    def disabled(self, *args, **kwargs):
+        kwargs["disable"] = True
+        own(self, *args, **kwargs)
+
+    cls.__init__ = disabled
+    try:
+        yield
+    finally:
+        cls.__init__ = own
 
 
 def _take_gpu(devices) -> None:
@@ -106,37 +136,81 @@ def _side_by_side(
     *args,
     gpus: Sequence[str] = (),
 ) -> dict[int, dict]:
-    """{seed: job(seed)} with `workers` processes (1: in this process, one after another); with `gpus`, worker k runs
-    on GPU gpus[k] alone."""
-    results, errors = {}, []
-    bar = tqdm(total=len(seeds), desc=desc, unit="seed")
-    if workers <= 1 or len(seeds) <= 1:
-        for s in seeds:
-            try:
-                results[s], _ = job(*args[:1], s, *args[1:])
-                bar.write(line(s, results[s]), file=sys.stderr)
-            except Exception as e:
-                errors.append(f"seed {s}: {type(e).__name__}: {e}")
+    """{seed: job(seed)} with `workers` lanes at once (1: in this process, one after another).
+
+    On the CPU this process is one of the lanes and `workers - 1` spawned processes are the others: seeds go to
+    whichever lane is free (one shared queue), so this process runs seeds while the workers start (a worker spends
+    seconds importing torch and transformers before its first seed). With `gpus`, every seed runs in a worker and
+    worker k on GPU gpus[k] alone."""
+    results: dict[int, dict] = {}
+    errors: list[str] = []
+    out = sys.stderr  # the bar's stream: a seed run in this process redirects sys.stderr while it runs
+    bar = tqdm(total=len(seeds), desc=desc, unit="seed", file=out)
+    done = threading.Condition()
+    pending = deque(seeds)
+
+    def call(seed: int):
+        return job(*args[:1], seed, *args[1:])
+
+    def record(seed: int, outcome: Callable) -> None:  # one seed's result or error (lanes finish in any thread)
+        try:
+            result, _ = outcome()
+        except Exception as e:
+            with done:
+                errors.append(f"seed {seed}: {type(e).__name__}: {e}")
+        else:
+            with done:
+                results[seed] = result
+            bar.write(line(seed, result), file=out)
+        with done:
             bar.update()
-    else:
+            done.notify_all()
+
+    def take() -> int | None:
+        with done:
+            return pending.popleft() if pending else None
+
+    n = min(workers, len(seeds))
+    if n <= 1:
+        while (s := take()) is not None:
+            record(s, lambda s=s: call(s))
+    elif gpus:
         context = multiprocessing.get_context("spawn")
-        n = min(workers, len(seeds))
-        placement = {}
-        if gpus:
-            devices = context.Queue()
-            for g in list(gpus)[:n]:
-                devices.put(g)
-            placement = {"initializer": _take_gpu, "initargs": (devices,)}
-        with ProcessPoolExecutor(max_workers=n, mp_context=context, **placement) as pool:
+        devices = context.Queue()
+        for g in list(gpus)[:n]:
+            devices.put(g)
+        with ProcessPoolExecutor(max_workers=n, mp_context=context, initializer=_take_gpu, initargs=(devices,)) as pool:
             futures = {pool.submit(job, *args[:1], s, *args[1:]): s for s in seeds}
             for f in as_completed(futures):
-                s = futures[f]
+                record(futures[f], f.result)
+    else:
+        with ProcessPoolExecutor(max_workers=n - 1, mp_context=multiprocessing.get_context("spawn")) as pool:
+
+            def feed(_=None) -> None:  # a worker lane is free: give it the next seed (or give the seed back)
+                s = take()
+                if s is None:
+                    return
                 try:
-                    results[s], _ = f.result()
-                    bar.write(line(s, results[s]), file=sys.stderr)
-                except Exception as e:
-                    errors.append(f"seed {s}: {type(e).__name__}: {e}")
-                bar.update()
+                    f = pool.submit(job, *args[:1], s, *args[1:])
+                except Exception:  # the pool broke (a worker died): this process runs the seed
+                    with done:
+                        pending.appendleft(s)
+                        done.notify_all()
+                    return
+                f.add_done_callback(lambda f, s=s: (record(s, f.result), feed()))
+
+            for _ in range(n - 1):
+                feed()
+            while True:
+                s = take()
+                if s is not None:
+                    record(s, lambda s=s: call(s))
+                    continue
+                with done:
+                    if len(results) + len(errors) == len(seeds):
+                        break
+                    if not pending:
+                        done.wait()
     bar.close()
     if errors:
         raise SeedRunError(f"{desc}: {len(errors)} of {len(seeds)} seeds failed; " + "; ".join(sorted(errors)))

@@ -310,3 +310,28 @@ def test_notebook_hygiene(path):
     assert "os.chdir" not in source
     assert "notebook_config(" in source, "every notebook builds its Config through scpo.pipeline.notebook"
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
+
+
+def test_the_committed_lock_holds_only_stages_dvc_yaml_defines(stages):
+    """Stale entries (stages renamed or removed) make DVC's rewrite of dvc.lock after every stage slower; `make repro`
+    prunes them (scpo.pipeline.lockfile)."""
+    from scpo.pipeline.lockfile import stale_stages
+
+    lock = yaml.safe_load((REPO / "dvc.lock").read_text())["stages"]
+    assert set(lock) <= set(stages), sorted(set(lock) - set(stages))[:5]
+    assert stale_stages(REPO) == []
+
+
+def test_pruning_the_lock_removes_stale_entries_only(tmp_path):
+    from scpo.pipeline.lockfile import prune_stale_stages
+
+    for name in ("dvc.yaml", "params.yaml", "dvc.lock"):
+        shutil.copy(REPO / name, tmp_path / name)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / ".dvc" / "config").write_text("")
+    kept = (tmp_path / "dvc.lock").read_text()
+    stale = "  train@gone-alfworld-0:\n    cmd: echo gone\n"
+    (tmp_path / "dvc.lock").write_text(kept.replace("stages:\n", "stages:\n" + stale, 1))
+    assert prune_stale_stages(tmp_path) == ["train@gone-alfworld-0"]
+    assert (tmp_path / "dvc.lock").read_text() == kept

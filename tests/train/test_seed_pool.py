@@ -4,11 +4,12 @@ for byte; a failing seed names itself; the method folder's manifest covers every
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from scpo.config import load_config
-from scpo.train.seed_pool import SeedRunError, evaluate_seeds, parse_seeds, train_seeds
+from scpo.train.seed_pool import SeedRunError, _side_by_side, evaluate_seeds, parse_seeds, train_seeds
 
 from helpers.runs import CORRIDOR
 
@@ -50,7 +51,7 @@ def test_parse_seeds():
 @pytest.fixture(scope="module")
 def pooled_and_serial(tmp_path_factory):
     pooled, serial = tmp_path_factory.mktemp("pooled"), tmp_path_factory.mktemp("serial")
-    train_seeds(_cfg(pooled), [0, 1], workers=2)  # two spawned processes at once
+    train_seeds(_cfg(pooled), [0, 1], workers=2)  # seed 0 in a spawned worker, seed 1 in this process, at once
     train_seeds(_cfg(serial), [0, 1], workers=1)  # in this process, one after another
     return pooled, serial
 
@@ -88,3 +89,40 @@ def test_evaluate_seeds_writes_one_eval_per_seed(pooled_and_serial, tmp_path):
     for seed in (0, 1):
         saved = json.loads((tmp_path / f"reports/eval/corridor/gigpo/seed{seed}/eval.json").read_text())
         assert saved["splits"].keys() == results[seed]["splits"].keys() and saved["splits"]
+
+
+def _which_process(parent: int, seed: int) -> tuple[dict, str]:
+    """A seed's job for `_side_by_side`: the process it ran in; seed 13 kills the worker process that runs it."""
+    if seed == 13 and os.getpid() != parent:
+        os._exit(3)
+    return {"pid": os.getpid()}, ""
+
+
+def test_this_process_is_a_lane_and_the_workers_take_the_rest():
+    me = os.getpid()
+    out = _side_by_side(_which_process, [0, 1, 2, 3], 2, "lanes", lambda s, r: f"seed {s}", me)
+    assert sorted(out) == [0, 1, 2, 3]
+    assert out[0]["pid"] != me  # the first seed goes to the worker, the next to this process
+    assert out[1]["pid"] == me
+    # one lane: every seed here
+    assert {r["pid"] for r in _side_by_side(_which_process, [0, 1], 1, "one", lambda s, r: "", me).values()} == {me}
+
+
+def test_a_dead_worker_fails_its_seed_and_this_process_runs_the_rest():
+    with pytest.raises(SeedRunError, match=r"1 of 3 seeds failed; seed 13: BrokenProcessPool"):
+        _side_by_side(_which_process, [13, 0, 1], 2, "dead worker", lambda s, r: f"seed {s}", os.getpid())
+
+
+def test_a_seed_in_this_process_draws_no_notebook_bars():
+    from tqdm import notebook
+
+    from scpo.train.seed_pool import _captured
+
+    own = notebook.tqdm.__init__
+    with _captured() as log:
+        bar = notebook.tqdm(total=3, desc="inside a seed")
+        bar.update(bar.total - bar.n)
+        print("a note")
+    assert bar.disable and not hasattr(bar, "container")  # no widget
+    assert log.getvalue() == "a note\n"
+    assert notebook.tqdm.__init__ is own
