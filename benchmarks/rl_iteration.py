@@ -156,9 +156,9 @@ def shape_overrides(shape: str) -> dict:
     return {"rollout.n_tasks": int(n), "rollout.group_size": int(m)}
 
 
-def baseline_checkout(commit: str) -> Path:
-    """A detached worktree of `commit` under .bench/ (created once)."""
-    path = REPO / ".bench" / "rl_iteration" / commit
+def baseline_checkout(commit: str, bench: str = "rl_iteration") -> Path:
+    """A detached worktree of `commit` under .bench/<bench>/ (created once)."""
+    path = REPO / ".bench" / bench / commit
     if not (path / "scpo").is_dir():
         path.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(path), commit], check=True)

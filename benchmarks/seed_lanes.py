@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rl_iteration import baseline_checkout  # this folder: python puts the script's folder on sys.path
+
 REPO = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
@@ -48,15 +50,6 @@ t2 = time.perf_counter()
 runs = [s["wall_s"] for s in summaries.values()]
 print("BENCH " + json.dumps({"imports_s": t1 - t0, "seeds_s": t2 - t1, "runs_s": runs}))
 """
-
-
-def baseline_checkout(commit: str) -> Path:
-    """A detached worktree of `commit` under .bench/ (created once)."""
-    path = REPO / ".bench" / "seed_lanes" / commit
-    if not (path / "scpo").is_dir():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(path), commit], check=True)
-    return path
 
 
 def run_once(code: Path, env: str, method: str, seeds: list[int]) -> dict:
@@ -88,7 +81,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.pairs < 1:
         ap.error(f"--pairs must be at least 1, got {args.pairs}")
-    base = baseline_checkout(args.baseline)
+    base = baseline_checkout(args.baseline, "seed_lanes")
     runs: dict[str, list[dict]] = {"baseline": [], "current": []}
     for k in range(args.pairs + 1):
         pair = {"baseline": run_once(base, args.env, args.method, args.seeds)}

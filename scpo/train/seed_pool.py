@@ -15,11 +15,10 @@ number above the visible GPUs is refused in one line (two trainers with their en
 This process is one of the lanes: it runs seeds while the `report.parallel_runs - 1` worker processes start, and every
 lane takes the next seed from one queue when it is free. A worker spends about 5 s importing torch and transformers
 before its first seed; this process, the notebook's kernel, has imported them for its own cells (notebook 02) or imports
-them while the workers do (notebook 03). Workers are started
-with `spawn` (never `fork`: the parent may hold torch's thread pools and a Jupyter kernel's threads). On GPUs every seed
-runs in a worker of its own GPU. A seed's progress bars and notes go to a buffer, not to the notebook; the parent shows
-one bar over the seeds and, per finished seed, the one-line summary. A failing seed fails the stage with its error
-after the others finished.
+them while the workers do (notebook 03). Workers are started with `spawn` (never `fork`: the parent may hold torch's
+thread pools and a Jupyter kernel's threads). On GPUs every seed runs in a worker of its own GPU. A seed's progress bars
+and notes go to a buffer, not to the notebook; the parent shows one bar over the seeds and, per finished seed, the
+one-line summary. A failing seed fails the stage with its error after the others finished.
 """
 
 from __future__ import annotations

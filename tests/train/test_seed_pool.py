@@ -9,7 +9,7 @@ import os
 import pytest
 
 from scpo.config import load_config
-from scpo.train.seed_pool import SeedRunError, _side_by_side, evaluate_seeds, parse_seeds, train_seeds
+from scpo.train.seed_pool import SeedRunError, _captured, _side_by_side, evaluate_seeds, parse_seeds, train_seeds
 
 from helpers.runs import CORRIDOR
 
@@ -115,8 +115,6 @@ def test_a_dead_worker_fails_its_seed_and_this_process_runs_the_rest():
 
 def test_a_seed_in_this_process_draws_no_notebook_bars():
     from tqdm import notebook
-
-    from scpo.train.seed_pool import _captured
 
     own = notebook.tqdm.__init__
     with _captured() as log:
