@@ -1,22 +1,28 @@
-"""One train stage's seeds as notebook 02 runs them (`scpo.train.seed_pool.train_seeds`), this checkout against a
-baseline commit, whole processes in turn: what running seeds in the notebook's own process (a lane beside the spawned
-workers) saves against spawned workers only.
+"""One train or evaluate stage's seeds as notebooks 02 and 03 run them (`scpo.train.seed_pool`), this checkout against a
+baseline commit, whole processes in turn: what the stage's process pool costs against the baseline's.
 
-    env $(python -m scpo.numerics env) python benchmarks/seed_lanes.py [--baseline 637faaf] [--pairs 1]
-        [--env alfworld] [--method grpo] [--seeds 0 1 2]
+    env $(python -m scpo.numerics env) python benchmarks/seed_lanes.py [--baseline de1753a] [--pairs 1]
+        [--stage train|evaluate] [--env alfworld] [--method grpo] [--seeds 0 1 2]
 
-Each run is a fresh process that imports what notebook 02's first cell imports (the config loader and the trainer),
-then trains `--seeds` with the cpu profile's `report.parallel_runs` (2 on the pipeline's machine) from the pipeline's
-warm start `runs/<env>/sft/seed0` (without one: `train.rl_start: base`) into a temporary folder. The baseline is
-checked out once as a detached worktree (`.bench/seed_lanes/<commit>`) and imported from there. One warm-up pair is
-not counted; then the pairs alternate baseline / current, so both see the same machine load. Printed: the median wall
-seconds of the whole process and of the seeds alone, each checkout's, and the paired ratio current / baseline (median,
-min and max over the pairs). The default baseline, 637faaf, ran every seed of a stage in spawned workers.
+Each run is a fresh process that imports what notebook 02's first cell imports (the config loader and the trainer).
+`--stage train` then trains `--seeds` with the cpu profile's `report.parallel_runs` from the pipeline's warm start
+`runs/<env>/sft/seed0` (without one: `train.rl_start: base`) into a temporary folder; `--stage evaluate` evaluates the
+pipeline's runs `runs/<env>/<method>/seed<k>` into a temporary reports folder. The baseline is checked out once as a
+detached worktree (`.bench/seed_lanes/<commit>`) and imported from there. One warm-up pair is not counted; then the
+pairs alternate baseline / current, so both see the same machine load. Printed: the median wall seconds of the whole
+process and of the seeds alone, each checkout's, and the paired ratio current / baseline (median, min and max over the
+pairs). The default baseline, de1753a, started its workers with `spawn` (each imported torch and the trainer itself);
+this checkout forks them from a server that imports those once (`scpo.pipeline.workers`).
 
-`--pairs 3` at cd6fdf1 against 637faaf on the idle 2-core AMD EPYC (Zen 4), cpu profile, numerics pin: the whole
-process 37.5 s against 38.1 s (medians), current/baseline 0.975 (0.918-1.096); the seeds alone 31.8 s against 34.1 s,
-0.932 (0.904-1.042). A saving of 1-2 s per stage, of the size of the machine's noise between pairs
-(benchmarks/results/README.md).
+On the idle 2-core AMD EPYC (Zen 4), cpu profile, numerics pin, against de1753a, medians (current/baseline, min-max):
+- `--stage train --pairs 2` (ALFWorld GRPO): seeds 27.3 s against 31.9 s, 0.856 (0.850-0.862); whole process 34.0
+  against 36.9 s, 0.920 (0.909-0.931);
+- `--stage evaluate --pairs 3` (ALFWorld GRPO): seeds 10.8 against 14.4 s, 0.752 (0.705-0.766); whole process 16.9
+  against 19.1 s, 0.883 (0.869-0.910);
+- `--stage evaluate --env webshop --pairs 3`: seeds 8.2 against 13.9 s, 0.596 (0.556-0.777); whole process 14.7
+  against 19.1 s, 0.800 (0.769-0.956).
+The kernel as a lane beside spawned workers (cd6fdf1 against 637faaf, `--pairs 3`, train) had saved 1-2 s per stage:
+seeds 31.8 against 34.1 s, 0.932 (0.904-1.042).
 """
 
 from __future__ import annotations
@@ -38,27 +44,33 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import json, os, sys, time
 t0 = time.perf_counter()
+from pathlib import Path
 from scpo.pipeline.notebook import notebook_config
-from scpo.train.run import run_training  # notebook 02's first cell
-from scpo.train.seed_pool import train_seeds
+from scpo.train.run import run_training  # notebook 02's first cell (03's imports the evaluation's entry point)
+from scpo.train.seed_pool import evaluate_seeds, train_seeds
 spec = json.loads(os.environ["BENCH_SPEC"])
 cfg, _ = notebook_config(os.path.join(spec["repo"], "params.yaml"), "cpu", "", **spec["fixed"])
-cfg.train.out_dir = spec["out"]
 t1 = time.perf_counter()
-summaries = train_seeds(cfg, spec["seeds"], stage="rl")
+if spec["stage"] == "train":
+    cfg.train.out_dir = spec["out"]
+    summaries = train_seeds(cfg, spec["seeds"], stage="rl")
+else:
+    cfg.train.out_dir = os.path.join(spec["repo"], "runs")
+    summaries = evaluate_seeds(cfg, spec["seeds"], cfg.credit.method, cfg.env.name, Path(spec["out"]))
 t2 = time.perf_counter()
 runs = [s["wall_s"] for s in summaries.values()]
 print("BENCH " + json.dumps({"imports_s": t1 - t0, "seeds_s": t2 - t1, "runs_s": runs}))
 """
 
 
-def run_once(code: Path, env: str, method: str, seeds: list[int]) -> dict:
-    """One fresh process of `code`'s trainer: its wall seconds from outside, and its own figures."""
+def run_once(code: Path, stage: str, env: str, method: str, seeds: list[int]) -> dict:
+    """One fresh process of `code`'s `stage` (train: into a temporary folder; evaluate: the pipeline's runs, into a
+    temporary reports folder): its wall seconds from outside, and its own figures."""
     init = REPO / "runs" / env / "sft" / "seed0"
     fixed = {"env.name": env, "credit.method": method, "data.root": str(REPO / "data")}
     fixed.update({"train.init_from": str(init)} if (init / "model").is_dir() else {"train.rl_start": "base"})
     with tempfile.TemporaryDirectory(prefix="seed_lanes_") as out:
-        spec = {"repo": str(REPO), "fixed": fixed, "out": out, "seeds": seeds}
+        spec = {"repo": str(REPO), "fixed": fixed, "out": out, "seeds": seeds, "stage": stage}
         env_vars = {**os.environ, "PYTHONPATH": str(code), "BENCH_SPEC": json.dumps(spec), "TQDM_DISABLE": "1"}
         t0 = time.perf_counter()
         proc = subprocess.run(
@@ -73,7 +85,8 @@ def run_once(code: Path, env: str, method: str, seeds: list[int]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--baseline", default="637faaf", help="the commit to compare with")
+    ap.add_argument("--baseline", default="de1753a", help="the commit to compare with")
+    ap.add_argument("--stage", choices=["train", "evaluate"], default="train")
     ap.add_argument("--pairs", type=int, default=1, help="counted pairs (one more warm-up pair first)")
     ap.add_argument("--env", default="alfworld")
     ap.add_argument("--method", default="grpo")
@@ -84,8 +97,8 @@ def main() -> None:
     base = baseline_checkout(args.baseline, "seed_lanes")
     runs: dict[str, list[dict]] = {"baseline": [], "current": []}
     for k in range(args.pairs + 1):
-        pair = {"baseline": run_once(base, args.env, args.method, args.seeds)}
-        pair["current"] = run_once(REPO, args.env, args.method, args.seeds)
+        pair = {"baseline": run_once(base, args.stage, args.env, args.method, args.seeds)}
+        pair["current"] = run_once(REPO, args.stage, args.env, args.method, args.seeds)
         if k:  # the first pair warms the page cache and the compiled bytecode
             for name, run in pair.items():
                 runs[name].append(run)

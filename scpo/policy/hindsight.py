@@ -11,7 +11,7 @@ rho_t = clip(pi_H(a_t) / mean_k pi_H(a_k), 0.8, 1.2). Two ways to compute it, eq
 - `hindsight_logprob(policy, batch)`: the batch's own prompts and answer ids, scored in row order (the trainer);
 - `hindsight_scores(policy, batches)`: several batches (the fidelity testbed's, whose steps were not played by a
   policy), each distinct (prompt, final observation, action) scored once, with the answer `<action>a_t</action>` + EOS
-  as the admissible-choice sampler writes it, in buckets of equal token lengths, optionally in spawned workers.
+  as the admissible-choice sampler writes it, in buckets of equal token lengths, optionally in worker processes.
 """
 
 from __future__ import annotations
@@ -132,8 +132,9 @@ def hindsight_scores(
     Rows with the same (prompt, final observation, action) -- siblings of a group that share a prefix and an ending,
     or the same episode at two eps levels whose random draws did not differ -- are scored once. The distinct ones are
     scored in buckets of equal (prompt, answer) token lengths, so that no batch pads. `workers` > 1 scores
-    the buckets in that many spawned processes with one torch thread each (spawned, not forked: a fork after torch's
-    thread pool started can hang); the policy is pickled to each once."""
+    the buckets in that many processes with one torch thread each (`scpo.pipeline.workers`: forked from a server that
+    never ran a torch operation; never from this process, whose thread pools a fork would break); the policy is
+    pickled to each once."""
     from scpo.envs.prompting import action_answer
 
     if workers < 1:
@@ -174,10 +175,10 @@ def hindsight_scores(
             finally:
                 _WORKER.clear()
         else:
-            import multiprocessing as mp
+            from scpo.pipeline.workers import worker_pool
 
-            with mp.get_context("spawn").Pool(
-                workers, initializer=_init_worker, initargs=({**options, "threads": 1},)
+            with worker_pool(
+                workers, ("scpo.policy.hindsight",), initializer=_init_worker, initargs=({**options, "threads": 1},)
             ) as pool:
                 for m, vals in zip(members, pool.imap(_score_bucket, jobs)):
                     scores[m] = vals

@@ -25,11 +25,10 @@ need an environment cannot meet (the oracle on an environment without a planner)
 from __future__ import annotations
 
 import json
-import multiprocessing
 import sys
 import time
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +36,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from scpo.config import DYNAMIC_SAMPLING_SUFFIX, Config, apply_overrides, validate_config
+from scpo.pipeline.workers import worker_executor
 
 __all__ = [
     "RunKey",
@@ -275,8 +275,9 @@ def _one(cfg: Config, key: RunKey, warm_start: str) -> dict:
 def run_learning(
     cfg: Config, warm_starts: Mapping[str, str | Path], *, workers: int | None = None, progress: bool = True
 ) -> list[dict]:
-    """Every run of `run_keys(cfg)`, `learning.parallel_runs` (or `workers`) at once in spawned processes; -> their
-    result dicts, in `run_keys` order. A failed run fails the benchmark with its error after the others finished."""
+    """Every run of `run_keys(cfg)`, `learning.parallel_runs` (or `workers`) at once in worker processes
+    (`scpo.pipeline.workers`); -> their result dicts, in `run_keys` order. A failed run fails the benchmark with its
+    error after the others finished."""
     keys = run_keys(cfg)
     missing = [env for env in cfg.learning.envs if env not in warm_starts]
     if missing:
@@ -295,7 +296,7 @@ def run_learning(
                 errors.append(f"{k.env}/{k.method}/seed{k.seed}: {type(e).__name__}: {e}")
             bar.update()
     else:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with worker_executor(workers, preload=("scpo.testbeds.learning",)) as pool:
             futures = {pool.submit(_one, cfg, k, str(warm_starts[k.env])): k for k in keys}
             for f in as_completed(futures):
                 k = futures[f]

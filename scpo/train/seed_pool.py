@@ -12,11 +12,11 @@ On a GPU machine every seed gets a GPU of its own: each worker process takes one
 after another on it; `report.parallel_runs: per_gpu` (the gpu profile) runs one seed per visible GPU at once, and a
 number above the visible GPUs is refused in one line (two trainers with their engines would share a GPU).
 
-This process is one of the lanes: it runs seeds while the `report.parallel_runs - 1` worker processes start, and every
-lane takes the next seed from one queue when it is free. A worker spends about 5 s importing torch and transformers
-before its first seed; this process, the notebook's kernel, has imported them for its own cells (notebook 02) or imports
-them while the workers do (notebook 03). Workers are started with `spawn` (never `fork`: the parent may hold torch's
-thread pools and a Jupyter kernel's threads). On GPUs every seed runs in a worker of its own GPU. A seed's progress bars
+On the CPU this process is one of the lanes: it runs seeds while the `report.parallel_runs - 1` worker processes start,
+and every lane takes the next seed from one queue when it is free. The workers are forked from a server that imports
+torch, transformers and the trainer once (`scpo.pipeline.workers`), where a spawned worker spent about 5 s of a core
+importing them; this process, the notebook's kernel, has imported them for its own cells (notebook 02) or imports them
+while the server does (notebook 03). On GPUs every seed runs in a spawned worker of its own GPU. A seed's progress bars
 and notes go to a buffer, not to the notebook; the parent shows one bar over the seeds and, per finished seed, the
 one-line summary. A failing seed fails the stage with its error after the others finished.
 """
@@ -40,8 +40,13 @@ from scpo.config import Config
 from scpo.pipeline.devices import parallel_runs, visible_gpus
 from scpo.pipeline.layout import run_dir
 from scpo.pipeline.manifest import write_seeds_manifest
+from scpo.pipeline.workers import worker_executor
 
 __all__ = ["parse_seeds", "train_seeds", "evaluate_seeds", "SeedRunError"]
+
+
+# what a seed's job imports: the workers' server imports these once (`scpo.pipeline.workers`)
+WORKER_MODULES = ("scpo.train.run", "scpo.train.evaluate")
 
 
 class SeedRunError(RuntimeError):
@@ -64,7 +69,7 @@ def parse_seeds(text: str, report_seeds: Sequence[int]) -> list[int]:
     return seeds
 
 
-def _train_one(cfg: Config, seed: int, stage: str) -> tuple[dict, str]:
+def _train_one(seed: int, cfg: Config, stage: str) -> tuple[dict, str]:
     from scpo.train.run import run_training
 
     cfg = cfg.model_copy(deep=True)
@@ -75,7 +80,7 @@ def _train_one(cfg: Config, seed: int, stage: str) -> tuple[dict, str]:
     return summary, log.getvalue()
 
 
-def _evaluate_one(cfg: Config, seed: int, method: str, env: str, reports: Path) -> tuple[dict, str]:
+def _evaluate_one(seed: int, cfg: Config, method: str, env: str, reports: Path) -> tuple[dict, str]:
     from scpo.pipeline.layout import ReportLayout
     from scpo.train.evaluate import run_evaluation
 
@@ -136,12 +141,12 @@ def _side_by_side(
     *args,
     gpus: Sequence[str] = (),
 ) -> dict[int, dict]:
-    """{seed: job(seed)} with `workers` lanes at once (1: in this process, one after another).
+    """{seed: job(seed, *args)} with `workers` lanes at once (1: in this process, one after another).
 
-    On the CPU this process is one of the lanes and `workers - 1` spawned processes are the others: seeds go to
-    whichever lane is free (one shared queue), so this process runs seeds while the workers start (a worker spends
-    seconds importing torch and transformers before its first seed). With `gpus`, every seed runs in a worker and
-    worker k on GPU gpus[k] alone."""
+    On the CPU this process is one of the lanes and `workers - 1` forked workers (`scpo.pipeline.workers`) are the
+    others: the first seeds go to the workers, and then every seed to whichever lane is free (one shared queue). The
+    workers are started from a thread, so this process runs its first seed while their server imports the trainer.
+    With `gpus`, every seed runs in a spawned worker and worker k on GPU gpus[k] alone."""
     results: dict[int, dict] = {}
     errors: list[str] = []
     out = sys.stderr  # the bar's stream: a seed run in this process redirects sys.stderr while it runs
@@ -149,20 +154,19 @@ def _side_by_side(
     done = threading.Condition()
     pending = deque(seeds)
 
-    def call(seed: int):
-        return job(*args[:1], seed, *args[1:])
-
     def record(seed: int, outcome: Callable) -> None:  # one seed's result or error (lanes finish in any thread)
+        result = error = None
         try:
             result, _ = outcome()
         except Exception as e:
-            with done:
-                errors.append(f"seed {seed}: {type(e).__name__}: {e}")
+            error = f"seed {seed}: {type(e).__name__}: {e}"
         else:
-            with done:
-                results[seed] = result
             bar.write(line(seed, result), file=out)
         with done:
+            if error is None:
+                results[seed] = result
+            else:
+                errors.append(error)
             bar.update()
             done.notify_all()
 
@@ -171,40 +175,41 @@ def _side_by_side(
             return pending.popleft() if pending else None
 
     n = min(workers, len(seeds))
-    if n <= 1:
-        while (s := take()) is not None:
-            record(s, lambda s=s: call(s))
-    elif gpus:
+    if gpus and n > 1:
         context = multiprocessing.get_context("spawn")
         devices = context.Queue()
         for g in list(gpus)[:n]:
             devices.put(g)
         with ProcessPoolExecutor(max_workers=n, mp_context=context, initializer=_take_gpu, initargs=(devices,)) as pool:
-            futures = {pool.submit(job, *args[:1], s, *args[1:]): s for s in seeds}
+            futures = {pool.submit(job, s, *args): s for s in seeds}
             for f in as_completed(futures):
                 record(futures[f], f.result)
     else:
-        with ProcessPoolExecutor(max_workers=n - 1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with contextlib.ExitStack() as stack:
+            if n > 1:
+                pool = stack.enter_context(worker_executor(n - 1, preload=WORKER_MODULES))
 
-            def feed(_=None) -> None:  # a worker lane is free: give it the next seed (or give the seed back)
-                s = take()
-                if s is None:
-                    return
-                try:
-                    f = pool.submit(job, *args[:1], s, *args[1:])
-                except Exception:  # the pool broke (a worker died): this process runs the seed
-                    with done:
-                        pending.appendleft(s)
-                        done.notify_all()
-                    return
-                f.add_done_callback(lambda f, s=s: (record(s, f.result), feed()))
+                def submit(s: int) -> None:  # to a worker lane; if the pool broke (a worker died), back to the queue
+                    try:
+                        f = pool.submit(job, s, *args)
+                    except Exception:
+                        with done:
+                            pending.appendleft(s)
+                            done.notify_all()
+                        return
+                    f.add_done_callback(lambda f, s=s: (record(s, f.result), feed()))
 
-            for _ in range(n - 1):
-                feed()
-            while True:
-                s = take()
-                if s is not None:
-                    record(s, lambda s=s: call(s))
+                def feed() -> None:  # a worker lane is free: give it the next seed
+                    if (s := take()) is not None:
+                        submit(s)
+
+                first = [s for s in (take() for _ in range(n - 1)) if s is not None]
+                starter = threading.Thread(target=lambda: [submit(s) for s in first], daemon=True)
+                starter.start()
+                stack.callback(starter.join)
+            while True:  # this process's lane
+                if (s := take()) is not None:
+                    record(s, lambda s=s: job(s, *args))
                     continue
                 with done:
                     if len(results) + len(errors) == len(seeds):

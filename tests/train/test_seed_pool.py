@@ -91,7 +91,7 @@ def test_evaluate_seeds_writes_one_eval_per_seed(pooled_and_serial, tmp_path):
         assert saved["splits"].keys() == results[seed]["splits"].keys() and saved["splits"]
 
 
-def _which_process(parent: int, seed: int) -> tuple[dict, str]:
+def _which_process(seed: int, parent: int) -> tuple[dict, str]:
     """A seed's job for `_side_by_side`: the process it ran in; seed 13 kills the worker process that runs it."""
     if seed == 13 and os.getpid() != parent:
         os._exit(3)
