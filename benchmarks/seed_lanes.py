@@ -12,7 +12,7 @@ detached worktree (`.bench/seed_lanes/<commit>`) and imported from there. One wa
 pairs alternate baseline / current, so both see the same machine load. Printed: the median wall seconds of the whole
 process and of the seeds alone, each checkout's, and the paired ratio current / baseline (median, min and max over the
 pairs). The default baseline, de1753a, started its workers with `spawn` (each imported torch and the trainer itself);
-this checkout forks them from a server that imports those once (`scpo.pipeline.workers`).
+this checkout forks them from a server that imports those once (`scpo.workers`).
 
 On the idle 2-core AMD EPYC (Zen 4), cpu profile, numerics pin, against de1753a, medians (current/baseline, min-max):
 - `--stage train --pairs 2` (ALFWorld GRPO): seeds 27.3 s against 31.9 s, 0.856 (0.850-0.862); whole process 34.0

@@ -132,7 +132,7 @@ def hindsight_scores(
     Rows with the same (prompt, final observation, action) -- siblings of a group that share a prefix and an ending,
     or the same episode at two eps levels whose random draws did not differ -- are scored once. The distinct ones are
     scored in buckets of equal (prompt, answer) token lengths, so that no batch pads. `workers` > 1 scores
-    the buckets in that many processes with one torch thread each (`scpo.pipeline.workers`: forked from a server that
+    the buckets in that many processes with one torch thread each (`scpo.workers`: forked from a server that
     never ran a torch operation; never from this process, whose thread pools a fork would break); the policy is
     pickled to each once."""
     from scpo.envs.prompting import action_answer
@@ -175,7 +175,7 @@ def hindsight_scores(
             finally:
                 _WORKER.clear()
         else:
-            from scpo.pipeline.workers import worker_pool
+            from scpo.workers import worker_pool
 
             with worker_pool(
                 workers, ("scpo.policy.hindsight",), initializer=_init_worker, initargs=({**options, "threads": 1},)

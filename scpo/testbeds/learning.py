@@ -36,7 +36,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from scpo.config import DYNAMIC_SAMPLING_SUFFIX, Config, apply_overrides, validate_config
-from scpo.pipeline.workers import worker_executor
+from scpo.workers import worker_executor
 
 __all__ = [
     "RunKey",
@@ -276,7 +276,7 @@ def run_learning(
     cfg: Config, warm_starts: Mapping[str, str | Path], *, workers: int | None = None, progress: bool = True
 ) -> list[dict]:
     """Every run of `run_keys(cfg)`, `learning.parallel_runs` (or `workers`) at once in worker processes
-    (`scpo.pipeline.workers`); -> their result dicts, in `run_keys` order. A failed run fails the benchmark with its
+    (`scpo.workers`); -> their result dicts, in `run_keys` order. A failed run fails the benchmark with its
     error after the others finished."""
     keys = run_keys(cfg)
     missing = [env for env in cfg.learning.envs if env not in warm_starts]

@@ -14,7 +14,7 @@ number above the visible GPUs is refused in one line (two trainers with their en
 
 On the CPU this process is one of the lanes: it runs seeds while the `report.parallel_runs - 1` worker processes start,
 and every lane takes the next seed from one queue when it is free. The workers are forked from a server that imports
-torch, transformers and the trainer once (`scpo.pipeline.workers`), where a spawned worker spent about 5 s of a core
+torch, transformers and the trainer once (`scpo.workers`), where a spawned worker spent about 5 s of a core
 importing them; this process, the notebook's kernel, has imported them for its own cells (notebook 02) or imports them
 while the server does (notebook 03). On GPUs every seed runs in a spawned worker of its own GPU. A seed's progress bars
 and notes go to a buffer, not to the notebook; the parent shows one bar over the seeds and, per finished seed, the
@@ -40,12 +40,12 @@ from scpo.config import Config
 from scpo.pipeline.devices import parallel_runs, visible_gpus
 from scpo.pipeline.layout import run_dir
 from scpo.pipeline.manifest import write_seeds_manifest
-from scpo.pipeline.workers import worker_executor
+from scpo.workers import worker_executor
 
 __all__ = ["parse_seeds", "train_seeds", "evaluate_seeds", "SeedRunError"]
 
 
-# what a seed's job imports: the workers' server imports these once (`scpo.pipeline.workers`)
+# what a seed's job imports: the workers' server imports these once (`scpo.workers`)
 WORKER_MODULES = ("scpo.train.run", "scpo.train.evaluate")
 
 
@@ -143,7 +143,7 @@ def _side_by_side(
 ) -> dict[int, dict]:
     """{seed: job(seed, *args)} with `workers` lanes at once (1: in this process, one after another).
 
-    On the CPU this process is one of the lanes and `workers - 1` forked workers (`scpo.pipeline.workers`) are the
+    On the CPU this process is one of the lanes and `workers - 1` forked workers (`scpo.workers`) are the
     others: the first seeds go to the workers, and then every seed to whichever lane is free (one shared queue). The
     workers are started from a thread, so this process runs its first seed while their server imports the trainer.
     With `gpus`, every seed runs in a spawned worker and worker k on GPU gpus[k] alone."""

@@ -22,12 +22,13 @@ LAYERS = {
     "batch": set(),
     "strict_model": set(),
     "numerics": set(),
+    "workers": set(),  # process pools, stdlib only: the seed pool, the learning runs, HCAPO's hindsight scorers
     "environment": {"numerics"},
     "scorers": set(),
     "envs": {"data", "batch", "strict_model"},  # data: ALFWorld's game-file reader
     "data": {"envs", "errors"},  # prepare-data builds the WebShop catalogue
     "credit": {"batch", "scorers", "strict_model"},
-    "policy": {"batch", "envs", "errors"},  # the answer tags become tokens of the tiny tokenizer
+    "policy": {"batch", "envs", "errors", "workers"},  # the answer tags become tokens of the tiny tokenizer
     "rollout": {"envs", "policy", "batch"},
     "config": {"credit", "envs", "errors", "strict_model"},
     "pipeline": {"config", "credit", "errors"},  # credit: each method's option sections (method_params)
@@ -44,6 +45,7 @@ LAYERS = {
         "rollout",
         "scpo",
         "environment",
+        "workers",
     },  # scpo: __version__
     "analysis": {"batch", "config", "credit", "errors", "estimators", "pipeline", "scorers"},
     "tables": {"config", "pipeline"},
@@ -60,6 +62,7 @@ LAYERS = {
         "rollout",
         "tables",
         "train",
+        "workers",
     },
     "integrations": {"credit", "batch", "scorers"},
     "cli": {"analysis", "config", "data", "envs", "environment", "errors", "pipeline", "policy", "testbeds", "train"},

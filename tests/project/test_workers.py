@@ -1,4 +1,4 @@
-"""scpo.pipeline.workers: workers are forked from a server that imported the preloaded modules once, run with the
+"""scpo.workers: workers are forked from a server that imported the preloaded modules once, run with the
 caller's environment variables as they are when the pool is made, and then the caller's own initializer."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from scpo.pipeline.workers import worker_executor, worker_pool
+from scpo.workers import worker_executor, worker_pool
 
 
 def _worker_view(name: str) -> dict:
@@ -42,7 +42,7 @@ def test_workers_start_with_the_preloaded_modules_imported(tmp_path):
             """
             import sys
 
-            from scpo.pipeline.workers import worker_executor
+            from scpo.workers import worker_executor
 
 
             def imported(names):
