@@ -4,7 +4,7 @@ A `spawn`ed worker is a fresh interpreter: it imports torch, transformers and th
 5 s of one core each. With `forkserver`, a process starts one server, which imports `preload` once; every worker is
 forked from that server with those modules imported and no thread running. Workers are never forked from the caller
 itself: a Jupyter kernel and torch hold threads. On two cores, a stage's three seeds (this process plus two workers)
-finish 6-10 s sooner than with spawned workers (`docs/pipeline.md`).
+finish 3.5-6 s sooner than with spawned workers (`benchmarks/seed_lanes.py`, `docs/pipeline.md`).
 
 What a worker inherits: the caller's `sys.path`, working folder and `__main__` (as with `spawn`), and the caller's
 environment variables as they are when the pool is made (`_start_worker` sets them). The server is started once per
