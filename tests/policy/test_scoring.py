@@ -202,7 +202,7 @@ def test_the_prompt_pass_shortcut_matches_plain_forward_passes_of_other_llama_st
     shortcut does not know (an eager-attention model with dropout) takes the full forward pass with the same result."""
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-    from scpo.policy.prompt_pass import last_layer_at_last_token
+    from scpo.policy.last_layer import pre_norm_decoder
 
     tok, _ = tiny
     common = {
@@ -217,7 +217,7 @@ def test_the_prompt_pass_shortcut_matches_plain_forward_passes_of_other_llama_st
         model = LlamaForCausalLM(LlamaConfig(num_attention_heads=4, num_key_value_heads=2, **common)).eval()
     else:
         model = Qwen2ForCausalLM(Qwen2Config(num_attention_heads=4, num_key_value_heads=4, **common)).eval()
-    assert last_layer_at_last_token(model.get_decoder())
+    assert pre_norm_decoder(model.get_decoder())
     prompts, cands = _turn(tok, seed=2)
     with torch.no_grad():
         scores = candidate_scores(model, prompts, cands, tok.pad_token_id)
@@ -226,7 +226,7 @@ def test_the_prompt_pass_shortcut_matches_plain_forward_passes_of_other_llama_st
             assert torch.allclose(scores[b, : len(cs)], want, atol=1e-5, rtol=0), (b, scores[b], want)
         # dropout is not reproduced by the shortcut: the plain decoder runs (in eval mode, so without dropout)
         model.config.attention_dropout = 0.1
-        assert not last_layer_at_last_token(model.get_decoder())
+        assert not pre_norm_decoder(model.get_decoder())
         assert torch.allclose(candidate_scores(model, prompts, cands, tok.pad_token_id), scores, atol=1e-5, rtol=0)
 
 
