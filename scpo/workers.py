@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
-__all__ = ["MODEL_MODULES", "worker_context", "worker_executor", "worker_pool"]
+__all__ = ["MODEL_MODULES", "worker_context", "worker_executor"]
 
 # The tiny and SmolLM2 profiles' model class (transformers imports a model's module on first use)
 MODEL_MODULES = ("transformers.models.llama.modeling_llama",)
@@ -42,15 +42,6 @@ def worker_executor(
         mp_context=worker_context(preload),
         initializer=_start_worker,
         initargs=(dict(os.environ), initializer, initargs),
-    )
-
-
-def worker_pool(
-    processes: int, preload: Sequence[str] = (), initializer: Callable | None = None, initargs: tuple = ()
-) -> multiprocessing.pool.Pool:
-    """A `multiprocessing.Pool` of forked workers (`worker_context`) with this process's environment variables."""
-    return worker_context(preload).Pool(
-        processes, initializer=_start_worker, initargs=(dict(os.environ), initializer, initargs)
     )
 
 

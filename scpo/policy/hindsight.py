@@ -175,12 +175,12 @@ def hindsight_scores(
             finally:
                 _WORKER.clear()
         else:
-            from scpo.workers import worker_pool
+            from scpo.workers import worker_executor
 
-            with worker_pool(
+            with worker_executor(
                 workers, ("scpo.policy.hindsight",), initializer=_init_worker, initargs=({**options, "threads": 1},)
             ) as pool:
-                for m, vals in zip(members, pool.imap(_score_bucket, jobs)):
+                for m, vals in zip(members, pool.map(_score_bucket, jobs)):
                     scores[m] = vals
                     bar.update(len(m))
     return [scores[ix] for ix in indices]

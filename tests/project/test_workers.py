@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from scpo.workers import worker_executor, worker_pool
+from scpo.workers import worker_executor
 
 
 def _worker_view(name: str) -> dict:
@@ -20,17 +20,17 @@ def _initialize(flag: str) -> None:
 
 
 def test_workers_get_the_callers_environment_then_its_initializer(monkeypatch):
-    for value in ("first", "second"):  # the server outlives the first pool; the second pool's workers see "second"
-        monkeypatch.setenv("SCPO_TEST_WORKER_VALUE", value)
+    # the server outlives the first pool: the second pool's workers see "second", the third's none
+    for value in ("first", "second", None):
+        if value is None:
+            monkeypatch.delenv("SCPO_TEST_WORKER_VALUE")
+        else:
+            monkeypatch.setenv("SCPO_TEST_WORKER_VALUE", value)
         with worker_executor(2, initializer=_initialize, initargs=("executor",)) as pool:
-            views = [pool.submit(_worker_view, "SCPO_TEST_WORKER_VALUE").result() for _ in range(3)]
+            views = list(pool.map(_worker_view, ["SCPO_TEST_WORKER_VALUE"] * 3))
         assert {v["value"] for v in views} == {value}
-        assert {v["ready"] for v in views} == {f"executor:{value}"}
+        assert {v["ready"] for v in views} == {f"executor:{value or ''}"}
         assert os.getpid() not in {v["pid"] for v in views}
-    monkeypatch.delenv("SCPO_TEST_WORKER_VALUE")
-    with worker_pool(2, initializer=_initialize, initargs=("pool",)) as pool:
-        views = pool.map(_worker_view, ["SCPO_TEST_WORKER_VALUE"] * 3)
-    assert {v["value"] for v in views} == {None} and {v["ready"] for v in views} == {"pool:"}
 
 
 def test_workers_start_with_the_preloaded_modules_imported(tmp_path):
