@@ -105,3 +105,24 @@ def test_the_shortcut_runs_under_the_models_autocast(tok):
         plain = _plain_logprobs(model, prompts, answers, tok.pad_token_id)
     assert logits.dtype == torch.bfloat16
     assert torch.allclose(fast, plain, atol=0.05, rtol=0)
+
+
+def test_bf16_answer_logprobs_after_optimizer_steps_equal_a_fresh_models(tok):
+    """Under the model's bf16 autocast, each call casts the current weights: after two optimizer steps the shortcut's
+    log-probs equal those of a fresh model loaded with the updated weights (no stale cast of the old ones)."""
+    model = autocast_each_forward(_model(tok, "tiny").train(), torch.device("cpu"), "bfloat16")
+    prompts, answers = _rows(tok, seed=3)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(2):
+        logp, _, _ = response_logprobs(model, prompts, answers, tok.pad_token_id)
+        optimizer.zero_grad(set_to_none=True)
+        (-logp.sum()).backward()
+        optimizer.step()
+    fresh = autocast_each_forward(_model(tok, "tiny").train(), torch.device("cpu"), "bfloat16")
+    fresh.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        after, _, _ = response_logprobs(model, prompts, answers, tok.pad_token_id)
+        want, _, _ = response_logprobs(fresh, prompts, answers, tok.pad_token_id)
+        before, _, _ = response_logprobs(_model(tok, "tiny"), prompts, answers, tok.pad_token_id)
+    assert torch.equal(after, want)
+    assert not torch.allclose(after, before, atol=1e-3)
