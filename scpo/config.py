@@ -349,6 +349,9 @@ class ReportConfig(StrictModel):
         "each with train.torch_threads threads (scpo.train.seed_pool); 1: one after another; per_gpu: one per "
         "visible GPU, each on its own (on a GPU machine a number above the visible GPUs is refused)",
     )
+    workers: int = Field(
+        2, ge=1, description="processes counting the semantic-inconsistency stage's saved iterations side by side"
+    )
     similarity_thresh: float = Field(
         0.9,
         gt=0,

@@ -4,6 +4,7 @@ often SCPO's matches pair different actions under each scorer."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ __all__ = [
     "control_target",
     "inconsistency_of_batch",
     "inconsistency_over_runs",
+    "counts_of_files",
     "summarise_inconsistency",
     "inconsistency_table",
     "scpo_match_actions",
@@ -70,17 +72,18 @@ def inconsistency_of_batch(batch: RolloutBatch, cfg: Config, semantic_scorer=Non
 
 def inconsistency_over_runs(cfg: Config, every_k: int = 1) -> pd.DataFrame:
     """One row per (env, run method, seed, iteration, estimator, pair_set, kind) with the counts, and `own` (the
-    estimator is the one that trained the run). Uses every `every_k`-th saved iteration of each run."""
-    from scpo.scorers import make_scorer
-
+    estimator is the one that trained the run). Uses every `every_k`-th saved iteration of each run. The files are
+    counted by `report.workers` processes side by side (`scpo.workers`), each file whole by one of them, the results
+    in file order: the same counts as one process."""
     if every_k < 1:
         raise ValueError(f"every_k = {every_k} must be >= 1")
-    scorer = make_scorer(cfg.report.similarity_scorer)
     runs = [(e, m, s) for e in cfg.report.envs for m in cfg.report.methods for s in cfg.report.seeds]
     files = [(e, m, s, f) for e, m, s in runs for f in iteration_files(run_dir(cfg.train.out_dir, e, m, s))[::every_k]]
     frames = []
-    for env, method, seed, file in tqdm(files, desc="inconsistency over saved iterations", unit="file"):
-        rows = inconsistency_of_batch(RolloutBatch.read(file), cfg, scorer)
+    counted = counts_of_files(cfg, [f for *_, f in files])
+    for (env, method, seed, file), rows in tqdm(
+        zip(files, counted), total=len(files), desc="inconsistency over saved iterations", unit="file"
+    ):
         frames.append(
             rows.assign(
                 env=env, run_method=method, seed=seed, iteration=iteration_of(file), own=rows["estimator"] == method
@@ -100,6 +103,40 @@ def inconsistency_over_runs(cfg: Config, every_k: int = 1) -> pd.DataFrame:
         "n_ordered",
     ]
     return pd.concat(frames, ignore_index=True)[cols]
+
+
+_WORKER: dict = {}  # a counting process's config and scorer (`_start_counting`)
+
+
+def _start_counting(cfg: Config) -> None:
+    """A counting process's setup: the config and the semantic variant's scorer, made once."""
+    from scpo.scorers import make_scorer
+
+    _WORKER["cfg"] = cfg
+    _WORKER["scorer"] = make_scorer(cfg.report.similarity_scorer)
+
+
+def _counts_of_file(file: Path) -> pd.DataFrame:
+    return inconsistency_of_batch(RolloutBatch.read(file), _WORKER["cfg"], _WORKER["scorer"])
+
+
+def counts_of_files(cfg: Config, files: list[Path]) -> Iterator[pd.DataFrame]:
+    """`inconsistency_of_batch` of each rollout file, in the order of `files`: in this process, or in
+    min(report.workers, len(files)) worker processes (`scpo.workers`) when that is more than one."""
+    workers = min(cfg.report.workers, len(files))
+    if workers <= 1:
+        _start_counting(cfg)
+        try:
+            yield from map(_counts_of_file, files)
+        finally:
+            _WORKER.clear()
+        return
+    from scpo.workers import worker_executor
+
+    with worker_executor(
+        workers, ("scpo.analysis.inconsistency_tables",), initializer=_start_counting, initargs=(cfg,)
+    ) as pool:
+        yield from pool.map(_counts_of_file, files)
 
 
 def summarise_inconsistency(per_file: pd.DataFrame) -> pd.DataFrame:

@@ -251,3 +251,32 @@ def test_semantic_pairs_of_single_row_groups_and_groups_out_of_row_order():
     # group 1's rows come first in the batch: the pairs are still sorted by row, with a fresh index
     b = _rows([1, 1, 0, 0], ["s"] * 4, ["go", "go", "run", "run"], nxt=["o"] * 4)
     _frame_ok(semantic_pairs(b, NoCall({})), [[0, 1], [2, 3]])
+
+
+# ------------------------------------------------------------------ over the saved iterations of runs, in workers
+def test_counts_over_runs_in_worker_processes_equal_one_process_in_file_order(tmp_path, repo_root):
+    from scpo.analysis.inconsistency_tables import inconsistency_over_runs
+    from scpo.config import load_config
+    from scpo.credit.synthetic import synthetic_batch
+
+    for k, method in enumerate(("grpo", "gigpo")):
+        for it in range(3):  # each file its own batch, so a file counted out of order shows
+            batch = synthetic_batch(n_groups=3, group_size=4, max_steps=8, n_states=4, seed=10 * k + it)
+            batch.to_parquet(tmp_path / "alfworld" / method / "seed0" / "rollouts" / f"iter_{it:04d}.parquet")
+    overrides = {
+        "train.out_dir": str(tmp_path),
+        "report.envs": ["alfworld"],
+        "report.methods": ["grpo", "gigpo"],
+        "report.seeds": [0],
+        "report.similarity_scorer": "lexical",
+    }
+    frames = {
+        n: inconsistency_over_runs(load_config(repo_root / "params.yaml", overrides={**overrides, "report.workers": n}))
+        for n in (1, 2)
+    }
+    pd.testing.assert_frame_equal(frames[1], frames[2])
+    assert frames[1][["run_method", "iteration"]].drop_duplicates().values.tolist() == [
+        [m, i] for m in ("grpo", "gigpo") for i in range(3)
+    ]
+    per_file = frames[1].groupby(["run_method", "iteration"])["n_pairs"].sum()
+    assert per_file.nunique() > 1  # the files differ, so the order is tested

@@ -22,7 +22,7 @@ LAYERS = {
     "batch": set(),
     "strict_model": set(),
     "numerics": set(),
-    "workers": set(),  # process pools, stdlib only: the seed pool, the learning runs, HCAPO's hindsight scorers
+    "workers": set(),  # process pools, stdlib only: seeds, learning runs, hindsight scorers, inconsistency counts
     "environment": {"numerics"},
     "scorers": set(),
     "envs": {"data", "batch", "strict_model"},  # data: ALFWorld's game-file reader
@@ -47,7 +47,7 @@ LAYERS = {
         "environment",
         "workers",
     },  # scpo: __version__
-    "analysis": {"batch", "config", "credit", "errors", "estimators", "pipeline", "scorers"},
+    "analysis": {"batch", "config", "credit", "errors", "estimators", "pipeline", "scorers", "workers"},
     "tables": {"config", "pipeline"},
     "testbeds": {
         "analysis",
