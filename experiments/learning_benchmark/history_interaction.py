@@ -7,6 +7,9 @@ each invocation, independently: the two have different warm starts) and Welch's 
         --short experiments/learning_benchmark/results/runs.json \
         --long experiments/learning_benchmark/results/history6/runs.json \
         --out experiments/learning_benchmark/results/history6/interaction.md
+
+Any other setting that two invocations differ in is compared the same way, named by `--what` and `--labels`
+(e.g. `--what "two episode lengths" --labels "15 steps" "50 steps"`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ def main() -> None:
     ap.add_argument("--method", default="oracle")
     ap.add_argument("--reference", default="grpo")
     ap.add_argument("--resamples", type=int, default=10_000)
+    ap.add_argument("--what", default="two history lengths", help="what the two invocations differ in (the title)")
+    ap.add_argument("--labels", nargs=2, default=["shorter history", "longer history"], metavar=("SHORT", "LONG"))
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     short, long = gap(args.short, args.method, args.reference), gap(args.long, args.method, args.reference)
@@ -45,20 +50,19 @@ def main() -> None:
     lo, hi = np.quantile(boot, [0.025, 0.975])
     welch = stats.ttest_ind(long, short, equal_var=False)
     m, r = args.method, args.reference
+    first, second = args.labels
     lines = [
-        f"## AULC({m}) - AULC({r}) at two history lengths",
+        f"## AULC({m}) - AULC({r}) at {args.what}",
         "",
         f"Per-seed differences, paired by seed within each invocation; the change between them with a 95 % bootstrap "
         f"CI ({args.resamples} resamples of the seeds of each, independently) and Welch's t-test.",
         "",
         "| runs | seeds | per-seed differences | mean |",
         "|---|---|---|---|",
-        f"| shorter history (`{args.short}`) | {len(short)} | {', '.join(f'{x:+.3f}' for x in short)} | "
-        f"{short.mean():+.3f} |",
-        f"| longer history (`{args.long}`) | {len(long)} | {', '.join(f'{x:+.3f}' for x in long)} | "
-        f"{long.mean():+.3f} |",
+        f"| {first} (`{args.short}`) | {len(short)} | {', '.join(f'{x:+.3f}' for x in short)} | {short.mean():+.3f} |",
+        f"| {second} (`{args.long}`) | {len(long)} | {', '.join(f'{x:+.3f}' for x in long)} | {long.mean():+.3f} |",
         "",
-        f"Change (longer minus shorter): **{long.mean() - short.mean():+.3f} [{lo:+.3f}, {hi:+.3f}]**; Welch t = "
+        f"Change ({second} minus {first}): **{long.mean() - short.mean():+.3f} [{lo:+.3f}, {hi:+.3f}]**; Welch t = "
         f"{welch.statistic:.2f}, p = {welch.pvalue:.3f}.",
         "",
     ]

@@ -80,3 +80,16 @@ def test_a_figure_label_wraps_at_its_separators_within_the_width():
     assert all(len(line) <= 45 for line in wrapped.splitlines()) and len(wrapped.splitlines()) == 3
     assert wrapped.replace("\n", " · ") == label
     assert _wrap(label, 500) == label
+
+
+def test_setup_label_names_the_episode_length_and_history_of_its_env():
+    from scpo.config import load_config
+    from scpo.testbeds.learning_tables import setup_label
+
+    cfg = load_config(
+        "params.yaml",
+        profile="cpu",
+        overrides={"env.history_length": 6, "env.alfworld.max_steps": 50, "env.webshop.max_steps": 12},
+    )
+    assert "episodes of at most 50 steps, 6 past steps in the prompt" in setup_label(cfg, "alfworld")
+    assert "episodes of at most 12 steps, 6 past steps in the prompt" in setup_label(cfg, "webshop")
