@@ -1,0 +1,101 @@
+"""The RL update's forward and backward pass (`scpo.train.update.step_logprobs`: the candidate scorer, with grad) with
+the decoder layers' modules compiled by `torch.compile` (inductor, dynamic shapes) against the same model eager, side
+by side in one process.
+
+    env $(python -m scpo.numerics env) python benchmarks/torch_compile.py [--env alfworld] [--rows 64] [--rounds 5]
+
+The minibatches are the first `--rows`-step slices of a saved rollout file of the pipeline's GRPO run
+(`runs/<env>/grpo/seed0/rollouts/iter_0000.parquet`), scored by that run's warm start (`runs/<env>/sft/seed0`). One
+thread. The compiled copy compiles each decoder layer's attention, MLP and norms and the final norm
+(`nn.Module.compile`), so the scorer's own code (the prompt pass, the last layer at the scored positions, the candidate
+prefix tree) calls compiled modules. Each round runs every minibatch through both copies in turn (the order
+alternating); printed: the first compiled call's seconds (compilation), the median ms per minibatch of each and their
+ratio (compiled / eager), and the largest difference of the log-probs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from scpo.batch import RolloutBatch
+from scpo.policy import load_policy
+from scpo.train.update import samples_from_batch, step_logprobs
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def compile_layers(model) -> None:
+    """Compile every decoder layer's submodules and the final norm in place (their calls go through inductor)."""
+    decoder = model.get_decoder()
+    for layer in decoder.layers:
+        for module in (layer.self_attn, layer.mlp, layer.input_layernorm, layer.post_attention_layernorm):
+            module.compile(dynamic=True)
+    decoder.norm.compile(dynamic=True)
+
+
+def pass_ms(model, samples, pad_id) -> tuple[float, torch.Tensor]:
+    """One forward and backward pass over `samples`: (ms, the log-probs)."""
+    model.zero_grad(set_to_none=True)
+    start = time.perf_counter()
+    logp, mask, _ = step_logprobs(model, samples, pad_id)
+    (logp * mask).sum().backward()
+    return (time.perf_counter() - start) * 1e3, logp.detach()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="alfworld")
+    parser.add_argument("--rows", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    policy = load_policy(str(REPO / "runs" / args.env / "sft" / "seed0"))
+    batch = RolloutBatch.read(REPO / "runs" / args.env / "grpo" / "seed0" / "rollouts" / "iter_0000.parquet")
+    samples = samples_from_batch(batch, np.zeros(batch.n_rows))
+    minibatches = [samples[k : k + args.rows] for k in range(0, len(samples) - args.rows + 1, args.rows)]
+    pad_id = policy.tokenizer.pad_token_id
+    eager = policy.model
+    eager.train()
+    compiled = copy.deepcopy(eager)
+    compile_layers(compiled)
+    start = time.perf_counter()
+    pass_ms(compiled, minibatches[0], pad_id)
+    print(
+        f"{args.env}: {len(minibatches)} minibatches of {args.rows} steps; first compiled call (compilation) "
+        f"{time.perf_counter() - start:.1f} s"
+    )
+    for mb in minibatches:  # every shape once, before timing
+        pass_ms(compiled, mb, pad_id)
+        pass_ms(eager, mb, pad_id)
+    times = {"eager": [], "compiled": []}
+    max_diff = 0.0
+    for r in range(args.rounds):
+        order = ("eager", "compiled") if r % 2 == 0 else ("compiled", "eager")
+        round_ms = {"eager": 0.0, "compiled": 0.0}
+        values = {}
+        for mb_index, mb in enumerate(minibatches):
+            for name in order:
+                ms, logp = pass_ms(eager if name == "eager" else compiled, mb, pad_id)
+                round_ms[name] += ms
+                values[name, mb_index] = logp
+        for mb_index in range(len(minibatches)):
+            diff = (values["eager", mb_index] - values["compiled", mb_index]).abs().max().item()
+            max_diff = max(max_diff, diff)
+        for name in times:
+            times[name].append(round_ms[name] / len(minibatches))
+    eager_ms, compiled_ms = statistics.median(times["eager"]), statistics.median(times["compiled"])
+    print(
+        f"eager {eager_ms:.1f} ms, compiled {compiled_ms:.1f} ms per minibatch (median of {args.rounds} rounds); "
+        f"ratio {compiled_ms / eager_ms:.3f}; largest log-prob difference {max_diff:.1e}"
+    )
+
+
+if __name__ == "__main__":
+    main()
