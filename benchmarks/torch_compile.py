@@ -51,13 +51,18 @@ def pass_ms(model, samples, pad_id) -> tuple[float, torch.Tensor]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="alfworld")
+    parser.add_argument("--env", default="alfworld", choices=("alfworld", "webshop"))
     parser.add_argument("--rows", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    policy = load_policy(str(REPO / "runs" / args.env / "sft" / "seed0"))
-    batch = RolloutBatch.read(REPO / "runs" / args.env / "grpo" / "seed0" / "rollouts" / "iter_0000.parquet")
+    warm_start = REPO / "runs" / args.env / "sft" / "seed0"
+    rollouts = REPO / "runs" / args.env / "grpo" / "seed0" / "rollouts" / "iter_0000.parquet"
+    for needed in (warm_start, rollouts):
+        if not needed.exists():
+            raise SystemExit(f"{needed} does not exist: run `make repro` (or `dvc repro train@grpo-{args.env}`) first")
+    policy = load_policy(str(warm_start))
+    batch = RolloutBatch.read(rollouts)
     samples = samples_from_batch(batch, np.zeros(batch.n_rows))
     minibatches = [samples[k : k + args.rows] for k in range(0, len(samples) - args.rows + 1, args.rows)]
     pad_id = policy.tokenizer.pad_token_id
@@ -65,6 +70,7 @@ def main() -> None:
     eager.train()
     compiled = copy.deepcopy(eager)
     compile_layers(compiled)
+    models = {"eager": eager, "compiled": compiled}
     start = time.perf_counter()
     pass_ms(compiled, minibatches[0], pad_id)
     print(
@@ -79,15 +85,12 @@ def main() -> None:
     for r in range(args.rounds):
         order = ("eager", "compiled") if r % 2 == 0 else ("compiled", "eager")
         round_ms = {"eager": 0.0, "compiled": 0.0}
-        values = {}
-        for mb_index, mb in enumerate(minibatches):
+        for mb in minibatches:
+            logp = {}
             for name in order:
-                ms, logp = pass_ms(eager if name == "eager" else compiled, mb, pad_id)
+                ms, logp[name] = pass_ms(models[name], mb, pad_id)
                 round_ms[name] += ms
-                values[name, mb_index] = logp
-        for mb_index in range(len(minibatches)):
-            diff = (values["eager", mb_index] - values["compiled", mb_index]).abs().max().item()
-            max_diff = max(max_diff, diff)
+            max_diff = max(max_diff, (logp["eager"] - logp["compiled"]).abs().max().item())
         for name in times:
             times[name].append(round_ms[name] / len(minibatches))
     eager_ms, compiled_ms = statistics.median(times["eager"]), statistics.median(times["compiled"])
