@@ -29,14 +29,18 @@ def expert_demonstrations(
     data_root: str = "data",
     max_steps: int | None = None,
     history_length: int = 2,
+    env_options: dict | None = None,
     progress: bool = True,
 ) -> tuple[list[Demo], dict[str, float]]:
-    """Replay each task's expert actions; keep the steps of replays that win. Returns (demos, stats)."""
+    """Replay each task's expert actions in the environment built with `env_options` (its package's factory options,
+    e.g. ALFWorld's `engine`); keep the steps of replays that win. Returns (demos, stats)."""
     demos: list[Demo] = []
     won = 0
     for task_id in tqdm(task_ids, desc="expert demos", disable=not progress, leave=False):
         actions = env_pkg.expert_actions(task_id, data_root=data_root)
-        env = env_pkg.make_env(task_id, data_root=data_root, max_steps=max(max_steps or 0, len(actions) + 1))
+        env = env_pkg.make_env(
+            task_id, data_root=data_root, max_steps=max(max_steps or 0, len(actions) + 1), **(env_options or {})
+        )
         obs, info = env.reset()
         goal, history, steps = str(info.get("goal", "")), [], []
         for t, action in enumerate(actions):

@@ -233,13 +233,14 @@ def fidelity_correlation(
 
 
 def setup_label(cfg: Config, env: str) -> str:
-    """What the curves come from: profile, episode length and history, panel, seeds, iterations, episodes, SCPO's
-    settings."""
-    L, s = cfg.learning, cfg.credit.scpo
+    """What the curves come from: profile, episode length and history (and ALFWorld's revealed goal objects), panel,
+    seeds, iterations, episodes, SCPO's settings."""
+    L, s, opts = cfg.learning, cfg.credit.scpo, getattr(cfg.env, env)
+    revealed = " · goal objects' places in the task line" if getattr(opts, "reveal_goal_objects", False) else ""
     return (
-        f"{env} · profile {cfg.profile} · episodes of at most {getattr(cfg.env, env).max_steps} steps, "
-        f"{cfg.env.history_length} past steps in the prompt · panel of {L.panel_size} training tasks, {L.n_tasks} x "
-        f"{cfg.rollout.group_size} rollouts per iteration · {len(L.seeds)} paired seeds · evaluated on "
+        f"{env} · profile {cfg.profile} · episodes of at most {opts.max_steps} steps, "
+        f"{cfg.env.history_length} past steps in the prompt{revealed} · panel of {L.panel_size} training tasks, "
+        f"{L.n_tasks} x {cfg.rollout.group_size} rollouts per iteration · {len(L.seeds)} paired seeds · evaluated on "
         f"{L.eval_episodes_per_task} episodes per panel task at T={cfg.eval.temperature:g} · "
         f"SCPO revision {s.revision} (mode {s.mode}), scorer {s.scorer}, tau {s.tau:g}"
     )

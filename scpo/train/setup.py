@@ -104,6 +104,7 @@ def profile_model_dir(cfg: Config, env: RunEnv, run_dir: Path) -> Path:
                 data_root=s.data_root,
                 max_steps=s.max_steps,
                 history_length=cfg.env.history_length,
+                env_options=s.options,
                 progress=False,
             )
             corpus = [d.prompt for d in demos] + [d.response for d in demos]

@@ -53,6 +53,7 @@ def run_sft(cfg: Config, run_dir: Path) -> dict:
         data_root=s.data_root,
         max_steps=s.max_steps,
         history_length=cfg.env.history_length,
+        env_options=s.options,
     )
     corpus = [d.prompt for d in demos] + [d.response for d in demos]
     device = resolve_device(cfg.train.device)

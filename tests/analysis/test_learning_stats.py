@@ -93,3 +93,6 @@ def test_setup_label_names_the_episode_length_and_history_of_its_env():
     )
     assert "episodes of at most 50 steps, 6 past steps in the prompt" in setup_label(cfg, "alfworld")
     assert "episodes of at most 12 steps, 6 past steps in the prompt" in setup_label(cfg, "webshop")
+    assert "goal objects" not in setup_label(cfg, "alfworld")
+    revealed = load_config("params.yaml", profile="cpu", overrides={"env.alfworld.reveal_goal_objects": True})
+    assert "in the prompt · goal objects' places in the task line · panel" in setup_label(revealed, "alfworld")

@@ -34,7 +34,8 @@ def test_unknown_names_list_the_registry():
 @pytest.mark.parametrize(
     ("name", "max_steps", "train", "evaluation", "options"),
     [
-        ("alfworld", 15, "train", ("valid_seen", "valid_unseen"), {"engine": "fast"}),  # cpu profile: 15 steps
+        # the cpu profile: 15 steps
+        ("alfworld", 15, "train", ("valid_seen", "valid_unseen"), {"engine": "fast", "reveal_goal_objects": False}),
         ("webshop", 15, "train", ("test",), {}),
         ("corridor", 10, "train", ("valid_seen", "valid_unseen"), {}),
     ],
@@ -61,6 +62,7 @@ def test_options_other_than_the_defaults_reach_the_settings(repo_root):
             "env.alfworld.max_steps": 7,
             "env.alfworld.train_split": "valid_train",
             "env.alfworld.eval_splits": ["valid_unseen"],
+            "env.alfworld.reveal_goal_objects": True,
         },
     )
     env = env_settings(cfg)
@@ -68,7 +70,7 @@ def test_options_other_than_the_defaults_reach_the_settings(repo_root):
         7,
         "valid_train",
         ("valid_unseen",),
-        {"engine": "textworld"},
+        {"engine": "textworld", "reveal_goal_objects": True},
     )
 
 

@@ -36,12 +36,25 @@ __all__ = [
 
 
 def make_env(
-    task_id: str, data_root: str | Path = "data", max_steps: int | None = None, engine: str = "fast", **options
+    task_id: str,
+    data_root: str | Path = "data",
+    max_steps: int | None = None,
+    engine: str = "fast",
+    reveal_goal_objects: bool = False,
+    **options,
 ) -> AlfworldEnv:
     """The env of one task id (`<split>/<task-folder>/<trial>`, from `list_tasks`) or game-file path."""
     if options:
-        raise TypeError(f"unknown ALFWorld env options {sorted(options)}; known: engine, max_steps, data_root")
-    return AlfworldEnv(game_file(task_id, data_root), engine=engine, max_steps=max_steps, task_id=str(task_id))
+        raise TypeError(
+            f"unknown ALFWorld env options {sorted(options)}; known: engine, max_steps, data_root, reveal_goal_objects"
+        )
+    return AlfworldEnv(
+        game_file(task_id, data_root),
+        engine=engine,
+        max_steps=max_steps,
+        task_id=str(task_id),
+        reveal_goal_objects=reveal_goal_objects,
+    )
 
 
 def expert_demo(task_id: str, data_root: str | Path = "data", engine: str = "fast") -> list[dict]:
@@ -75,6 +88,11 @@ class AlfworldOptions(EnvOptions):
         "fast", description="fast (our interpreter, parity-tested) | textworld (the reference)"
     )
     max_steps: int = Field(DEFAULT_MAX_STEPS, ge=1)
+    reveal_goal_objects: bool = Field(
+        False,
+        description="true: the task line also names where each goal-relevant object starts (the planner's candidates "
+        "and lamps), so the planner's V* is ground truth for the agent's problem (scpo.envs.alfworld.reveal)",
+    )
     train_split: Literal[SPLITS] = "train"
     eval_splits: tuple[Literal[SPLITS], ...] = Field(("valid_seen", "valid_unseen"), min_length=1)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from scpo.envs.alfworld.games import goal_of, load_game, task_type
+from scpo.envs.alfworld.reveal import starting_places
 from scpo.envs.alfworld.state_description import AlfworldStateTracker
 from scpo.envs.base import STATE_DESCRIPTION
 
@@ -43,7 +44,12 @@ class AlfworldEnv:
     """One ALFWorld game with the episode rules (reward, max_steps) on top of an engine."""
 
     def __init__(
-        self, game_path: str | Path, engine: str = "fast", max_steps: int | None = None, task_id: str | None = None
+        self,
+        game_path: str | Path,
+        engine: str = "fast",
+        max_steps: int | None = None,
+        task_id: str | None = None,
+        reveal_goal_objects: bool = False,
     ):
         max_steps = DEFAULT_MAX_STEPS if max_steps is None else max_steps
         if max_steps < 1:
@@ -53,6 +59,8 @@ class AlfworldEnv:
         self.max_steps = int(max_steps)
         game = load_game(self.game_path)
         self.goal = goal_of(game)
+        if reveal_goal_objects:
+            self.goal = f"{self.goal} {starting_places(self.game_path)}"
         self.task_id = task_id or self.game_path.parent.as_posix()
         self.task_type = task_type(self.game_path)
         self.engine = make_engine(self.game_path, engine)  # FastEngine | TextworldEngine (the planner reads FastEngine)
