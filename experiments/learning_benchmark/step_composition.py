@@ -66,8 +66,14 @@ def report(steps: pd.DataFrame) -> str:
     counts = verbs.assign(sign=sign).groupby(["label", "verb", "sign"], sort=False).size()
     share = counts / counts.index.get_level_values("label").map(late.groupby("label").size()).to_numpy()
     by_verb = share.unstack("sign", fill_value=0.0).reindex(columns=["q>0", "q=0", "q<0"], fill_value=0.0).round(3)
+    n_seeds = steps.groupby("label").seed.nunique()
+    seeds = (
+        f"{n_seeds.iloc[0]} seeds"
+        if n_seeds.nunique() == 1
+        else "seeds per label: " + ", ".join(f"{label} {n}" for label, n in n_seeds.items())
+    )
     return (
-        "## Training steps by oracle progress q_t (share of the label's steps, 5 seeds pooled)\n\n"
+        f"## Training steps by oracle progress q_t (share of the label's steps, {seeds} pooled)\n\n"
         + shares.to_markdown()
         + "\n\n## Last two iterations: share of all steps, by verb and sign of q\n\n"
         + by_verb.to_markdown()
