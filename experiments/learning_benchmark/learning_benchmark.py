@@ -26,7 +26,7 @@ import yaml
 
 from scpo.config import load_config, parse_overrides
 from scpo.testbeds.learning import RESULT_FILE, own_rollouts_fidelity, run_keys, run_learning
-from scpo.testbeds.learning_tables import fidelity_from_table, write_learning_report
+from scpo.testbeds.learning_tables import FIDELITY_ENVS, fidelity_from_table, write_learning_report
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -60,9 +60,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "runs.json").write_text(json.dumps(results, indent=1) + "\n")
     fidelity = {}
-    if args.fidelity.exists():
-        fidelity["noisy-optimal rollouts (fidelity benchmark)"] = fidelity_from_table(args.fidelity)
-    if any(r["env"] == "alfworld" for r in results):
+    if any(r["env"] in FIDELITY_ENVS for r in results):  # fidelity is measured on ALFWorld rollouts
+        if args.fidelity.exists():
+            fidelity["noisy-optimal rollouts (fidelity benchmark)"] = fidelity_from_table(args.fidelity)
         fidelity["the benchmark runs' own last rollouts"] = own_rollouts_fidelity(cfg, results)
     tables = write_learning_report(cfg, results, out, fidelity=fidelity)
     (out / "fidelity_auc.json").write_text(json.dumps(fidelity, indent=1) + "\n")

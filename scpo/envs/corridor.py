@@ -1,5 +1,8 @@
 """`corridor`: a deterministic key-door text game, a registered test environment that needs no data, so the collector,
 SFT, trainer, evaluation and resume tests run in seconds without ALFWorld or WebShop (`env.name: corridor`).
+It has an exact planner (`optimal_cost`, `label_progress`), so the oracle estimator trains on it as well: a
+positive control of the learning benchmark, where ground-truth credit is the agent's own (the state is in the
+observation).
 
 Task `corridor-<kind>-<length>-<key>-<i>`: rooms 0..length-1, the agent starts in room 0; `walk`: reach the last room
 and `open door`; `key`: also `take key` in room <key> first. Reward 10.0 on success, else 0.0. It follows the
@@ -11,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import Field
 
 from scpo.envs.prompting import extract_action
@@ -26,11 +30,21 @@ __all__ = [
     "project_action",
     "CorridorEnv",
     "CorridorOptions",
+    "optimal_cost",
+    "label_progress",
     "PROMPT_TEMPLATE",
     "SPEC",
 ]
 
-SPLITS = {"train": range(0, 24), "valid_seen": range(24, 32), "valid_unseen": range(32, 40)}
+SPLITS = {
+    "train": range(0, 24),
+    "valid_seen": range(24, 32),
+    "valid_unseen": range(32, 40),
+    # longer corridors (5-8 rooms), where a policy that walks at random rarely reaches the door in time: the learning
+    # benchmark's positive control (experiments/learning_benchmark, "corridor")
+    "train_long": range(40, 64),
+    "valid_long": range(64, 80),
+}
 PROMPT_TEMPLATE = (
     "You are an agent in a corridor. Your task is to: {goal}\n"
     "Step {step}. {history}Current observation: {observation}\n"
@@ -43,7 +57,7 @@ MAX_ACTION_CHARS = 100  # an inadmissible action is kept to this many characters
 
 
 def _task(i: int) -> str:
-    length = 2 + i % 3
+    length = 2 + i % 3 if i < SPLITS["train_long"].start else 5 + (i // 2) % 4
     kind = "key" if i % 2 else "walk"
     return f"corridor-{kind}-{length}-{(i // 2) % length if kind == 'key' else 0}"
 
@@ -135,6 +149,42 @@ class CorridorEnv:
         return obs or self._obs(), 10.0 if self.won else 0.0, done, self._info()
 
 
+def optimal_cost(env: CorridorEnv) -> int:
+    """V*(s): the fewest commands from `env`'s state to a win (each command costs 1; 0 once won).
+
+    walk, or key held:  (length - 1 - pos) + 1                       go east to the door, open it
+    key not held:       |key - pos| + 1 + (length - 1 - key) + 1     to the key, take it, to the door, open it
+    """
+    if env.won:
+        return 0
+    if env.kind == "key" and not env.has_key:
+        return abs(env.key - env.pos) + 1 + (env.length - 1 - env.key) + 1
+    return env.length - 1 - env.pos + 1
+
+
+def label_progress(batch, data_root: str | Path = "data"):
+    """`batch` (corridor rollouts) with its oracle_progress column q_t = V*(s_t) - V*(s_{t+1}) (`optimal_cost`),
+    replaying each trajectory's commands from reset: 1 on a step of an optimal path (east toward the goal, take key,
+    the winning open door), 0 on a step that changes nothing (look, a locked door, an inadmissible command), -1 on a
+    step away. ValueError if a replayed observation differs from the saved one."""
+    q = np.zeros(batch.n_rows)
+    order = np.lexsort((batch.step, batch.traj_id))
+    bounds = np.flatnonzero(np.diff(batch.traj_id[order])) + 1
+    for rows in np.split(order, bounds) if len(order) else []:
+        env = CorridorEnv(str(batch.task_id[rows[0]]), max_steps=10_000)
+        obs, _ = env.reset()
+        for r in rows:
+            v = optimal_cost(env)
+            obs, _, _, _ = env.step(str(batch.action[r]))
+            if obs != batch.next_observation[r]:
+                raise ValueError(
+                    f"replay of {batch.task_id[rows[0]]} (trajectory {batch.traj_uid[r]}, step {batch.step[r]}) gave "
+                    f"{obs!r}, the saved rollout has {str(batch.next_observation[r])!r}"
+                )
+            q[r] = v - optimal_cost(env)
+    return batch.with_column("oracle_progress", q)
+
+
 def make_env(task_id: str, data_root: str | Path = "data", max_steps: int | None = None, **options) -> CorridorEnv:
     return CorridorEnv(task_id, max_steps=max_steps)
 
@@ -174,4 +224,10 @@ class CorridorOptions(EnvOptions):
     eval_splits: tuple[Literal[SPLIT_NAMES], ...] = Field(("valid_seen", "valid_unseen"), min_length=1)
 
 
-SPEC = EnvSpec(name="corridor", factory=make_env, package=__name__, options=CorridorOptions)
+SPEC = EnvSpec(
+    name="corridor",
+    factory=make_env,
+    package=__name__,
+    options=CorridorOptions,
+    oracle_progress="scpo.envs.corridor:label_progress",
+)

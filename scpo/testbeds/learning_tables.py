@@ -36,6 +36,7 @@ from scpo.tables.success import write_table
 
 __all__ = [
     "fidelity_from_table",
+    "FIDELITY_ENVS",
     "curves_frame",
     "aulc_frame",
     "ranking_table",
@@ -54,6 +55,9 @@ BOUNDS = {
     "mc_advantage": "reference: the policy's own advantage (Monte-Carlo values)",
     "shuffled": "lower bound: no information",
 }
+
+
+FIDELITY_ENVS = ("alfworld",)  # where the fidelity sources measure credit: the fidelity benchmark, ALFWorld's planner
 
 
 def fidelity_from_table(path: str | Path) -> dict[str, float]:
@@ -213,12 +217,16 @@ def by_type_table(results: Sequence[dict], hard: Sequence[str]) -> pd.DataFrame:
 
 
 def fidelity_correlation(
-    runs: pd.DataFrame, fidelity: dict[str, dict[str, float]], n_resamples: int = 10_000
+    runs: pd.DataFrame,
+    fidelity: dict[str, dict[str, float]],
+    n_resamples: int = 10_000,
+    envs: Sequence[str] = FIDELITY_ENVS,
 ) -> pd.DataFrame:
     """Spearman's rho between each source's per-method fidelity AUC (`fidelity`: {source: {method: AUC}}) and the
-    methods' learning AULC, with a 95% CI from resampling the paired seeds; per env and source."""
+    methods' learning AULC, with a 95% CI from resampling the paired seeds; per env of `envs` and source. The fidelity
+    sources score credit on ALFWorld rollouts (`FIDELITY_ENVS`), so the runs of another environment get no row."""
     rows = []
-    for env in runs["env"].unique():
+    for env in [e for e in runs["env"].unique() if e in envs]:
         per_seed = {
             m: part.sort_values("seed")["aulc"].to_numpy() for m, part in runs[runs.env == env].groupby("method")
         }

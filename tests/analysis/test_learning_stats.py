@@ -96,3 +96,27 @@ def test_setup_label_names_the_episode_length_and_history_of_its_env():
     assert "goal objects" not in setup_label(cfg, "alfworld")
     revealed = load_config("params.yaml", profile="cpu", overrides={"env.alfworld.reveal_goal_objects": True})
     assert "in the prompt · goal objects' places in the task line · panel" in setup_label(revealed, "alfworld")
+
+
+def test_fidelity_meets_learning_only_where_the_fidelity_was_measured():
+    """The fidelity sources score credit on ALFWorld rollouts: an ALFWorld run set gets its rho, a corridor or WebShop
+    run set none (its AULCs would be ranked against another environment's fidelity)."""
+    import pandas as pd
+
+    from scpo.testbeds.learning_tables import fidelity_correlation
+
+    aulc = {"a": [0.1, 0.2, 0.15], "b": [0.3, 0.35, 0.4], "c": [0.5, 0.6, 0.55]}
+    runs = pd.DataFrame(
+        [
+            {"env": env, "method": m, "seed": s, "aulc": v}
+            for env in ("alfworld", "corridor", "webshop")
+            for m, vals in aulc.items()
+            for s, v in enumerate(vals)
+        ]
+    )
+    table = fidelity_correlation(runs, {"bench": {"a": 0.2, "b": 0.5, "c": 0.9}}, n_resamples=200)
+    assert table["env"].tolist() == ["alfworld"]
+    assert table["rho"].iloc[0] == pytest.approx(1.0) and table["n_methods"].iloc[0] == 3
+    assert fidelity_correlation(runs, {"bench": {"a": 0.9, "b": 0.5, "c": 0.2}}, 200, envs=["corridor"])[
+        "env"
+    ].tolist() == ["corridor"]

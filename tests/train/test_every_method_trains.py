@@ -61,27 +61,36 @@ def test_sft_writes_a_loadable_model_and_lowers_the_loss(sft_run):
 PLANNER_METHODS = [m for m in available_methods() if METHODS[m].oracle]
 
 
-@pytest.mark.parametrize("method", available_methods())
-def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path, alfworld_data_root):
-    """On the corridor env; the methods that need ALFWorld's planner (the oracle) on real ALFWorld games."""
+def _train_two_iterations(env: str, method: str, sft: dict, out, data_root=None) -> dict:
     from scpo.train.run import run_training
 
-    env = "alfworld" if method in PLANNER_METHODS else "corridor"
-    _, sft = sft_run
-    cfg = load_config(
-        "params.yaml",
-        profile="smoke",
-        overrides={
-            **SMOKE,
-            "env.name": env,
-            "env.alfworld.max_steps": 5,
-            "credit.method": method,
-            "data.root": str(alfworld_data_root.parent),
-            "train.init_from": sft["run_dir"],
-            "train.out_dir": str(tmp_path),
-        },
-    )
-    summary = run_training(cfg, stage="rl")
+    overrides = {
+        **SMOKE,
+        "env.name": env,
+        "env.alfworld.max_steps": 5,
+        "credit.method": method,
+        "train.init_from": sft["run_dir"],
+        "train.out_dir": str(out),
+    }
+    if data_root is not None:
+        overrides["data.root"] = str(data_root)
+    return run_training(load_config("params.yaml", profile="smoke", overrides=overrides), stage="rl")
+
+
+@pytest.mark.parametrize("method", available_methods())
+def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path):
+    """On the corridor env, whose exact planner serves the oracle too."""
+    _check_run(tmp_path, "corridor", method, _train_two_iterations("corridor", method, sft_run[1], tmp_path))
+
+
+@pytest.mark.parametrize("method", PLANNER_METHODS)
+def test_the_oracle_runs_two_iterations_on_alfworld_games(method, sft_run, tmp_path, alfworld_data_root):
+    """The methods that read a planner's progress, on real ALFWorld games (its planner, replaying each trajectory)."""
+    summary = _train_two_iterations("alfworld", method, sft_run[1], tmp_path, data_root=alfworld_data_root.parent)
+    _check_run(tmp_path, "alfworld", method, summary)
+
+
+def _check_run(tmp_path, env: str, method: str, summary: dict) -> None:
     run = tmp_path / env / method / "seed0"
     assert summary["iterations"] == 2 and summary["method"] == method
     hist = pd.read_csv(run / "history.csv")
