@@ -1,5 +1,5 @@
-"""Oracle credit [ours]: the planner's oracle progress as the step credit (ALFWorld; the upper bound of fidelity
-tables).
+"""Oracle credit [ours]: the planner's oracle progress as the step credit (ALFWorld and the corridor, the environments
+with a planner; the upper bound of fidelity tables).
 
 q_t = V*(s_t) - V*(s_{t+1}) is potential-based shaping (Ng, Harada & Russell 1999) with the potential Phi(s) = -V*(s)
 and no discount inside the potential: F_t = Phi(s_{t+1}) - Phi(s_t) = q_t, 1 on a step of an optimal path, 0 or less
@@ -19,8 +19,9 @@ optimal step and below 0 on every other, so a step that undoes a mistake (q = 1 
 but not credited above it. `level: trajectory` credits every step of a trajectory alike with the progress the
 whole trajectory made: GRPO on the shaped return R_i + omega sum_t q_t (`_trajectory_level`). A step into a dead end
 (q = -inf: e.g. picking up an object no receptacle accepts, after which the goal cannot be reached) gets -dead_end.
-The batch must carry `oracle_progress` (scpo.envs.alfworld.oracle_rollouts: noisy-optimal rollouts, or
-`label_progress` on any ALFWorld rollouts). Full knowledge is a proxy: exploring steps get q <= 0.
+The batch must carry `oracle_progress` (the environment's planner, `EnvSpec.oracle_progress`: on ALFWorld
+scpo.envs.alfworld.oracle_rollouts' noisy-optimal rollouts or `label_progress` on any rollouts; on the corridor
+`scpo.envs.corridor.label_progress`). On ALFWorld full knowledge is a proxy: exploring steps get q <= 0.
 """
 
 from __future__ import annotations
