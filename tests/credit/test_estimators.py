@@ -73,8 +73,8 @@ def test_options_reach_only_the_methods_that_read_their_section():
 
 
 def test_oracle_labels_come_from_the_environment_that_declares_a_planner():
-    batch = _as_env(synthetic_batch(n_groups=1, group_size=2, max_steps=3, seed=5), "corridor")
-    with pytest.raises(ValueError, match="environment 'corridor' declares none"):
+    batch = _as_env(synthetic_batch(n_groups=1, group_size=2, max_steps=3, seed=5), "webshop")
+    with pytest.raises(ValueError, match="environment 'webshop' declares none"):
         with_oracle_progress(batch, "data")
     mixed = synthetic_batch(n_groups=1, group_size=2, max_steps=3, seed=5)  # no env_name: unknown environment
     with pytest.raises(ValueError, match="environment None declares none"):

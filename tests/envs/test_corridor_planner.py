@@ -78,3 +78,13 @@ def test_a_rollout_that_does_not_replay_is_refused():
     cols["next_observation"] = np.array(["You are in room 2 of 3."] * batch.n_rows, dtype=object)
     with pytest.raises(ValueError, match="replay of corridor-walk-3-0-0"):
         corridor.label_progress(RolloutBatch(**cols))
+
+
+def test_the_oracle_estimator_reads_the_corridors_planner_through_the_registry():
+    from scpo.estimators import estimate, with_oracle_progress
+
+    batch = _play("corridor-key-3-1-0", ["go east", "go west", "go east", "take key", "go east", "open door"])
+    labelled = with_oracle_progress(batch, "data")
+    assert labelled.oracle_progress.tolist() == [1, -1, 1, 1, 1, 1]
+    # the oracle's default step credit is q itself (omega 1, no episode term, no penalty on valid steps)
+    assert estimate(labelled, ["oracle"])["oracle"].advantages.tolist() == [1, -1, 1, 1, 1, 1]
