@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 
-from helpers import REPO
-
-
-def _module():
-    path = REPO / "experiments" / "learning_benchmark" / "progress_kinds.py"
-    spec = importlib.util.spec_from_file_location("progress_kinds", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from helpers.checks import load_script
 
 
 def test_a_plus_one_below_the_best_so_far_is_a_repair():
-    kinds = _module().step_kinds
+    kinds = load_script("experiments/learning_benchmark/progress_kinds.py").step_kinds
     # trajectory 0 in step order: +1 (new), -1, +1 (repair: back to 1), +1 (new: 2), 0, -1, -1, +1 (repair: 1 < 2)
     # trajectory 1, rows given out of step order: steps 0, 1, 2 = +1 (new), -inf (dead end, -10), +1 (repair)
     q = np.array([1, -1, 1, 1, 0, -1, -1, 1, 1, 1, -np.inf], dtype=float)

@@ -10,23 +10,23 @@ from scpo.batch import RolloutBatch
 from scpo.envs import corridor
 from scpo.envs.registry import env_spec
 from scpo.rollout import collect_rollouts
-from scpo.rollout.generation import Generation
+
+from helpers.engines import ScriptedEngine
 
 
-class ScriptEngine:
-    """A stand-in policy answering the command its script lists at the prompt's step number (one trajectory)."""
-
-    def __init__(self, script: list[str]):
-        self.script = list(script)
-
-    def generate(self, prompts, temperature, top_p=1.0, admissible=None):
-        steps = [int(p.split("Step ")[1].split(".")[0]) for p in prompts]
-        return [Generation(text=f"<action>{self.script[t]}</action>", prompt_ids=[1], response_ids=[2]) for t in steps]
+def _step(prompt: str) -> int:
+    return int(prompt.split("Step ")[1].split(".")[0])
 
 
 def _play(task: str, actions: list[str], max_steps: int = 10) -> RolloutBatch:
     trajs, _ = collect_rollouts(
-        corridor, [task], 1, ScriptEngine(actions), env_name="corridor", max_steps=max_steps, progress=False
+        corridor,
+        [task],
+        1,
+        ScriptedEngine(lambda p: f"<action>{actions[_step(p)]}</action>"),
+        env_name="corridor",
+        max_steps=max_steps,
+        progress=False,
     )
     return RolloutBatch.from_trajectories(trajs)
 

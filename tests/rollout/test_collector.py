@@ -9,20 +9,7 @@ from scpo.envs import corridor
 from scpo.rollout import collect_rollouts
 from scpo.rollout.generation import Generation
 
-
-class ScriptedEngine:
-    """Answers each prompt with the next text of a script chosen by the prompt's goal line (a stand-in for a model)."""
-
-    def __init__(self, answer):
-        self.answer = answer
-        self.calls: list[int] = []
-
-    def generate(self, prompts, temperature, top_p=1.0, admissible=None):
-        self.calls.append(len(prompts))
-        return [Generation(text=self.answer(p), prompt_ids=[1, 2], response_ids=[3]) for p in prompts]
-
-    def sync_weights(self, policy):
-        pass
+from helpers.engines import ScriptedEngine
 
 
 def _expert_engine():
