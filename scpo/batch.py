@@ -21,13 +21,20 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Step", "Trajectory", "RolloutBatch", "stable_uid"]
+__all__ = ["Step", "Trajectory", "RolloutBatch", "stable_uid", "rows_by_trajectory"]
 
 
 def stable_uid(*parts: object, length: int = 16) -> str:
     """Deterministic id: the first `length` hex digits of sha1 over the parts joined by '|'."""
     text = "|".join(str(p) for p in parts)
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:length]
+
+
+def rows_by_trajectory(traj_id: np.ndarray, step: np.ndarray) -> list[np.ndarray]:
+    """The row indices of each trajectory in step order, trajectories by ascending `traj_id`; [] for no rows."""
+    order = np.lexsort((step, traj_id))
+    bounds = np.flatnonzero(np.diff(traj_id[order])) + 1
+    return np.split(order, bounds) if len(order) else []
 
 
 @dataclass
@@ -352,9 +359,9 @@ class RolloutBatch:
         return self.prompt_ids is not None and self.response_ids is not None
 
     def trajectory_rows(self) -> list[np.ndarray]:
-        """The row indices of each trajectory, in trajectory-code order (rows of one trajectory are contiguous)."""
-        bounds = np.flatnonzero(np.diff(self.traj_id)) + 1
-        return np.split(np.arange(self.n_rows), bounds)
+        """The row indices of each trajectory in step order, by trajectory code (`rows_by_trajectory`; in a batch
+        that keeps the column invariant, consecutive runs of rows)."""
+        return rows_by_trajectory(self.traj_id, self.step)
 
     def final_observation(self) -> np.ndarray:
         """Per row, the last next_observation of its trajectory (object array of str)."""
@@ -425,11 +432,7 @@ class RolloutBatch:
     def to_trajectories(self) -> list[Trajectory]:
         """Inverse of `from_trajectories` for the persisted fields (admissible sets and extras are not kept)."""
         out: list[Trajectory] = []
-        order = np.lexsort((self.step, self.traj_id))
-        boundaries = np.flatnonzero(np.diff(self.traj_id[order])) + 1
-        for rows in np.split(order, boundaries):
-            if len(rows) == 0:
-                continue
+        for rows in self.trajectory_rows():
             r0 = rows[0]
             q, v, sd, nsd = self.oracle_progress, self.policy_value, self.state_description, self.next_state_description
             steps = [

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from scpo.analysis.rollout_files import iteration_of
-from scpo.batch import RolloutBatch
+from scpo.batch import RolloutBatch, rows_by_trajectory
 from scpo.envs.registry import env_spec
 
 DEAD_END = 10.0  # credit.oracle.dead_end's default: a step into a dead end counts as this much lost progress
@@ -32,9 +32,7 @@ KINDS = ("new progress", "repair", "nothing", "undoes")
 def step_kinds(q: np.ndarray, traj_id: np.ndarray, step: np.ndarray) -> np.ndarray:
     """Per row, its kind (`KINDS`) from its trajectory's q in step order (module docstring)."""
     kinds = np.empty(len(q), dtype=object)
-    order = np.lexsort((step, traj_id))
-    bounds = np.flatnonzero(np.diff(traj_id[order])) + 1
-    for rows in np.split(order, bounds) if len(order) else []:
+    for rows in rows_by_trajectory(traj_id, step):
         made = best = 0.0
         for r in rows:
             x = max(float(q[r]), -DEAD_END)

@@ -168,20 +168,19 @@ def label_progress(batch, data_root: str | Path = "data"):
     the winning open door), 0 on a step that changes nothing (look, a locked door, an inadmissible command), -1 on a
     step away. ValueError if a replayed observation differs from the saved one."""
     q = np.zeros(batch.n_rows)
-    order = np.lexsort((batch.step, batch.traj_id))
-    bounds = np.flatnonzero(np.diff(batch.traj_id[order])) + 1
-    for rows in np.split(order, bounds) if len(order) else []:
+    for rows in batch.trajectory_rows():
         env = CorridorEnv(str(batch.task_id[rows[0]]), max_steps=10_000)
-        obs, _ = env.reset()
+        env.reset()
+        v = optimal_cost(env)
         for r in rows:
-            v = optimal_cost(env)
             obs, _, _, _ = env.step(str(batch.action[r]))
             if obs != batch.next_observation[r]:
                 raise ValueError(
                     f"replay of {batch.task_id[rows[0]]} (trajectory {batch.traj_uid[r]}, step {batch.step[r]}) gave "
                     f"{obs!r}, the saved rollout has {str(batch.next_observation[r])!r}"
                 )
-            q[r] = v - optimal_cost(env)
+            v_next = optimal_cost(env)
+            q[r], v = v - v_next, v_next
     return batch.with_column("oracle_progress", q)
 
 

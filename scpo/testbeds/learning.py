@@ -320,10 +320,11 @@ def own_rollouts_fidelity(cfg: Config, results: list[dict]) -> dict[str, float]:
     policy's Monte-Carlo values (`mc_advantage`) are left out: only training can play them."""
     from scpo.credit.registry import method_spec
     from scpo.testbeds.fidelity import trained_fidelity
+    from scpo.testbeds.learning_tables import FIDELITY_ENVS
 
     runs: dict[str, list[Path]] = {}
     for r in results:
-        if r["env"] == "alfworld":
+        if r["env"] in FIDELITY_ENVS:
             key = RunKey(r["env"], r["method"], r["seed"])
             runs.setdefault(r["method"], []).append(key.folder(cfg.learning.out_dir) / "train")
     scorable = [m for m in cfg.learning.methods if not method_spec(m).policy_values]

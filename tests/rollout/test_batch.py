@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scpo.batch import RolloutBatch, Step, Trajectory, stable_uid
+from scpo.batch import RolloutBatch, Step, Trajectory, rows_by_trajectory, stable_uid
 
 
 def _traj(task: str, seed: int, index: int, rewards: list[float], valid: list[bool] | None = None) -> Trajectory:
@@ -104,3 +104,22 @@ def test_with_column_sets_an_optional_column_that_files_keep(tmp_path):
     assert [s.policy_value for t in again.to_trajectories() for s in t.steps] == [5.0, 10.0]
     with pytest.raises(ValueError, match="'reward' is not an optional column; those are oracle_progress, policy_value"):
         batch.with_column("reward", [0, 0])
+
+
+def test_rows_by_trajectory_groups_rows_in_step_order():
+    # rows of trajectories 7 and 3, shuffled: 3 has steps 0, 1 at rows 4, 1; 7 has steps 0, 1, 2 at rows 2, 0, 3
+    traj_id = np.array([7, 3, 7, 7, 3])
+    step = np.array([1, 1, 0, 2, 0])
+    got = rows_by_trajectory(traj_id, step)
+    assert [r.tolist() for r in got] == [[4, 1], [2, 0, 3]]
+    assert rows_by_trajectory(np.array([], dtype=int), np.array([], dtype=int)) == []
+
+
+def test_trajectory_rows_follow_the_batch_and_round_trip():
+    batch = RolloutBatch.from_trajectories([_traj("a", 0, 1, [0.0, 0.0, 1.0]), _traj("a", 0, 0, [0.0, 0.0])])
+    rows = batch.trajectory_rows()
+    assert sorted(np.concatenate(rows).tolist()) == list(range(batch.n_rows))  # every row once
+    assert np.all(np.diff([batch.traj_id[r[0]] for r in rows]) > 0)
+    for r in rows:
+        assert len(set(batch.traj_id[r])) == 1 and batch.step[r].tolist() == list(range(len(r)))
+    assert sorted(len(t.steps) for t in batch.to_trajectories()) == [2, 3]

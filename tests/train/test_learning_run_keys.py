@@ -107,3 +107,27 @@ def test_fidelity_on_own_rollouts_leaves_out_the_estimators_only_training_can_la
     results = [{"env": "alfworld", "method": m, "seed": 0} for m in ("grpo", "mc_advantage", "oracle")]
     assert own_rollouts_fidelity(cfg, results) == {"grpo": 0.5, "oracle": 0.5}
     assert seen["methods"] == ["grpo", "oracle"]
+
+
+def test_fidelity_on_own_rollouts_reads_only_the_fidelity_environments_runs(repo_root, monkeypatch):
+    """The fidelity sources label ALFWorld rollouts (`FIDELITY_ENVS`): corridor runs get no score, and beside ALFWorld
+    runs only the ALFWorld folders are read."""
+    import pandas as pd
+
+    import scpo.testbeds.fidelity as fidelity
+    from scpo.testbeds.learning import own_rollouts_fidelity
+
+    seen = {}
+
+    def fake(cfg, runs, *, methods, iterations, progress):
+        seen["runs"] = {m: [str(p) for p in folders] for m, folders in runs.items()}
+        summary = pd.DataFrame({"kind": ["all"] * len(methods), "estimator": methods, "auc_mean": [0.5] * len(methods)})
+        return type("R", (), {"summary": summary})()
+
+    monkeypatch.setattr(fidelity, "trained_fidelity", fake)
+    cfg = _cfg(repo_root, methods=["grpo"])
+    assert own_rollouts_fidelity(cfg, [{"env": "corridor", "method": "grpo", "seed": 0}]) == {}
+    assert "runs" not in seen
+    results = [{"env": e, "method": "grpo", "seed": 0} for e in ("corridor", "alfworld")]
+    assert own_rollouts_fidelity(cfg, results) == {"grpo": 0.5}
+    assert len(seen["runs"]["grpo"]) == 1 and "/alfworld/" in seen["runs"]["grpo"][0]

@@ -193,9 +193,7 @@ def label_progress(
     files)."""
     pool = pool if pool is not None else shared_pool(data_root)
     q = np.zeros(batch.n_rows)
-    order = np.lexsort((batch.step, batch.traj_id))
-    bounds = np.flatnonzero(np.diff(batch.traj_id[order])) + 1
-    for rows in tqdm(np.split(order, bounds), desc="label q", unit="trajectory", disable=not progress, leave=False):
+    for rows in tqdm(batch.trajectory_rows(), desc="label q", unit="trajectory", disable=not progress, leave=False):
         task = str(batch.task_id[rows[0]])
         planner = pool.get(task)
         env = make_env(task, data_root, max_steps=10_000, engine="fast")
