@@ -25,8 +25,8 @@ from pathlib import Path
 import yaml
 
 from scpo.config import load_config, parse_overrides
-from scpo.testbeds.learning import RESULT_FILE, own_rollouts_fidelity, run_keys, run_learning
-from scpo.testbeds.learning_tables import FIDELITY_ENVS, fidelity_from_table, write_learning_report
+from scpo.testbeds.learning import FIDELITY_ENVS, RESULT_FILE, own_rollouts_fidelity, run_keys, run_learning
+from scpo.testbeds.learning_tables import fidelity_from_table, write_learning_report
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

@@ -50,9 +50,11 @@ __all__ = [
     "run_learning",
     "own_rollouts_fidelity",
     "RESULT_FILE",
+    "FIDELITY_ENVS",
 ]
 
 RESULT_FILE = "result.json"
+FIDELITY_ENVS = ("alfworld",)  # where the fidelity sources measure credit: the fidelity benchmark, ALFWorld's planner
 
 
 @dataclass(frozen=True)
@@ -320,7 +322,6 @@ def own_rollouts_fidelity(cfg: Config, results: list[dict]) -> dict[str, float]:
     policy's Monte-Carlo values (`mc_advantage`) are left out: only training can play them."""
     from scpo.credit.registry import method_spec
     from scpo.testbeds.fidelity import trained_fidelity
-    from scpo.testbeds.learning_tables import FIDELITY_ENVS
 
     runs: dict[str, list[Path]] = {}
     for r in results:

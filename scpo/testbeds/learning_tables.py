@@ -33,10 +33,10 @@ from scpo.analysis.learning_stats import (
 from scpo.config import Config
 from scpo.pipeline.layout import ReportLayout
 from scpo.tables.success import write_table
+from scpo.testbeds.learning import FIDELITY_ENVS, left_out
 
 __all__ = [
     "fidelity_from_table",
-    "FIDELITY_ENVS",
     "curves_frame",
     "aulc_frame",
     "ranking_table",
@@ -55,9 +55,6 @@ BOUNDS = {
     "mc_advantage": "reference: the policy's own advantage (Monte-Carlo values)",
     "shuffled": "lower bound: no information",
 }
-
-
-FIDELITY_ENVS = ("alfworld",)  # where the fidelity sources measure credit: the fidelity benchmark, ALFWorld's planner
 
 
 def fidelity_from_table(path: str | Path) -> dict[str, float]:
@@ -332,8 +329,6 @@ def write_learning_report(
     cfg: Config, results: Sequence[dict], reports_dir: str | Path, fidelity: dict[str, dict[str, float]] | None = None
 ) -> dict[str, pd.DataFrame]:
     """Every table and figure of the module docstring; -> the tables by name."""
-    from scpo.testbeds.learning import left_out
-
     layout = ReportLayout(Path(reports_dir))
     L = cfg.learning
     curves = curves_frame(results)
