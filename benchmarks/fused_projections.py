@@ -23,18 +23,14 @@ import argparse
 import contextlib
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 import transformers.models.llama.modeling_llama as llama
+from _pipeline_run import warm_start_and_rollouts
 
-from scpo.batch import RolloutBatch
-from scpo.policy import load_policy
 from scpo.train.update import batched_logprobs, samples_from_batch, step_logprobs
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def rotated_half_rows(w: torch.Tensor, heads: int) -> torch.Tensor:
@@ -112,13 +108,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    warm_start = REPO / "runs" / args.env / "sft" / "seed0"
-    rollouts = REPO / "runs" / args.env / "grpo" / "seed0" / "rollouts" / "iter_0001.parquet"
-    for needed in (warm_start, rollouts):
-        if not needed.exists():
-            raise SystemExit(f"{needed} does not exist: run `make repro` (or `dvc repro train@grpo-{args.env}`) first")
-    policy = load_policy(str(warm_start))
-    batch = RolloutBatch.read(rollouts)
+    policy, batch = warm_start_and_rollouts(args.env, iteration=1)
     samples = [s for s in samples_from_batch(batch, np.zeros(batch.n_rows)) if s.candidates is not None]
     samples = samples[: args.steps]
     model, pad_id = policy.model, policy.tokenizer.pad_token_id

@@ -19,16 +19,12 @@ import argparse
 import copy
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
+from _pipeline_run import warm_start_and_rollouts
 
-from scpo.batch import RolloutBatch
-from scpo.policy import load_policy
 from scpo.train.update import samples_from_batch, step_logprobs
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def compile_layers(model) -> None:
@@ -56,13 +52,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    warm_start = REPO / "runs" / args.env / "sft" / "seed0"
-    rollouts = REPO / "runs" / args.env / "grpo" / "seed0" / "rollouts" / "iter_0000.parquet"
-    for needed in (warm_start, rollouts):
-        if not needed.exists():
-            raise SystemExit(f"{needed} does not exist: run `make repro` (or `dvc repro train@grpo-{args.env}`) first")
-    policy = load_policy(str(warm_start))
-    batch = RolloutBatch.read(rollouts)
+    policy, batch = warm_start_and_rollouts(args.env, iteration=0)
     samples = samples_from_batch(batch, np.zeros(batch.n_rows))
     minibatches = [samples[k : k + args.rows] for k in range(0, len(samples) - args.rows + 1, args.rows)]
     pad_id = policy.tokenizer.pad_token_id

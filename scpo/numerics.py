@@ -140,16 +140,18 @@ def _library_versions() -> dict[str, str | None]:
 
 def _threadpools() -> list[dict[str, Any]]:
     """The BLAS and OpenMP libraries loaded in this process (threadpoolctl): their file's name, API, version, threads
-    and, for OpenBLAS, the kernels it picked (not their folders, which name the machine's)."""
+    and, for OpenBLAS, the kernels it picked (not their folders, which name the machine's); by file name, not in the
+    order the process happened to load them."""
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
         return []
     keep = ("user_api", "internal_api", "prefix", "version", "num_threads", "threading_layer", "architecture")
-    return [
+    pools = [
         {"file": Path(lib.get("filepath", "")).name, **{k: lib.get(k) for k in keep if k in lib}}
         for lib in threadpool_info()
     ]
+    return sorted(pools, key=lambda lib: (lib["file"], lib.get("user_api") or ""))
 
 
 def state() -> dict[str, Any]:

@@ -11,16 +11,24 @@ environment variables as they are when the pool is made (`_start_worker` sets th
 process, by its first pool, and keeps that pool's `preload`; variables read when a module is imported (torch reads
 OMP_NUM_THREADS and ATEN_CPU_CAPABILITY) take the server's values, which a pipeline stage, a fresh process, sets
 before anything starts.
+
+A worker ends with the process that made its pool (`exit_with_caller`): killed, or exited without shutting the pool
+down. Its parent is the fork server, which lives as long as any worker does, so nothing else would stop it; it would
+finish its job, writing into a run folder that a re-run of the stage may already be writing, and then wait for the
+next job forever.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import os
+import signal
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
-__all__ = ["MODEL_MODULES", "worker_context", "worker_executor"]
+__all__ = ["MODEL_MODULES", "exit_with_caller", "worker_context", "worker_executor"]
 
 # The tiny and SmolLM2 profiles' model class (transformers imports a model's module on first use)
 MODEL_MODULES = ("transformers.models.llama.modeling_llama",)
@@ -46,8 +54,27 @@ def worker_executor(
 
 
 def _start_worker(environ: dict[str, str], initializer: Callable | None, initargs: tuple) -> None:
-    """A worker's first step: the caller's environment variables, then the caller's own initializer."""
+    """A worker's first step: a watch on the caller (`exit_with_caller`), the caller's environment variables, then the
+    caller's own initializer."""
+    exit_with_caller()
     os.environ.clear()
     os.environ.update(environ)
     if initializer is not None:
         initializer(*initargs)
+
+
+def exit_with_caller() -> None:
+    """In a worker process: end it at once (SIGKILL to itself: no cleanup, no further write) when the process that
+    started it ends. A daemon thread waits on `multiprocessing.parent_process().sentinel`, the worker's end of the pipe
+    its caller sent it through; the caller keeps the other end open until it has joined the worker, so while the worker
+    runs the pipe reads as closed only once the caller is gone (exited without shutting the pool down, or killed).
+    Nothing happens outside a multiprocessing worker."""
+    caller = multiprocessing.parent_process()
+    if caller is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([caller.sentinel])
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="exit-with-caller", daemon=True).start()

@@ -40,7 +40,7 @@ from scpo.config import Config
 from scpo.pipeline.devices import parallel_runs, visible_gpus
 from scpo.pipeline.layout import run_dir
 from scpo.pipeline.manifest import write_seeds_manifest
-from scpo.workers import worker_executor
+from scpo.workers import exit_with_caller, worker_executor
 
 __all__ = ["parse_seeds", "train_seeds", "evaluate_seeds", "SeedRunError"]
 
@@ -128,7 +128,9 @@ def _no_notebook_bars():
 
 def _take_gpu(devices) -> None:
     """A worker process's initializer: one GPU id from the shared queue becomes its CUDA_VISIBLE_DEVICES. The get
-    waits: the parent's puts reach the queue through a feeder thread, and a worker may start before they do."""
+    waits: the parent's puts reach the queue through a feeder thread, and a worker may start before they do. The worker
+    ends with this process (`scpo.workers.exit_with_caller`)."""
+    exit_with_caller()
     os.environ["CUDA_VISIBLE_DEVICES"] = devices.get(timeout=60)
 
 

@@ -125,3 +125,22 @@ def test_pin_file_rejects_a_line_that_is_not_key_value(tmp_path):
         pin(bad)
     bad.write_text("# comment\n\nA=1\n B = 2 \n")
     assert pin(bad) == {"A": "1", "B": "2"}
+
+
+def test_thread_pools_are_listed_by_file_whatever_order_they_were_loaded_in(monkeypatch):
+    """Two processes that imported the same libraries in another order record the same list."""
+    import threadpoolctl
+
+    from scpo.numerics import _threadpools
+
+    loaded = [
+        {"filepath": "/x/libscipy_openblas64_.so", "user_api": "blas", "internal_api": "openblas", "num_threads": 1},
+        {"filepath": "/y/libgomp.so.1", "user_api": "openmp", "internal_api": "openmp", "num_threads": 1},
+        {"filepath": "/z/libiomp5.so", "user_api": "openmp", "internal_api": "openmp", "num_threads": 2},
+    ]
+    lists = []
+    for order in (loaded, loaded[::-1]):
+        monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda order=order: [dict(lib) for lib in order])
+        lists.append(_threadpools())
+    assert lists[0] == lists[1]
+    assert [lib["file"] for lib in lists[0]] == ["libgomp.so.1", "libiomp5.so", "libscipy_openblas64_.so"]
