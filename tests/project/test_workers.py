@@ -88,7 +88,7 @@ def test_a_worker_ends_when_its_caller_is_killed(tmp_path):
                 path = sys.argv[1]
                 pool = worker_executor(1)
                 pool.submit(write_lines, path)
-                while not os.path.exists(path):
+                while not os.path.exists(path) or not os.path.getsize(path):  # the worker's first line is written
                     time.sleep(0.05)
                 os.kill(os.getpid(), signal.SIGKILL)
             """
