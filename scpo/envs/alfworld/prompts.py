@@ -8,7 +8,7 @@ format.
 
 from __future__ import annotations
 
-from scpo.envs.prompting import extract_action, template_phrases
+from scpo.envs.prompting import history_items, history_window, project_answer, template_phrases
 
 __all__ = [
     "PROMPT_NO_HISTORY",
@@ -65,16 +65,11 @@ def build_prompt(
 ) -> str:
     """The policy's prompt at `step` (0-based count of steps already taken). `history` holds (observation, action) pairs
     of the earlier steps, oldest first; the last `history_length` of them are shown."""
-    if history_length < 0:
-        raise ValueError(f"history_length must be >= 0, got {history_length}")
+    recent = history_window(history, history_length)
     shown_admissible = ", ".join(_quote(a) for a in admissible if a != "help")
-    recent = list(history[-history_length:]) if history_length > 0 else []
     if step == 0 or not recent:
         return PROMPT_NO_HISTORY.format(goal=goal, observation=observation, admissible=shown_admissible)
-    first_index = step - len(recent) + 1
-    text = "".join(
-        HISTORY_ITEM.format(index=first_index + k, observation=obs, action=act) for k, (obs, act) in enumerate(recent)
-    )
+    text = history_items(recent, step, HISTORY_ITEM)
     return PROMPT_WITH_HISTORY.format(
         goal=goal,
         step=step,
@@ -93,10 +88,4 @@ def project_action(text: object, admissible: list[str]) -> tuple[str, bool]:
     commands are lower-case). `valid` is False when the tag is missing or the action is not admissible; the action is
     then still a plain string (at most MAX_ACTION_CHARS) that the env treats as a no-op ("Nothing happens.").
     """
-    try:
-        action = extract_action(text, MAX_ACTION_CHARS)
-        if action is None:
-            return "", False
-        return action, action in set(admissible or ())
-    except Exception:
-        return "", False
+    return project_answer(text, admissible, MAX_ACTION_CHARS)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from scpo.envs.prompting import extract_action, template_phrases
+from scpo.envs.prompting import history_items, history_window, project_answer, template_phrases
 from scpo.envs.webshop.env import SEARCH_TEMPLATE
 
 __all__ = [
@@ -74,18 +74,12 @@ def build_prompt(
 ) -> str:
     """The policy's prompt at `step` (0-based count of steps already taken). `history` holds (observation, action) pairs
     of the earlier steps, oldest first; the last `history_length` of them are shown."""
-    if history_length < 0:
-        raise ValueError(f"history_length must be >= 0, got {history_length}")
+    recent = history_window(history, history_length)
     shown_admissible = ",\n".join(f"'{a}'" for a in admissible)
-    recent = list(history[-history_length:]) if history_length > 0 else []
     observation = strip_header(observation)
     if step == 0 or not recent:
         return PROMPT_NO_HISTORY.format(goal=goal, observation=observation, admissible=shown_admissible)
-    first_index = step - len(recent) + 1
-    text = "".join(
-        HISTORY_ITEM.format(index=first_index + k, observation=strip_header(obs), action=act)
-        for k, (obs, act) in enumerate(recent)
-    )
+    text = history_items(recent, step, HISTORY_ITEM, strip_header)
     return PROMPT_WITH_HISTORY.format(
         goal=goal,
         step=step,
@@ -114,10 +108,4 @@ def project_action(text: object, admissible: list[str]) -> tuple[str, bool]:
     `search[<query>]` with a non-empty query while the search bar is shown (`search[<your query>]` is admissible).
     Otherwise valid is False and the action (possibly "") is a string the env treats as an inadmissible no-op.
     """
-    try:
-        action = extract_action(text, MAX_ACTION_CHARS)
-        if action is None:
-            return "", False
-        return action, _admissible(action, list(admissible or ()))
-    except Exception:
-        return "", False
+    return project_answer(text, admissible, MAX_ACTION_CHARS, _admissible)
