@@ -4,6 +4,7 @@ record the sha256 of every file those runs write (timings left out), and compare
     python checks/refactor_identity.py run --repo CLONE --data DATA --work WORK --json before.json
     python checks/refactor_identity.py run --repo .     --data DATA --work WORK --json after.json
     python checks/refactor_identity.py compare before.json after.json      # exit 1 when a file differs
+    python checks/refactor_identity.py digest --repo CLONE --work WORK --json out.json   # the record of a WORK again
 
 Each case runs the `scpo` command of CLONE (`python -m scpo.cli`, PYTHONPATH=CLONE) under the CPU numerics pin
 (`python -m scpo.numerics env`) in WORK (emptied first; CLONE's params.yaml copied in, `data` a link to DATA), two
@@ -19,8 +20,10 @@ processes at a time:
 - `scpo eval` of four of the runs.
 The record: sha256 per file, of the file's bytes, except where a file holds timings: history.csv without its `perf/*_s`
 columns, JSON files (summary, provenance, checkpoint state, eval, dvclive metrics, learning results) without the keys
-ending in `_s` and `seconds*`, `created`, `git` (the commit changes with every refactor step), and no dvclive plot of a
-`perf/*_s` metric. A run folder's lock file is not a result.
+ending in `_s` and `seconds*`, `created`, `git` (the commit changes with every refactor step) and the size of
+history.csv a checkpoint records, with the paths of WORK and CLONE written as `<work>` and `<repo>` (two records may
+come from two folders), and no dvclive plot of a `perf/*_s` metric. A run folder's lock file is not a result. CLONE is
+a whole checkout (its requirements/ lock is part of every provenance record).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ SMOKE = ("--profile", "smoke")
 PLANNER_ENVS = ("alfworld", "corridor")  # environments whose planner gives the oracle's progress
 CORRIDOR_LONG = ("--set", "env.corridor.train_split=train_long", "--set", "env.corridor.max_steps=6")
 DROPPED_KEYS = {"created", "git", "seconds", "seconds_per_iteration"}
+HISTORY = "history.csv"  # a checkpoint's state.json records its size, which its timing columns change
 SKIPPED_FILES = {".scpo.lock"}
 
 
@@ -125,15 +129,18 @@ def run_cases(repo: Path, data: Path, work: Path, jobs: int) -> list[dict]:
     return records
 
 
-def _without_timings(value):
+def _without_timings(value, places: dict[str, str]):
     if isinstance(value, dict):
         return {
-            k: _without_timings(v)
+            k: _without_timings(v, places)
             for k, v in value.items()
-            if k not in DROPPED_KEYS and not k.endswith("_s") and not k.startswith("seconds")
+            if k not in DROPPED_KEYS and not k.endswith("_s") and not k.startswith("seconds") and k != HISTORY
         }
     if isinstance(value, list):
-        return [_without_timings(v) for v in value]
+        return [_without_timings(v, places) for v in value]
+    if isinstance(value, str):
+        for path, name in places.items():
+            value = value.replace(path, name)
     return value
 
 
@@ -141,16 +148,17 @@ def _timing_column(name: str) -> bool:
     return name.startswith("perf/") and name.endswith("_s")
 
 
-def file_digest(path: Path) -> str | None:
-    """sha256 of what `path` holds besides timings (module docstring); None for a file that is no result."""
+def file_digest(path: Path, places: dict[str, str]) -> str | None:
+    """sha256 of what `path` holds besides timings, with the folders of `places` named (module docstring); None for a
+    file that is no result."""
     if path.name in SKIPPED_FILES:
         return None
     if path.suffix == ".tsv" and "perf" in path.parts and path.stem.endswith("_s"):
         return None
     data = path.read_bytes()
     if path.suffix == ".json":
-        data = json.dumps(_without_timings(json.loads(data)), sort_keys=True).encode()
-    elif path.name == "history.csv":
+        data = json.dumps(_without_timings(json.loads(data), places), sort_keys=True).encode()
+    elif path.name == HISTORY:
         rows = list(csv.reader(io.StringIO(data.decode())))
         keep = [i for i, name in enumerate(rows[0]) if not _timing_column(name)] if rows else []
         buf = io.StringIO()
@@ -159,11 +167,12 @@ def file_digest(path: Path) -> str | None:
     return hashlib.sha256(data).hexdigest()
 
 
-def digests(work: Path) -> dict[str, str]:
+def digests(work: Path, repo: Path) -> dict[str, str]:
     out = {}
+    places = {str(work.resolve()): "<work>", str(repo.resolve()): "<repo>"}
     for path in sorted((work / "runs").rglob("*")):
         if path.is_file():
-            digest = file_digest(path)
+            digest = file_digest(path, places)
             if digest is not None:
                 out[str(path.relative_to(work))] = digest
     return out
@@ -186,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--work", type=Path, required=True, help="emptied, then holds the runs")
     run.add_argument("--json", type=Path, required=True, help="where the record goes")
     run.add_argument("--jobs", type=int, default=2)
+    again = sub.add_parser("digest", help="the record of a work folder that `run` filled")
+    again.add_argument("--repo", type=Path, required=True)
+    again.add_argument("--work", type=Path, required=True)
+    again.add_argument("--json", type=Path, required=True)
     cmp = sub.add_parser("compare", help="compare two records")
     cmp.add_argument("first", type=Path)
     cmp.add_argument("second", type=Path)
@@ -193,12 +206,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         records = run_cases(args.repo, args.data, args.work, args.jobs)
         failed = [r["case"] for r in records if r["rc"] != 0]
-        record = {"repo": str(args.repo.resolve()), "cases": records, "files": digests(args.work)}
+        record = {"repo": str(args.repo.resolve()), "cases": records, "files": digests(args.work, args.repo)}
         args.json.write_text(json.dumps(record, indent=1) + "\n")
         print(f"{len(record['files'])} files from {len(records)} cases; wrote {args.json}", file=sys.stderr)
         if failed:
             print(f"failed: {', '.join(failed)} (logs in {args.work / 'logs'})", file=sys.stderr)
             return 1
+        return 0
+    if args.command == "digest":
+        record = {"repo": str(args.repo.resolve()), "files": digests(args.work, args.repo)}
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"{len(record['files'])} files; wrote {args.json}", file=sys.stderr)
         return 0
     a, b = (json.loads(p.read_text()) for p in (args.first, args.second))
     lines = compare(a["files"], b["files"])

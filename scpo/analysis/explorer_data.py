@@ -23,9 +23,8 @@ import pandas as pd
 from scpo.analysis.credit_maps import group_step_matrix, scpo_matches, trajectory_labels
 from scpo.analysis.rollout_files import iteration_files, iteration_of
 from scpo.batch import RolloutBatch
-from scpo.credit import CreditConfig, CreditResult
+from scpo.credit import CreditConfig, CreditResult, estimate, unmet_need
 from scpo.credit.registry import method_spec
-from scpo.estimators import estimate, unmet_need
 
 __all__ = [
     "RolloutCatalogue",
@@ -186,7 +185,7 @@ class CreditCache:
     """{method: CreditResult} per (run, iteration, options): a control change recomputes only what it changes.
 
     `options` are SCPO's (keys of `SCPOOptions`); a method is recomputed for new options only when it reads the scpo
-    section (its registry spec's `sections`). Credit comes from `scpo.estimators.estimate` (the environment's
+    section (its registry spec's `sections`). Credit comes from `scpo.credit.estimate` (the environment's
     reference scale read from the batch); a method whose needs the batch does not meet (HCAPO without a policy, the
     oracle without oracle progress) is left out. The scorer is built once per (name, model) by the registry, so its
     pair cache survives every redraw."""

@@ -60,9 +60,9 @@ def control_target(batch: RolloutBatch, gamma: float) -> tuple[np.ndarray, str]:
 
 def inconsistency_of_batch(batch: RolloutBatch, cfg: Config, semantic_scorer=None) -> pd.DataFrame:
     """Counts (see `inconsistency_counts`) of every rollout-only estimator of report.methods on `batch`."""
-    from scpo.estimators import estimate
+    from scpo.credit import estimate
 
-    results = estimate(batch, cfg.report.methods, cfg, unmet="skip")  # HCAPO needs the policy: not recomputed
+    results = estimate(batch, cfg.report.methods, cfg.credit, unmet="skip")  # HCAPO needs the policy: not recomputed
     semantic = (
         semantic_pairs(batch, semantic_scorer, cfg.report.similarity_thresh) if semantic_scorer is not None else None
     )

@@ -48,23 +48,15 @@ from typing import Any
 import numpy as np
 
 from scpo.batch import RolloutBatch
-from scpo.credit.g2po import node_values
-from scpo.credit.gigpo import similarity_anchor_groups
-from scpo.credit.graphgpo import graph_distances, graphgpo_advantage, path_returns
+from scpo.credit.g2po import G2POOptions, node_values
+from scpo.credit.gigpo import GiGPOOptions, similarity_anchor_groups
+from scpo.credit.graphgpo import GraphGPOOptions, graph_distances, graphgpo_advantage, path_returns
 from scpo.credit.grouping import combine_codes, discounted_returns, factorize, segment_norm
 from scpo.credit.grpo import episode_statistics
-from scpo.credit.hgpo import hgpo_step_advantage
-from scpo.credit.options import (
-    CreditConfig,
-    G2POOptions,
-    GiGPOOptions,
-    GraphGPOOptions,
-    HGPOOptions,
-    NormOptions,
-    SCPOOptions,
-)
+from scpo.credit.hgpo import HGPOOptions, hgpo_step_advantage
+from scpo.credit.options import CreditOptions, NormOptions
 from scpo.credit.rloo import leave_one_out
-from scpo.credit.scpo import match_failures, returns_bonus
+from scpo.credit.scpo import SCPOOptions, match_failures, returns_bonus
 
 __all__ = [
     "compute_gigpo_outcome_advantage",
@@ -84,7 +76,7 @@ __all__ = [
 _MODES = {"mean_norm": "none", "mean_std_norm": "std"}
 _EPS = NormOptions().epsilon
 _GIGPO = GiGPOOptions()
-_R_SUCCESS = CreditConfig().success_reward
+_R_SUCCESS = CreditOptions().success_reward
 _SCPO = SCPOOptions()
 _GRAPHGPO = GraphGPOOptions()
 

@@ -6,7 +6,7 @@ figures.
     res.summary / res.by_task_type / res.groups  # tables (scpo.analysis.fidelity_metrics.summarize)
     plot_fidelity_vs_eps(res.summary, path)      # the four metrics vs eps, one line per estimator, 95% intervals
 
-Every estimator goes through `scpo.estimators.estimate` (at ALFWorld's reference scale, read from the batch); HCAPO
+Every estimator goes through `scpo.credit.estimate` (at ALFWorld's reference scale, read from the batch); HCAPO
 reads the hindsight log-probs of `cfg.fidelity.hindsight_policy` (default: the ALFWorld warm start), scored once over
 all batches (`scpo.policy.hindsight.hindsight_scores`). Timings are wall and process-CPU seconds per phase.
 Full knowledge is a proxy: exploring steps have q <= 0 (see scpo.analysis.fidelity_metrics).
@@ -25,8 +25,8 @@ import pandas as pd
 
 from scpo.analysis.fidelity_metrics import METRICS, fidelity_table, summarize
 from scpo.batch import RolloutBatch
+from scpo.credit import estimate
 from scpo.envs.alfworld.oracle_rollouts import PlannerPool, label_progress, noisy_optimal_rollouts
-from scpo.estimators import estimate
 
 __all__ = [
     "FidelityResult",

@@ -31,6 +31,7 @@ from scpo.analysis.learning_stats import (
     t_band,
 )
 from scpo.config import Config
+from scpo.credit.registry import METHODS
 from scpo.pipeline.layout import ReportLayout
 from scpo.tables.success import write_table
 from scpo.testbeds.learning import FIDELITY_ENVS, left_out
@@ -50,11 +51,7 @@ __all__ = [
     "write_learning_report",
 ]
 
-BOUNDS = {
-    "oracle": "reference: ground-truth credit of the fully observed task (V*)",
-    "mc_advantage": "reference: the policy's own advantage (Monte-Carlo values)",
-    "shuffled": "lower bound: no information",
-}
+BOUNDS = {name: spec.bound for name, spec in METHODS.items() if spec.bound}  # the registry's bounds and references
 
 
 def fidelity_from_table(path: str | Path) -> dict[str, float]:

@@ -50,7 +50,9 @@ def test_whitening_divides_by_the_deltas_spread_without_centring():
 
 
 def test_without_values_one_line_names_the_column():
-    with pytest.raises(ValueError, match="needs the batch's policy_value column"):
+    with pytest.raises(
+        ValueError, match=r"needs the policy's Monte-Carlo state values per step \(the batch's policy_value column"
+    ):
         compute_advantages("mc_advantage", _batch(), CreditConfig())
     with pytest.raises(ValueError, match=r"policy_value is not finite at rows \[2\]"):
         compute_advantages("mc_advantage", _batch(policy_value=[0, 0, np.nan, 0, 0, 0, 0, 0]), CreditConfig())
