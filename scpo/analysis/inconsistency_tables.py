@@ -174,7 +174,7 @@ def scpo_match_actions(batch: RolloutBatch, cfg: Config, scorer_names: tuple[str
     """Per scorer: SCPO's credited steps on `batch` and the share whose normalised action differs from the matched
     reference step's (a spurious match credits a different action). Columns scorer, n_credited, n_action_differs."""
     from scpo.credit import compute_advantages
-    from scpo.credit.registry import default_scorer
+    from scpo.credit.dispatch import default_scorer
 
     credit = cfg.credit
     rows = []

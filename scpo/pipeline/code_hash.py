@@ -5,10 +5,11 @@ changes and not when its documentation does.
 
 For every notebook, the `scpo` modules its code cells import are followed transitively (imports anywhere in a module,
 also inside functions, and "scpo.x.y" / "scpo.x.y:NAME" strings, the registries' lazy imports, and "scpo.x.*", a
-package every module of which a registry imports; importing a module also runs its parent packages). Each module is parsed, its docstrings dropped and its AST dumped (`ast.dump` has no comments,
-no line numbers, no formatting); `<out>/<notebook>.txt` lists one `module sha256` line per module. A stage depends on
-its notebook's file instead of on `scpo/`: a docstring edit changes no file, a code edit changes the lines of the
-modules it touched (and so re-runs the stages that import them).
+package every module of which a registry imports; importing a module also runs its parent packages). Each module is
+parsed, its docstrings dropped and its AST dumped (`ast.dump` has no comments, no line numbers, no formatting);
+`<out>/<notebook>.txt` lists one `module sha256` line per module. A stage depends on its notebook's file instead of on
+`scpo/`: a docstring edit changes no file, a code edit changes the lines of the modules it touched (and so re-runs the
+stages that import them).
 
 Written by hand (Python's `ast` only): the closure is static, so nothing is imported or executed.
 """

@@ -373,7 +373,7 @@ def test_explore_rejects_bad_arguments():
     b = _batch()
     with pytest.raises(ValueError, match=r"no estimator among \[.hcapo.\] runs on saved rollouts alone"):
         explore(b, methods=["hcapo"])
-    with pytest.raises(KeyError, match="unknown credit methods \\['gae'\\]; available: grpo"):
+    with pytest.raises(KeyError, match="unknown credit methods \\['gae'\\]; available: g2po, gigpo"):
         explore(b, methods=["gigpo", "gae"])
     with pytest.raises(KeyError, match="runs: batch"):
         explore(b, run="nope")

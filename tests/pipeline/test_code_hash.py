@@ -1,5 +1,6 @@
 """The code hash the DVC stages depend on: blind to docstrings and comments, sensitive to code, and it follows every
-import a stage's code makes (also lazy ones inside functions, the registries' "module:NAME" strings and a registry's "package.*")."""
+import a stage's code makes (also lazy ones inside functions, the registries' "module:NAME" strings and a registry's
+"package.*")."""
 
 from __future__ import annotations
 

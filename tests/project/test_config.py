@@ -288,7 +288,8 @@ def test_environment_sections_and_names_come_from_the_registry(repo_root):
 
 
 def test_credit_method_names_come_from_the_credit_registry(repo_root):
-    with pytest.raises(ConfigError, match=r"credit\.method = 'scp0' .*unknown credit method 'scp0'; available: g2po, gigpo"):
+    unknown = r"credit\.method = 'scp0' .*unknown credit method 'scp0'; available: g2po, gigpo"
+    with pytest.raises(ConfigError, match=unknown):
         load_config(repo_root / "params.yaml", overrides={"credit.method": "scp0"})
     with pytest.raises(ConfigError, match=r"report\.credit_map_method = 'x'"):
         load_config(repo_root / "params.yaml", overrides={"report.credit_map_method": "x"})
