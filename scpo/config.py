@@ -573,7 +573,9 @@ class Config(StrictModel):
 
 # -------------------------------------------------------------------------------------------------------- loading
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
-    """['a.b=1', 'c=[1,2]'] -> {'a.b': 1, 'c': [1, 2]} (values parsed as YAML)."""
+    """['a.b=1', 'c=[1,2]'] -> {'a.b': 1, 'c': [1, 2]} (values parsed as YAML, the grammar of params.yaml and of
+    `dvc exp run -S`; OmegaConf's dotlist grammar differs: `1e-3` is a float there, a string in YAML 1.1, and `${...}`
+    an interpolation)."""
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, value = item.partition("=")

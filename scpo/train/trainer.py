@@ -36,6 +36,7 @@ from scpo.credit import CreditResult, compute_advantages, method_spec
 from scpo.envs.registry import with_oracle_progress
 from scpo.rollout import make_engine
 from scpo.rollout.branches import policy_values
+from scpo.rollout.collector import RolloutTiming
 from scpo.run.checkpoint import latest_checkpoint, save_checkpoint
 from scpo.run.finite import check_update
 from scpo.run.history import HISTORY_FILE, HistoryLog
@@ -92,7 +93,7 @@ class Trainer:
         t_iter = time.perf_counter()
 
         # 1. collect: N rollouts per task, same seed, all environments batched through generation -> the batch
-        batch, collected = self.collect(it)
+        batch, timing, collected = self.collect(it)
 
         # 2. credit: the method's per-step advantages
         t0 = time.perf_counter()
@@ -111,12 +112,12 @@ class Trainer:
             **credit_metrics(batch, credit),
             **{f"losses/{k}": v for k, v in update.items()},
             "losses/frac_steps_updated": len(samples) / max(n_steps, 1),
-            "perf/env_s": collected["perf/env_s"],
-            "perf/gen_s": collected["perf/gen_s"],
+            "perf/env_s": timing.env_s,
+            "perf/gen_s": timing.gen_s,
             "perf/credit_s": credit_s,
             "perf/update_s": update_s,
             "perf/iter_s": time.perf_counter() - t_iter,
-            **{k: v for k, v in collected.items() if k not in ("perf/env_s", "perf/gen_s")},
+            **collected,
             "perf/steps": float(batch.n_rows),
             "perf/response_tokens": float(sum(len(s.response_ids) for s in samples)),
         }
@@ -127,17 +128,16 @@ class Trainer:
         return row
 
     # ------------------------------------------------------------------------------------------------ the steps
-    def collect(self, it: int) -> tuple[RolloutBatch, dict[str, float]]:
-        """-> (iteration `it`'s batch with the columns its method reads, the collection's metrics: perf/env_s,
-        perf/gen_s, dynamic sampling's counters, the columns' own)."""
+    def collect(self, it: int) -> tuple[RolloutBatch, RolloutTiming, dict[str, float]]:
+        """-> (iteration `it`'s batch with the columns its method reads, the rollouts' timing, the collection's
+        metrics: dynamic sampling's counters, then the columns' own)."""
         cfg = self.plan.config
         trajectories, timing, metrics = collect_iteration(cfg, self.plan.env, self.engine, list(self.plan.tasks), it)
         batch = RolloutBatch.from_trajectories(trajectories)
-        metrics = {"perf/env_s": timing.env_s, "perf/gen_s": timing.gen_s, **metrics}
         for column in self.spec.columns:
             batch, more = COLUMN_PROVIDERS[column](self, batch, it)
-            metrics.update(more)
-        return batch, metrics
+            metrics = {**metrics, **more}
+        return batch, timing, metrics
 
     def credit(self, batch: RolloutBatch) -> CreditResult:
         """The method's advantages on `batch`; a method that reads the policy's scores gets them computed here."""
