@@ -23,8 +23,6 @@ order of the rows; step groups always use exact states.
 
 from __future__ import annotations
 
-from difflib import SequenceMatcher
-
 import numpy as np
 import pandas as pd
 
@@ -37,10 +35,12 @@ from scpo.credit.grouping import (
     segment_norm,
     segment_norm_keep_single,
     segment_sizes,
+    similarity_clusters,
 )
 from scpo.credit.grpo import group_stats
 from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
+from scpo.scorers.sequence_matcher import SequenceMatcherScorer
 
 __all__ = [
     "GOAL",
@@ -86,38 +86,24 @@ def similarity_nodes(
     group_id: np.ndarray, state: np.ndarray, nxt: np.ndarray, thresh: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Like `exact_nodes`, but texts join the first earlier node whose first text has a difflib ratio
-    `SequenceMatcher(None, text, first).ratio() >= thresh` (the recipe's `StateCanonicalizer`): per group, in the order
-    s_t, s_{t+1} of the first row, then of the next row, ...; GOAL comes last and may join a node like any text (or be
-    a node of its own that no step reaches)."""
-    local: dict[int, tuple[int, int]] = {}
-    goals: list[tuple[int, int]] = []
-    for g in np.unique(group_id):
-        firsts: list[str] = []  # the first text of each node
-        node_of: dict[str, int] = {}
-        for r in np.flatnonzero(group_id == g):
-            local[r] = (
-                _canonical(str(state[r]), firsts, node_of, thresh),
-                _canonical(str(nxt[r]), firsts, node_of, thresh),
-            )
-        goals.append((g, _canonical(GOAL, firsts, node_of, thresh)))
+    `SequenceMatcher(None, text, first).ratio() >= thresh` (the recipe's `StateCanonicalizer`, by
+    `grouping.similarity_clusters` with the difflib scorer GiGPO's similarity uses): per group, in the order s_t,
+    s_{t+1} of the first row, then of the next row, ...; GOAL comes last and may join a node like any text (or be a node
+    of its own that no step reaches)."""
     n = len(group_id)
-    rows = [local[r] for r in range(n)]
+    scorer = SequenceMatcherScorer()
+    state_node, next_node = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    goals = []
+    for g in np.unique(group_id):
+        rows = np.flatnonzero(group_id == g)
+        texts = [str(t) for pair in zip(state[rows], nxt[rows]) for t in pair] + [GOAL]
+        local = similarity_clusters(texts, scorer, thresh)
+        state_node[rows], next_node[rows] = local[0:-1:2], local[1:-1:2]
+        goals.append((g, local[-1]))
     node = combine_codes(
-        np.r_[group_id, group_id, [g for g, _ in goals]],
-        np.r_[[s for s, _ in rows], [x for _, x in rows], [c for _, c in goals]],
+        np.r_[group_id, group_id, [g for g, _ in goals]], np.r_[state_node, next_node, [c for _, c in goals]]
     )
     return node[:n], node[n : 2 * n], node[2 * n :]
-
-
-def _canonical(text: str, firsts: list[str], node_of: dict[str, int], thresh: float) -> int:
-    """The node of `text`: its earlier node, else the first node whose first text matches it, else a new node."""
-    if text not in node_of:
-        hit = next((k for k, first in enumerate(firsts) if SequenceMatcher(None, text, first).ratio() >= thresh), None)
-        if hit is None:
-            firsts.append(text)
-            hit = len(firsts) - 1
-        node_of[text] = hit
-    return node_of[text]
 
 
 def hop_distances(

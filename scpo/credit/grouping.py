@@ -22,6 +22,7 @@ __all__ = [
     "segment_sizes",
     "segment_norm",
     "segment_norm_keep_single",
+    "similarity_clusters",
     "discounted_returns",
     "invalid_penalty",
     "next_row_in_trajectory",
@@ -154,6 +155,29 @@ def segment_norm_keep_single(x: np.ndarray, seg: np.ndarray, *, scale: str, epsi
     x: float64 (n,), seg: int64 (n,)."""
     raw = x / (1.0 + epsilon) if scale == "std" else x
     return np.where(segment_sizes(seg) == 1, raw, segment_norm(x, seg, scale=scale, epsilon=epsilon))
+
+
+def similarity_clusters(texts: Sequence[str], scorer, thresh: float) -> np.ndarray:
+    """Greedy clusters of `texts` (in their order), as verl-agent's `build_step_group(enable_similarity=True)` and
+    GraphGPO's `StateCanonicalizer` form them: a text joins the first cluster whose representative (its first text)
+    scores `scorer.score([(text, representative)]) >= thresh`, else it founds a new cluster. Returns the cluster per
+    position, int64 0..K-1 in order of founding. Each distinct text is scored once, in one `score` call against every
+    representative so far; a repeated text joins its first occurrence's cluster (difflib and rapidfuzz score identical
+    texts 1, so verl-agent's row-by-row loop puts it there too)."""
+    if not 0 < thresh <= 1:
+        raise ValueError(f"similarity_thresh={thresh} must be in (0, 1]")
+    texts = [str(t) for t in texts]
+    codes = factorize(np.asarray(texts, dtype=object))  # dense, in order of first appearance
+    first = np.unique(codes, return_index=True)[1]
+    cluster_of = np.empty(len(first), dtype=np.int64)
+    reps: list[str] = []
+    for code, pos in enumerate(first):
+        scores = scorer.score([(texts[pos], rep) for rep in reps]) if reps else np.zeros(0)
+        hits = np.flatnonzero(scores >= thresh)
+        cluster_of[code] = hits[0] if len(hits) else len(reps)
+        if not len(hits):
+            reps.append(texts[pos])
+    return cluster_of[codes]
 
 
 def next_row_in_trajectory(traj_id: np.ndarray) -> np.ndarray:
