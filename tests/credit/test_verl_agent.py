@@ -20,6 +20,7 @@ from scpo.integrations.verl_agent import (
 )
 from scpo.scorers import make_scorer
 
+from helpers import reference_loops as loops
 from helpers.credit import EPS
 
 
@@ -271,41 +272,6 @@ def test_g2po_drop_in_has_the_public_signature_and_numbers(batch, mode):
 
 
 # ------------------------------------------------------------------------------------- HGPO, public signature
-def hgpo_public_reference(step_rewards, anchor_obs, index, traj_index, history_length, remove_std, alpha=1.0):
-    """HGPO as its public code describes it, in loops: within a uid, clusters of the same observation (one row -> 0);
-    inside each, for l = 0..K, sub-clusters by the l previous observations (steps with t < l left out), kept when
-    larger than one; population-std scores; weights (l + 1)^alpha over the non-zero scores."""
-    out = np.zeros(len(index))
-    for uid in np.unique(index):
-        rows = np.flatnonzero(index == uid)
-        trajs = {t: [r for r in rows if traj_index[r] == t] for t in np.unique(traj_index[rows])}
-        pos = {r: (t, k) for t, rs in trajs.items() for k, r in enumerate(rs)}
-        by_obs = defaultdict(list)
-        for r in rows:
-            by_obs[anchor_obs[r]].append(r)
-        for members in by_obs.values():
-            if len(members) < 2:
-                continue
-            scores = defaultdict(list)
-            for depth in range(history_length + 1):
-                clusters = defaultdict(list)
-                for r in members:
-                    t, k = pos[r]
-                    if k >= depth:
-                        clusters[tuple(anchor_obs[q] for q in trajs[t][k - depth : k])].append(r)
-                for rs in clusters.values():
-                    if len(rs) < 2:
-                        continue
-                    v = np.array([step_rewards[r] for r in rs])
-                    z = v - v.mean() if remove_std else (v - v.mean()) / (v.std() + EPS)
-                    for r, a in zip(rs, z):
-                        scores[r].append((depth + 1, a))
-            for r, pairs in scores.items():
-                kept = [(ln**alpha, a) for ln, a in pairs if a != 0]
-                out[r] = sum(w * a for w, a in kept) / sum(w for w, _ in kept) if kept else 0.0
-    return out
-
-
 @pytest.mark.parametrize("mode", ["mean_norm", "mean_std_norm"])
 @pytest.mark.parametrize("history_length", [0, 1, 2, 3])
 def test_hgpo_drop_in_has_the_public_signature_and_numbers(batch, mode, history_length):
@@ -322,7 +288,7 @@ def test_hgpo_drop_in_has_the_public_signature_and_numbers(batch, mode, history_
         weight_type="mean",
         mode=mode,
     )
-    expected = hgpo_public_reference(
+    expected = loops.hgpo_authors(
         steps.numpy(),
         batch.observation[order],
         batch.group_uid[order],
