@@ -77,11 +77,13 @@ def test_gigpo_library_keeps_the_long_rooms_apart_by_default():
 def shared_id_rows():
     """Two uids whose trajectories are both called t0 and t1 (ids counted from 0 in each group), rows interleaved
     step-major as verl collects them; and the same rows with ids unique across the batch."""
-    trajs = [  # (uid, traj id, observations, R)
+    trajs = [  # (uid, traj id, observations, R): u1's b is reached from a twice and from e once
         ("u1", "t0", ["a", "b", "c"], 10.0),
         ("u1", "t1", ["a", "b", "d"], 0.0),
-        ("u2", "t0", ["a", "e"], 0.0),
-        ("u2", "t1", ["a", "b"], 10.0),
+        ("u1", "t2", ["e", "b", "d"], 0.0),
+        ("u2", "t0", ["x", "y"], 0.0),
+        ("u2", "t1", ["z", "y", "w"], 10.0),
+        ("u2", "t2", ["x", "y"], 0.0),
     ]
     rows = [(u, t, obs[k], k, r, len(obs)) for u, t, obs, r in trajs for k in range(len(obs))]
     rows.sort(key=lambda row: row[3])  # step-major: every trajectory's step 0, then step 1, ...
@@ -131,7 +133,7 @@ def test_scpo_and_g2po_drop_ins_group_trajectories_within_their_uid():
     values = [verl_agent.compute_group_aggregation_values(d) for d in data]
     for a, b in zip(*values):
         np.testing.assert_array_equal(a, b)
-    # uid u1's t0 is a b c (won): its last step ends in success (-1); u2's t0 is a e (failed): -2
+    # uid u1's t0 is a b c (won): its last step ends in success (-1); u2's t0 is x y (failed): -2
     first_u1_t0 = np.flatnonzero((uid == "u1") & (shared == "t0"))
     assert values[0][2][first_u1_t0[-1]] == -1
     advs = [
