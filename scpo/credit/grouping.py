@@ -38,8 +38,16 @@ def check_rows(traj_id: np.ndarray, step: np.ndarray) -> None:
     if len(traj_id) == 0:
         raise ValueError("the rollout batch has no rows")
     starts = np.r_[True, traj_id[1:] != traj_id[:-1]]
-    if len(np.unique(traj_id)) != int(starts.sum()):
-        raise ValueError("rows of a trajectory must be contiguous (sort the batch by trajectory, then step)")
+    first_rows = np.flatnonzero(starts)
+    again = pd.Series(traj_id[first_rows]).duplicated().to_numpy()
+    if again.any():
+        t = traj_id[first_rows[np.argmax(again)]]
+        runs = first_rows[traj_id[first_rows] == t]
+        raise ValueError(
+            f"traj_id {t} has rows in {len(runs)} separate runs (from rows {', '.join(map(str, runs))}): rows of a "
+            "trajectory must be contiguous (sort the batch by trajectory, then step), and a traj_id names one "
+            "trajectory of the whole batch (ids that restart in every group name several)"
+        )
     expected = np.arange(len(step)) - np.maximum.accumulate(np.where(starts, np.arange(len(step)), 0))
     bad = np.flatnonzero(step != expected)
     if len(bad):
