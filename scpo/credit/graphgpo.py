@@ -74,22 +74,23 @@ def state_keys(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
 
 
 def exact_nodes(group_id: np.ndarray, state: np.ndarray, nxt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Dense node codes of (group, exact text) for s_t and s_{t+1} (object arrays), and the codes of the goal nodes
-    (the texts equal to GOAL)."""
+    """Dense node codes of (group, exact text) for s_t and s_{t+1} (object arrays), and the goal node (the text GOAL)
+    of each group in `np.unique(group_id)` order: in a group without success a node that no step reaches."""
     n = len(group_id)
-    texts = np.concatenate([state, nxt])
-    node = combine_codes(np.r_[group_id, group_id], factorize(texts))
-    return node[:n], node[n:], node[texts == GOAL]
+    groups = np.unique(group_id)
+    texts = np.concatenate([state, nxt, np.full(len(groups), GOAL, dtype=object)])
+    node = combine_codes(np.r_[group_id, group_id, groups], factorize(texts))
+    return node[:n], node[n : 2 * n], node[2 * n :]
 
 
 def similarity_nodes(
     group_id: np.ndarray, state: np.ndarray, nxt: np.ndarray, thresh: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Like `exact_nodes`, but texts join the first earlier node whose first text has a difflib ratio
-    `SequenceMatcher(None, text, first).ratio() >= thresh` (the recipe's `StateCanonicalizer`, by
+    """Like `exact_nodes` (one goal node per group), but texts join the first earlier node whose first text has a
+    difflib ratio `SequenceMatcher(None, text, first).ratio() >= thresh` (the recipe's `StateCanonicalizer`, by
     `grouping.similarity_clusters` with the difflib scorer GiGPO's similarity uses): per group, in the order s_t,
-    s_{t+1} of the first row, then of the next row, ...; GOAL comes last and may join a node like any text (or be a node
-    of its own that no step reaches)."""
+    s_{t+1} of the first row, then of the next row, ...; GOAL comes last and may join a node like any text (or be a
+    node of its own that no step reaches)."""
     n = len(group_id)
     scorer = SequenceMatcherScorer()
     state_node, next_node = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)

@@ -48,6 +48,7 @@ from scpo.credit.grouping import (
     combine_codes,
     discounted_returns,
     factorize,
+    invalid_penalty,
     segment_norm,
     segment_norm_keep_single,
 )
@@ -72,7 +73,9 @@ from scpo.integrations.verl_rows import (
     TrajectoryRows,
     as_float64,
     broadcast,
+    episode_scores,
     mode_scale,
+    per_row,
     row_keys,
     trajectory_codes,
 )
@@ -113,19 +116,18 @@ def _scale_of(remove_std: bool) -> str:
     return "none" if remove_std else "std"
 
 
-def _episode_term(
-    scores: np.ndarray, index: Any, traj_index: Any, *, scale: str, epsilon: float, cross_steps: bool = True
-) -> np.ndarray:
-    """verl-agent's episode term per row, float64: norm(score, S_g) with the unbiased std, S_g every row of the group
-    (`cross_steps`) or the first row of each of its trajectories; a group whose S_g has one member has mean 0 and
-    std 1 (its rows keep their score, divided by 1 + eps with the std)."""
+def _episode_term(scores: np.ndarray, index: Any, *, scale: str, epsilon: float, traj_index: Any = None) -> np.ndarray:
+    """verl-agent's episode term per row, float64: norm(score, S_g) with the unbiased std, S_g every row of the group,
+    or with `traj_index` (verl's compute_mean_std_cross_steps=False) the first row of each of its (index, traj_index)
+    trajectories; a group whose S_g has one member has mean 0 and std 1 (its rows keep their score, divided by 1 + eps
+    with the std)."""
     group = factorize(row_keys(index))
-    if cross_steps:
+    if traj_index is None:
         return segment_norm_keep_single(scores, group, scale=scale, epsilon=epsilon)
     first = np.unique(trajectory_codes(index, traj_index), return_index=True)[1]
-    counts = np.bincount(group[first], minlength=int(group.max()) + 1).astype(np.float64)
-    mean = np.bincount(group[first], weights=scores[first], minlength=len(counts)) / np.maximum(counts, 1)
-    sq = np.bincount(group[first], weights=(scores[first] - mean[group[first]]) ** 2, minlength=len(counts))
+    counts = np.bincount(group[first])  # every group has a first row
+    mean = np.bincount(group[first], weights=scores[first]) / counts
+    sq = np.bincount(group[first], weights=(scores[first] - mean[group[first]]) ** 2)
     std = np.sqrt(sq / np.maximum(counts - 1, 1))
     single = counts[group] == 1
     centred = scores - np.where(single, 0.0, mean[group])
@@ -143,7 +145,7 @@ def _step_groups(anchor_obs: Any, index: Any, enable_similarity: bool, similarit
         raise ValueError(
             f"When enabling similarity-based grouping, similarity_thresh should be in (0, 1), got {similarity_thresh}"
         )
-    texts = np.asarray([str(o) for o in anchor_obs], dtype=object)
+    texts = np.array([str(o) for o in anchor_obs])
     return similarity_anchor_groups(group, texts, scorer or _scorer("difflib"), similarity_thresh)
 
 
@@ -160,14 +162,10 @@ def episode_norm_reward(
     its group (`compute_mean_std_cross_steps`) or over the first row of each (index, traj_index) trajectory, unbiased
     std, a one-member group keeping its score; "remove_std" omits the std. Returns (rows, response_len) masked, in
     token_level_rewards' dtype and device."""
-    scores = as_float64(token_level_rewards).sum(-1)
+    per_trajectory = None if compute_mean_std_cross_steps else traj_index
+    scale = _scale_of(remove_std)
     term = _episode_term(
-        scores,
-        index,
-        traj_index,
-        scale=_scale_of(remove_std),
-        epsilon=epsilon,
-        cross_steps=compute_mean_std_cross_steps,
+        episode_scores(token_level_rewards), index, scale=scale, epsilon=epsilon, traj_index=per_trajectory
     )
     return broadcast(term, response_mask, token_level_rewards)
 
@@ -193,7 +191,7 @@ def step_norm_reward(step_rewards, response_mask, index, epsilon: float = _EPS, 
     groups of `build_step_group`), unbiased std, a one-row group giving 0. Returns (rows, response_len) masked, in
     step_rewards' dtype and device (float32 on the CPU for a numpy input)."""
     group = factorize(row_keys(index))
-    term = segment_norm(as_float64(step_rewards).reshape(-1), group, scale=_scale_of(remove_std), epsilon=epsilon)
+    term = segment_norm(per_row(step_rewards), group, scale=_scale_of(remove_std), epsilon=epsilon)
     return broadcast(term, response_mask, step_rewards)
 
 
@@ -219,9 +217,9 @@ def compute_gigpo_outcome_advantage(
     ratio, verl-agent's; `make_scorer("lexical")` is rapidfuzz's Indel ratio, which scores long texts differing in a
     few characters much higher)."""
     scale = mode_scale(mode)
-    ep = _episode_term(as_float64(token_level_rewards).sum(-1), index, traj_index, scale=scale, epsilon=epsilon)
+    ep = _episode_term(episode_scores(token_level_rewards), index, scale=scale, epsilon=epsilon)
     groups = _step_groups(anchor_obs, index, enable_similarity, similarity_thresh, scorer)
-    step = segment_norm(as_float64(step_rewards).reshape(-1), groups, scale=scale, epsilon=epsilon)
+    step = segment_norm(per_row(step_rewards), groups, scale=scale, epsilon=epsilon)
     adv = broadcast(ep + step_advantage_w * step, response_mask, token_level_rewards)
     return adv, adv
 
@@ -232,7 +230,7 @@ def _trajectory_won(scores: np.ndarray, index: Any, traj_index: Any, won: Any) -
     if won is not None:
         return np.asarray(won, dtype=bool)
     traj = trajectory_codes(index, traj_index)
-    return (np.bincount(traj, weights=(scores > 0).astype(float)) > 0)[traj]
+    return (np.bincount(traj, weights=scores > 0) > 0)[traj]
 
 
 def compute_scpo_outcome_advantage(
@@ -283,17 +281,15 @@ def compute_scpo_outcome_advantage(
 
     scale = mode_scale(mode)
     scorer = scorer or _scorer(_SCPO.scorer)
-    scores = as_float64(token_level_rewards).sum(-1)
+    scores = episode_scores(token_level_rewards)
     won_row = _trajectory_won(scores, index, traj_index, won)
-    r_row = success_reward * won_row if episode_rewards is None else as_float64(episode_rewards).reshape(-1)
-    rows = TrajectoryRows(index, traj_index, texts=step_texts, won=won_row, reward=r_row)
+    r_row = success_reward * won_row if episode_rewards is None else per_row(episode_rewards)
+    rows = TrajectoryRows(index, traj_index, texts=step_texts, won=won_row)
     b = rows.batch
-    opts = SCPOOptions(
-        mode=scpo_mode, match=match, tau=tau, kappa=kappa, kappa_r=kappa_r, reference=reference, seed=seed
-    )
+    opts = SCPOOptions(match=match, tau=tau, reference=reference, seed=seed)  # what the matching reads
     r_traj = r_row[rows.order]  # R_i per row, in batch order
     group = b.group_id
-    _, std, _ = episode_statistics(scores[rows.order], np.zeros(b.n_rows), group, b.traj_id, stats_over="steps")
+    _, std, _ = episode_statistics(scores[rows.order], np.zeros(b.n_rows), group, b.traj_id)
     factor = 1.0 / (std[group] + epsilon) if scale == "std" else np.ones(b.n_rows)
 
     def weight(fails, refs, credited, advance, ref_len):
@@ -306,29 +302,22 @@ def compute_scpo_outcome_advantage(
     gigpo_args = (epsilon, step_advantage_w, mode, enable_similarity, similarity_thresh)
     common = (response_mask, anchor_obs, index, traj_index, *gigpo_args)
     base, _ = compute_gigpo_outcome_advantage(token_level_rewards, step_rewards, *common, scorer=similarity_scorer)
-    has_ref = m["ref_first"] >= 0
+    ref = np.maximum(
+        m["ref_first"], 0
+    )  # rows with no reference are credited 0: whatever row 0 holds is multiplied by 0
     if scpo_mode == "advantage":
-        gap = np.where(has_ref, (r_traj[np.maximum(m["ref_first"], 0)] - r_traj) * factor, 0.0)
-        extra = torch.as_tensor(rows.back(kappa * m["credited"] * gap), dtype=torch.float64).unsqueeze(-1)
-        mask = torch.as_tensor(response_mask).double().cpu()
-        adv = _same_as(base.double() + extra * mask, base)
+        credit = kappa * m["credited"] * (r_traj[ref] - r_traj) * factor
+        extra = torch.as_tensor(rows.back(credit))[:, None] * torch.as_tensor(response_mask).double().cpu()
+        adv = (base.double() + extra).to(base)
         return adv, adv
-    r_len = np.where(has_ref, b.traj_len[np.maximum(m["ref_first"], 0)], 1)
-    bonus = kappa_r * success_reward * m["advance"] / r_len * m["credited"]
+    bonus = kappa_r * success_reward * m["advance"] / b.traj_len[ref] * m["credited"]
     extra_returns = rows.back(discounted_returns(bonus, b.traj_id, b.step, gamma))
     new, _ = compute_gigpo_outcome_advantage(
-        token_level_rewards,
-        as_float64(step_rewards).reshape(-1) + extra_returns,
-        *common,
-        scorer=similarity_scorer,
+        token_level_rewards, per_row(step_rewards) + extra_returns, *common, scorer=similarity_scorer
     )
-    shaped = torch.as_tensor(rows.back(m["shaped"]), device=base.device).unsqueeze(-1)
+    shaped = torch.as_tensor(rows.back(m["shaped"]))[:, None].to(base.device)
     adv = torch.where(shaped, new, base)
     return adv, adv
-
-
-def _same_as(x, like):
-    return x.to(dtype=like.dtype, device=like.device)
 
 
 # --------------------------------------------------------------------------------------------------------- G2PO
@@ -344,26 +333,25 @@ def compute_group_aggregation_values(batch, *, gamma: float = _GIGPO.gamma, succ
     two uids would merge both uids' rows into one trajectory.
     """
     nt = batch.non_tensor_batch
-    episode_rewards = as_float64(nt["episode_rewards"]).reshape(-1)
+    episode_rewards = per_row(nt["episode_rewards"])
     index, traj_index = np.asarray(nt["uid"]), np.asarray(nt["traj_uid"])
     obs_key = row_keys(nt["anchor_obs"])
-    n = len(index)
-    step = np.zeros(n, dtype=np.int64)
-    length = np.zeros(n, dtype=np.int64)
-    group_idx = np.full(n, -1, dtype=np.int64)
-    next_group_idx = np.ones(n, dtype=np.int64)
-    first_r = np.zeros(n)
+    rows = TrajectoryRows(index, traj_index)  # a trajectory is (uid, traj_uid); its rows in step order
+    step, length = rows.back(rows.batch.step), rows.back(rows.batch.traj_len)
+    traj = trajectory_codes(index, traj_index)
+    first_r = episode_rewards[np.unique(traj, return_index=True)[1]][traj]  # R_i: the trajectory's first row's
+    group_idx = np.empty(len(index), dtype=np.int64)
+    next_group_idx = np.empty(len(index), dtype=np.int64)
     for uid in np.unique(index):
         nodes: dict = {}
         in_uid = index == uid
         rows_of = [np.flatnonzero(in_uid & (traj_index == t)) for t in np.unique(traj_index[in_uid])]
-        for rows in rows_of:
-            step[rows], length[rows], first_r[rows] = np.arange(len(rows)), len(rows), episode_rewards[rows[0]]
-            for r in rows:
+        for t_rows in rows_of:
+            for r in t_rows:
                 group_idx[r] = nodes.setdefault(obs_key[r], len(nodes))
-        for rows in rows_of:
-            next_group_idx[rows[:-1]] = group_idx[rows[1:]]
-            next_group_idx[rows[-1]] = -1 if episode_rewards[rows[-1]] == success_reward else -2
+        for t_rows in rows_of:
+            next_group_idx[t_rows[:-1]] = group_idx[t_rows[1:]]
+            next_group_idx[t_rows[-1]] = -1 if episode_rewards[t_rows[-1]] == success_reward else -2
     node = combine_codes(factorize(row_keys(index)), group_idx)
     return node_values(node, first_r, step, length, gamma)[node], group_idx, next_group_idx
 
@@ -393,20 +381,19 @@ def compute_g2po_outcome_advantage(
     a uid with a single row gets A^EC = 0 where the public code divides by a NaN std.
     """
     scale = mode_scale(mode)
-    scores = as_float64(token_level_rewards).sum(-1)
-    value = as_float64(step_rewards).reshape(-1)
+    value = per_row(step_rewards)
     prompt = factorize(row_keys(index))
-    group_idx, next_group_idx = np.asarray(group_idx, dtype=np.int64), np.asarray(next_group_idx, dtype=np.int64)
+    group_idx, next_group_idx = np.asarray(group_idx), np.asarray(next_group_idx)
     both = combine_codes(np.r_[prompt, prompt], np.r_[group_idx, np.maximum(next_group_idx, 0)])
     node, next_node = both[: len(prompt)], both[len(prompt) :]
-    node_value = np.zeros(int(both.max()) + 1)
+    node_value = np.zeros(len(both))  # indexed by the node codes, which are dense: fewer than len(both)
     node_value[node] = value  # one value per node (the public code asserts they agree)
     v_next = np.where(next_group_idx == -1, success_value, np.where(next_group_idx == -2, 0.0, node_value[next_node]))
-    pen = invalid_action_penalty * (1.0 - np.asarray(is_action_valid, dtype=np.float64))
+    pen = invalid_penalty(is_action_valid, invalid_action_penalty)
     step = segment_norm(v_next - pen, node, scale=scale, epsilon=epsilon) + segment_norm(
         v_next - value, prompt, scale=scale, epsilon=epsilon
     )
-    ep = _episode_term(scores, index, traj_index, scale=scale, epsilon=epsilon)
+    ep = _episode_term(episode_scores(token_level_rewards), index, scale=scale, epsilon=epsilon)
     adv = broadcast(ep + step_advantage_w * step, response_mask, token_level_rewards)
     return adv, adv
 
@@ -433,14 +420,14 @@ def compute_hgpo_outcome_advantage(
     scale = mode_scale(mode)
     rows = TrajectoryRows(index, traj_index, observation=[str(o) for o in row_keys(anchor_obs)])
     b = rows.batch
-    g = as_float64(step_rewards).reshape(-1)[rows.order]
+    g = per_row(step_rewards)[rows.order]
     adv, _ = hgpo_step_advantage(
         g, b.group_id, b.observation, b.step, history_length=history_length, alpha=alpha, scale=scale, epsilon=epsilon
     )
     import torch
 
     mask = torch.as_tensor(response_mask)
-    out = torch.as_tensor(rows.back(adv), dtype=torch.float32, device=mask.device).unsqueeze(-1) * mask
+    out = torch.as_tensor(rows.back(adv), dtype=torch.float32, device=mask.device)[:, None] * mask
     return out, out
 
 
@@ -456,7 +443,7 @@ def compute_rloo_outcome_advantage(
     """verl's RLOO with its signature: A = N / (N - 1) (s - mean) per row, s = token_level_rewards.sum(-1), N and the
     mean over the uid's rows (`compute_mean_std_cross_steps`) or over the first row of each (uid, traj_index) pair;
     N = 1 keeps s. `epsilon` is unused, as in verl. Returns (advantages, advantages), (rows, response_len), masked."""
-    scores = as_float64(token_level_rewards).sum(1)
+    scores = episode_scores(token_level_rewards)
     group = factorize(row_keys(index))
     if compute_mean_std_cross_steps:
         rows = np.arange(len(scores))
@@ -498,10 +485,10 @@ def compute_hgpo_recipe_outcome_advantage(
     b = rows.batch
     base = None
     if base_group:
-        episode = _episode_term(as_float64(token_level_rewards).sum(1), index, traj_index, scale=scale, epsilon=epsilon)
+        episode = _episode_term(episode_scores(token_level_rewards), index, scale=scale, epsilon=epsilon)
         base = recipe_base_term(episode, as_float64(response_mask))[rows.order]
     adv, _ = hgpo_step_advantage(
-        as_float64(step_rewards)[rows.order],
+        per_row(step_rewards)[rows.order],
         b.group_id,
         b.observation,
         b.step,

@@ -44,9 +44,9 @@ _EPS = NormOptions().epsilon
 class NodeCanonicalizer:
     """A state's node key in one uid's graph (the recipe's `StateCanonicalizer.canonicalize`): without similarity the
     state's own hashable key; with it, the key of the first state of the node it joined. A state not met before joins
-    the first node whose first state's text scores `SequenceMatcher(None, text, first).ratio() >= threshold`, else it
-    founds a node. `canonical`: state key -> node key of the states met; `first_texts`: node key -> its first state's
-    text, in order of founding."""
+    the first node whose first state's text scores `SequenceMatcher(None, str(state), first).ratio() >= threshold`,
+    else it founds a node. `canonical`: state key -> node key of the states met; `first_texts`: node key -> its first
+    state's text, in order of founding."""
 
     def __init__(self, enable: bool, threshold: float, canonical: dict, first_texts: dict) -> None:
         self.enable, self.threshold = enable, threshold
@@ -57,22 +57,25 @@ class NodeCanonicalizer:
         if not self.enable:
             return key
         if key not in self._canonical:
-            text = state if isinstance(state, str) else str(state)
+            text = str(state)
             hits = [n for n, first in self._first_texts.items() if sequence_ratio(text, first) >= self.threshold]
+            if not hits:
+                self._first_texts[key] = text
             self._canonical[key] = hits[0] if hits else key
-            self._first_texts.setdefault(hits[0] if hits else key, text)
         return self._canonical[key]
 
 
 class ComplexGraph:
-    """One uid's graph as the recipe's trainer uses it (see the module docstring)."""
+    """One uid's graph as the recipe's trainer uses it (see the module docstring): `distances` (node key -> hops to
+    "success"), `nodes`, `canonicalizer`, `final_state` (the node of "success"), `first_state` (None without
+    traj_uid), and `shortest_path_to_final` once `calculate_path` ran."""
 
-    def __init__(self) -> None:
-        self.nodes: set = set()
-        self.distances: dict = {}
-        self.final_state = None
-        self.first_state = None
-        self.canonicalizer: NodeCanonicalizer | None = None
+    def __init__(self, distances: dict, canonicalizer: NodeCanonicalizer, first_state=None) -> None:
+        self.distances = distances
+        self.nodes = set(distances)
+        self.canonicalizer = canonicalizer
+        self.final_state = canonicalizer.canonicalize(GOAL)
+        self.first_state = first_state
         self.shortest_path_to_final: tuple[dict, None] | None = None
 
     def calculate_path(self) -> None:
@@ -93,12 +96,13 @@ class ComplexGraph:
         uid = np.asarray(nt["uid"])
         group = factorize(row_keys(uid))
         keys = (row_keys(nt["anchor_obs"]), row_keys(nt["next_obs"]))
-        texts = tuple(np.asarray([str(o) for o in nt[k]], dtype=object) for k in ("anchor_obs", "next_obs"))
+        texts = tuple(np.array([str(o) for o in nt[k]]) for k in ("anchor_obs", "next_obs"))
         if enable_similarity:  # the recipe compares the texts: str() of what is not a string
-            state_node, next_node, goal = similarity_nodes(group, *texts, similarity_thresh)  # one goal per group
+            state_node, next_node, goal = similarity_nodes(group, *texts, similarity_thresh)
         else:
-            state_node, next_node, goal = exact_nodes(group, *keys)  # the goal of each group with a success
+            state_node, next_node, goal = exact_nodes(group, *keys)
         d_state, d_next = hop_distances(state_node, next_node, goal, group)
+        first_rows = np.unique(factorize(row_keys(nt["traj_uid"])), return_index=True)[1] if "traj_uid" in nt else []
         graphs: dict = {}
         for g in range(int(group.max()) + 1):
             rows = np.flatnonzero(group == g)
@@ -106,30 +110,25 @@ class ComplexGraph:
             for r in rows:
                 met.append((keys[0][r], texts[0][r], state_node[r], d_state[r]))
                 met.append((keys[1][r], texts[1][r], next_node[r], d_next[r]))
-            goal_node = goal[g] if enable_similarity else next((m[2] for m in met if m[0] == GOAL), -1)
-            met.append((GOAL, GOAL, goal_node, 0.0))
-            graphs[uid[rows[0]]] = cls._of_group(met, nt, rows, enable_similarity, similarity_thresh)
+            met.append((GOAL, GOAL, goal[g], 0.0))  # "success" comes last (with similarity it may join a node)
+            starts = [keys[0][r] for r in first_rows if group[r] == g]
+            graphs[uid[rows[0]]] = cls._of_group(met, starts, enable_similarity, similarity_thresh)
         return graphs
 
     @classmethod
-    def _of_group(cls, met, nt, rows, enable_similarity, similarity_thresh) -> ComplexGraph:
-        """One group's graph from its states in the order met: (key, text, node code, distance)."""
-        graph = cls()
+    def _of_group(cls, met: list, starts: list, enable_similarity: bool, similarity_thresh: float) -> ComplexGraph:
+        """One group's graph from its states in the order met, (key, text, node code, distance), and the anchor keys
+        its trajectories start from."""
         first_key: dict = {}  # node code -> the key of its first state
-        canonical, first_texts = {}, {}
+        canonical, first_texts, distances = {}, {}, {}
         for key, text, node, dist in met:
-            rep = first_key.setdefault(node, key) if node >= 0 else key
+            rep = first_key.setdefault(node, key)
             canonical.setdefault(key, rep)
             first_texts.setdefault(rep, text)
-            graph.distances.setdefault(rep, float(dist))
-        graph.nodes = set(graph.distances)
-        graph.canonicalizer = NodeCanonicalizer(enable_similarity, similarity_thresh, canonical, first_texts)
-        graph.final_state = canonical[GOAL]
-        if "traj_uid" in nt:  # the node most trajectories start from (ties: the first met)
-            first_rows = rows[np.unique(factorize(row_keys(np.asarray(nt["traj_uid"])[rows])), return_index=True)[1]]
-            starts = row_keys(np.asarray(nt["anchor_obs"], dtype=object)[first_rows])
-            graph.first_state = Counter(canonical[k] for k in starts).most_common(1)[0][0]
-        return graph
+            distances.setdefault(rep, float(dist))
+        canonicalizer = NodeCanonicalizer(enable_similarity, similarity_thresh, canonical, first_texts)
+        counts = Counter(canonical[k] for k in starts)  # the node most trajectories start from (ties: the first met)
+        return cls(distances, canonicalizer, max(counts, key=counts.get) if counts else None)
 
 
 def compute_graph_path_returns(

@@ -16,7 +16,17 @@ import numpy as np
 from scpo.batch import RolloutBatch
 from scpo.credit.grouping import combine_codes, factorize
 
-__all__ = ["MODES", "mode_scale", "as_float64", "row_keys", "broadcast", "trajectory_codes", "TrajectoryRows"]
+__all__ = [
+    "MODES",
+    "mode_scale",
+    "as_float64",
+    "per_row",
+    "episode_scores",
+    "row_keys",
+    "broadcast",
+    "trajectory_codes",
+    "TrajectoryRows",
+]
 
 MODES = {"mean_norm": "none", "mean_std_norm": "std"}  # verl-agent's mode -> scpo's norm scale
 
@@ -34,6 +44,16 @@ def as_float64(x: Any) -> np.ndarray:
     if hasattr(x, "detach"):
         x = x.detach().cpu().double().numpy()
     return np.asarray(x, dtype=np.float64)
+
+
+def per_row(x: Any) -> np.ndarray:
+    """A per-row input ((rows,) or (rows, 1)) as a flat float64 array."""
+    return as_float64(x).ravel()
+
+
+def episode_scores(token_level_rewards: Any) -> np.ndarray:
+    """verl's episode score of each row: its token_level_rewards (rows, response_len) summed over the response."""
+    return as_float64(token_level_rewards).sum(1)
 
 
 def row_keys(values: Any) -> np.ndarray:

@@ -35,8 +35,5 @@ class SequenceMatcherScorer(CachedScorer):
     name = "difflib"
     symmetric = False
 
-    def __init__(self, batch_size: int = 4096, **kwargs) -> None:
-        super().__init__(batch_size=batch_size, **kwargs)
-
     def _score_batch(self, left: list[str], right: list[str]) -> np.ndarray:
-        return np.fromiter((sequence_ratio(a, b) for a, b in zip(left, right)), dtype=np.float64, count=len(left))
+        return np.array([sequence_ratio(a, b) for a, b in zip(left, right)])

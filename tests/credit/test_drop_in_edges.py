@@ -345,3 +345,97 @@ def test_complex_graphs_feed_the_recipes_own_path_returns(similarity):
     # a state the batch never met: its own key, or with similarity the node of the first state it matches
     unseen = "You are in the hall?"
     assert g.canonicalizer.canonicalize(unseen) == (g.canonicalizer.canonicalize(states[2]) if similarity else unseen)
+
+
+# ------------------------------------------------------------------------------------------------ more edges
+def test_defaults_and_options_of_verl_agents_sub_functions():
+    tlr, steps, mask, obs, uid, traj = room_rows(7)
+    defaults = (
+        verl_agent.episode_norm_reward(tlr, mask, uid, traj),
+        public.episode_norm_reward(tlr.clone(), mask, uid, traj),
+    )
+    np.testing.assert_allclose(defaults[0].numpy(), defaults[1].numpy(), rtol=1e-12, atol=1e-12)
+    groups = verl_agent.build_step_group(obs, uid)
+    assert groups.dtype == object  # verl-agent's uid strings in an object array
+    for kwargs in ({}, {"epsilon": 1e-3, "remove_std": False}):
+        np.testing.assert_allclose(
+            verl_agent.step_norm_reward(steps, mask, groups, **kwargs).numpy(),
+            public.step_norm_reward(steps, mask, groups, **kwargs).numpy(),
+            rtol=1e-12,
+            atol=1e-12,
+        )
+    # the similarity option's scorer: difflib by default (the rooms apart), rapidfuzz's merges them
+    rooms, one = np.array([ROOM_A, ROOM_B], dtype=object), np.array(["g", "g"], dtype=object)
+    assert len(set(verl_agent.build_step_group(rooms, one, True, 0.95))) == 2
+    assert len(set(verl_agent.build_step_group(rooms, one, True, 0.95, scorer=make_scorer("lexical")))) == 1
+
+
+def test_a_group_with_one_trajectory_keeps_its_scores_per_trajectory():
+    """verl's per-trajectory statistics (compute_mean_std_cross_steps=False): a uid with one trajectory has mean 0
+    and std 1, whatever its number of rows."""
+    tlr = torch.tensor([[3.0], [3.0], [10.0], [0.0], [0.0]], dtype=torch.float64)
+    mask = torch.ones(5, 1, dtype=torch.float64)
+    uid = np.array(["solo", "solo", "g", "g", "g"], dtype=object)
+    traj = np.array(["t", "t", "w", "f", "f"], dtype=object)
+    for remove_std in (True, False):
+        got = verl_agent.episode_norm_reward(tlr, mask, uid, traj, 1e-6, remove_std, False)
+        expected = public.episode_norm_reward(tlr.clone(), mask, uid, traj, 1e-6, remove_std, False)
+        # verl-agent's std 1 of a one-member group is a float32 tensor: its 1 + eps rounds to 1.00000095
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-6, atol=1e-12)
+        assert got[0, 0] == (3.0 if remove_std else 3.0 / (1 + 1e-6))
+
+
+def test_won_flags_are_truth_values():
+    tlr = torch.tensor([[10.0], [10.0], [0.0], [0.0]], dtype=torch.float64)
+    args = (tlr, tlr[:, 0].clone(), torch.ones(4, 1), np.array(["s", "t", "s", "u"], object), np.array(["g"] * 4))
+    kw = {"step_texts": np.array(["X", "Y", "X", "V"], object), "mode": "mean_norm"}
+    traj = np.array(["w", "w", "f", "f"])
+    flags, counts = (np.array([True, True, False, False]), np.array([2, 2, 0, 0]))  # 2: any non-zero value is a win
+    got = [verl_agent.compute_scpo_outcome_advantage(*args, traj, won=w, **kw)[0] for w in (flags, counts)]
+    np.testing.assert_array_equal(got[0].numpy(), got[1].numpy())
+    base, _ = verl_agent.compute_gigpo_outcome_advantage(*args, traj, mode="mean_norm")
+    np.testing.assert_allclose((got[1] - base)[:, 0].numpy(), [0, 0, 10.0, 0])  # R_ref - R_i = 10 * 1 - 0
+
+
+def graph_batch(rows, **extra):
+    """A recipe-style batch of (uid, traj_uid, anchor_obs, next_obs) rows."""
+    nt = {k: np.empty(len(rows), dtype=object) for k in ("uid", "traj_uid", "anchor_obs", "next_obs")}
+    for k, key in enumerate(("uid", "traj_uid", "anchor_obs", "next_obs")):
+        nt[key][:] = [r[k] for r in rows]
+    return SimpleNamespace(non_tensor_batch={**nt, **extra}, batch={})
+
+
+@pytest.mark.parametrize("similarity", [False, True])
+def test_a_group_without_success_has_success_as_a_node_no_step_reaches(similarity):
+    b = graph_batch([("u", "t0", "hall", "desk"), ("u", "t0", "desk", "hall"), ("u", "t1", "hall", "sink")])
+    (g,) = verl_agent.ComplexGraph.from_data(b, enable_similarity=similarity, similarity_thresh=0.9).values()
+    assert g.final_state == "success" and g.distances == {"hall": 1, "desk": 1, "sink": 1, "success": 0}
+    assert g.first_state == "hall" and g.shortest_path_to_final is None
+
+
+def test_success_joins_a_similar_state_under_the_similarity_option():
+    # "success!" and "success" score 0.933: with the option the goal is the node of "success!", met first
+    b = graph_batch([("u", "t0", "hall", "success!"), ("u", "t1", "sink", "hall")])
+    (g,) = verl_agent.ComplexGraph.from_data(b, enable_similarity=True, similarity_thresh=0.9).values()
+    assert g.final_state == "success!" and g.distances == {"hall": 1, "success!": 0, "sink": 2}
+    (exact,) = verl_agent.ComplexGraph.from_data(b).values()
+    assert exact.final_state == "success"  # without the option there is no success: every state 1 hop away
+    assert exact.distances == {"hall": 1, "success!": 1, "sink": 1, "success": 0}
+
+
+def test_the_canonicalizer_places_states_not_met_as_the_recipe_would():
+    b = graph_batch([("u", "t0", "You are in the hall.", "success"), ("u", "t1", "On the desk 1.", "success")])
+    (g,) = verl_agent.ComplexGraph.from_data(b, enable_similarity=True, similarity_thresh=0.95).values()
+    canon = g.canonicalizer.canonicalize
+    assert canon("You are in the hall?") == "You are in the hall."  # ratio exactly 0.95: the threshold merges
+    # two new states that match each other: the first founds a node, the second joins it
+    assert canon("A mug 7 on the shelf.") == "A mug 7 on the shelf."
+    assert canon("A mug 7 on the shelf!") == "A mug 7 on the shelf."
+    assert canon(12345) == 12345 and canon("12345") == 12345  # the text of what is not a string is its str()
+    assert g.first_state == "You are in the hall."  # ties: the first met
+
+
+def test_list_observations_keep_their_keys_in_the_graphs():
+    b = graph_batch([("u", "t0", ["room", 1], ["room", 2]), ("u", "t1", ["room", 1], "success")])
+    (g,) = verl_agent.ComplexGraph.from_data(b).values()
+    assert g.first_state == ("room", 1) and g.distances == {("room", 1): 1, ("room", 2): 2, "success": 0}
