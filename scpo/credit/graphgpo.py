@@ -93,17 +93,16 @@ def similarity_nodes(
     node of its own that no step reaches)."""
     n = len(group_id)
     scorer = SequenceMatcherScorer()
-    state_node, next_node = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    goals = []
-    for g in np.unique(group_id):
+    state_node, next_node = np.zeros_like(group_id), np.zeros_like(group_id)  # node codes within the row's group
+    groups = np.unique(group_id)
+    goal = np.zeros_like(groups)
+    for k, g in enumerate(groups):
         rows = np.flatnonzero(group_id == g)
         texts = [str(t) for pair in zip(state[rows], nxt[rows]) for t in pair] + [GOAL]
         local = similarity_clusters(texts, scorer, thresh)
-        state_node[rows], next_node[rows] = local[0:-1:2], local[1:-1:2]
-        goals.append((g, local[-1]))
-    node = combine_codes(
-        np.r_[group_id, group_id, [g for g, _ in goals]], np.r_[state_node, next_node, [c for _, c in goals]]
-    )
+        pairs = local[:-1].reshape(-1, 2)  # (s_t, s_{t+1}) of each row
+        state_node[rows], next_node[rows], goal[k] = pairs[:, 0], pairs[:, 1], local[-1]
+    node = combine_codes(np.r_[group_id, group_id, groups], np.r_[state_node, next_node, goal])
     return node[:n], node[n : 2 * n], node[2 * n :]
 
 

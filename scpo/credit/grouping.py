@@ -175,17 +175,15 @@ def similarity_clusters(texts: Sequence[str], scorer, thresh: float) -> np.ndarr
     if not 0 < thresh <= 1:
         raise ValueError(f"similarity_thresh={thresh} must be in (0, 1]")
     texts = [str(t) for t in texts]
-    codes = factorize(np.asarray(texts, dtype=object))  # dense, in order of first appearance
-    first = np.unique(codes, return_index=True)[1]
-    cluster_of = np.empty(len(first), dtype=np.int64)
+    codes = factorize(texts)  # dense, in order of first appearance
+    cluster_of: list[int] = []  # per code
     reps: list[str] = []
-    for code, pos in enumerate(first):
-        scores = scorer.score([(texts[pos], rep) for rep in reps]) if reps else np.zeros(0)
-        hits = np.flatnonzero(scores >= thresh)
-        cluster_of[code] = hits[0] if len(hits) else len(reps)
+    for pos in np.unique(codes, return_index=True)[1]:  # each distinct text's first position, in order
+        hits = np.flatnonzero(scorer.score([(texts[pos], rep) for rep in reps]) >= thresh) if reps else ()
+        cluster_of.append(int(hits[0]) if len(hits) else len(reps))
         if not len(hits):
             reps.append(texts[pos])
-    return cluster_of[codes]
+    return np.array(cluster_of)[codes]
 
 
 def next_row_in_trajectory(traj_id: np.ndarray) -> np.ndarray:

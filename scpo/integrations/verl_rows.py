@@ -75,11 +75,11 @@ def row_keys(values: Any) -> np.ndarray:
 
 
 def broadcast(per_row: np.ndarray, response_mask: Any, like: Any):
-    """(rows,) -> (rows, response_len) tensor multiplied by the mask, with `like`'s dtype and device when `like` is a
-    tensor, else float32 on the CPU (a numpy `like` has a numpy dtype, which torch cannot take)."""
+    """(rows,) float64 -> (rows, response_len) tensor multiplied by the mask, with `like`'s dtype and device when `like`
+    is a tensor, else float32 on the CPU (a numpy `like` has a numpy dtype, which torch cannot take)."""
     import torch
 
-    adv = torch.as_tensor(per_row, dtype=torch.float64).unsqueeze(-1) * torch.as_tensor(response_mask).double().cpu()
+    adv = torch.as_tensor(per_row)[:, None] * torch.as_tensor(response_mask).double().cpu()
     tensor = isinstance(like, torch.Tensor)
     return adv.to(dtype=like.dtype if tensor else torch.float32, device=like.device if tensor else "cpu")
 
@@ -91,29 +91,26 @@ def trajectory_codes(index: Any, traj_index: Any) -> np.ndarray:
 
 class TrajectoryRows:
     """verl rows regrouped as a contiguous, step-ordered RolloutBatch (and the permutation back): trajectories keyed by
-    (index, traj_index), each trajectory's rows in verl's order (its step order)."""
+    (index, traj_index), each trajectory's rows in verl's order (its step order). `observation` / `texts`: per-row
+    strings for the batch's observation / action columns; `won`: per-row success flags."""
 
-    def __init__(self, index, traj_index, *, observation=None, texts=None, won=None, valid=None, reward=None) -> None:
+    def __init__(self, index, traj_index, *, observation=None, texts=None, won=None) -> None:
         traj = trajectory_codes(index, traj_index)
-        self.order = np.argsort(traj, kind="stable")  # contiguous trajectories, verl's step order kept
+        self.order = np.lexsort((np.arange(len(traj)), traj))  # contiguous trajectories, verl's step order kept
         t = traj[self.order]
-        starts = np.r_[True, t[1:] != t[:-1]]
-        step = np.arange(len(t)) - np.maximum.accumulate(np.where(starts, np.arange(len(t)), 0))
-        n = len(t)
-        cols = dict(  # noqa: C408 - keyword form: tests/mutation/equivalent.toml records this call's mutants
-            group_id=factorize(row_keys(index))[self.order],
-            traj_id=t,
-            step=step,
-            reward=np.zeros(n) if reward is None else np.asarray(reward, dtype=np.float64)[self.order],
-        )
+        step = np.arange(len(t)) - np.searchsorted(t, t)  # the position after the trajectory's first row
+        cols = {
+            "group_id": factorize(row_keys(index))[self.order],
+            "traj_id": t,
+            "step": step,
+            "reward": np.zeros(len(t)),
+        }
         if observation is not None:
-            cols["observation"] = [str(o) for o in np.asarray(observation, dtype=object)[self.order]]
+            cols["observation"] = [str(observation[i]) for i in self.order]
         if texts is not None:
-            cols["action"] = [str(o) for o in np.asarray(texts, dtype=object)[self.order]]
+            cols["action"] = [str(texts[i]) for i in self.order]
         if won is not None:
-            cols["won"] = np.asarray(won, dtype=bool)[self.order]
-        if valid is not None:
-            cols["valid"] = np.asarray(valid, dtype=bool)[self.order]
+            cols["won"] = np.asarray(won)[self.order]
         self.batch = RolloutBatch.from_columns(**cols)
 
     def back(self, per_row: np.ndarray) -> np.ndarray:
