@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 Scale = Literal["std", "none"]
-ScorerName = Literal["lexical", "bi_encoder", "cross_encoder"]
+ScorerName = Literal["difflib", "lexical", "bi_encoder", "cross_encoder"]
 
 
 class NormOptions(StrictModel):
@@ -72,7 +72,12 @@ class GiGPOOptions(StrictModel):
         False, description="merge anchor observations whose similarity >= similarity_thresh"
     )
     similarity_thresh: float = Field(0.95, gt=0, le=1)
-    similarity_scorer: ScorerName = "lexical"
+    similarity_scorer: ScorerName = Field(
+        "difflib",
+        description="scorer of the similarity option: difflib (SequenceMatcher(None, a, b).ratio(), verl-agent's "
+        "are_similar), lexical (rapidfuzz's Indel ratio, no autojunk) or a model scorer; read by every method built "
+        "on GiGPO's anchors (gigpo, scpo, progpo_c)",
+    )
 
 
 SCPO_REVISION_OF_MODE = {"advantage": 2, "returns": 1}
@@ -151,8 +156,10 @@ class ProGPOROptions(StrictModel):
     depths: tuple[int, ...] = Field((1, 2, 4), min_length=1, description="history depths d of the potentials Phi_d")
     min_members: int = Field(2, ge=1, description="m: keys with fewer members pool similar keys (semantic expansion)")
     similarity_thresh: float = Field(0.9, gt=0, le=1)
-    similarity_scorer: Literal["lexical", "bi_encoder", "cross_encoder", "none"] = Field(
-        "lexical", description="scorer of the semantic expansion ('none': exact keys only)"
+    similarity_scorer: Literal["difflib", "lexical", "bi_encoder", "cross_encoder", "none"] = Field(
+        "lexical",
+        description="scorer of the semantic expansion ('none': exact keys only); [ours], so lexical (rapidfuzz's "
+        "Indel ratio) rather than verl-agent's difflib",
     )
     prior_variance: float = Field(25.0, gt=0, description="variance given to single-member keys")
     variance_floor: float = Field(1e-6, gt=0, description="lower bound of var_d(s) (keys whose returns all agree)")
