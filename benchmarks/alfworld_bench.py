@@ -7,6 +7,7 @@ walk over admissible commands, recorded once with the fast engine). Three figure
 - loads/s: building the engine from the game file and resetting it (fast: its parse cache cleared first).
 
     .venv/bin/python benchmarks/alfworld_bench.py --games 6 --walk-steps 40
+    .venv/bin/python benchmarks/alfworld_bench.py --quick     # 1 game of tests/fixtures, 3 random steps (seconds)
 
 Measured with those defaults (6 games, one per task type; 2-core machine under load): fast 6,094 steps/s vs textworld
 9.2 (661x); resets 8,026/s vs 0.74/s.
@@ -17,10 +18,13 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from pathlib import Path
 
 from scpo.envs.alfworld import TASK_TYPES, expert_actions, game_file, list_tasks
 from scpo.envs.alfworld.env import make_engine
 from scpo.envs.alfworld.fast_engine import clear_caches
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "alfworld"
 
 
 def pick_games(split: str, n: int, data_root: str) -> list[str]:
@@ -86,9 +90,14 @@ def main() -> None:
     parser.add_argument("--games", type=int, default=6)
     parser.add_argument("--walk-steps", type=int, default=40)
     parser.add_argument("--resets-per-game", type=int, default=2)
-    parser.add_argument("--data-root", default="data")
+    parser.add_argument("--data-root", default=None, help="default: data (--quick: the games in tests/fixtures)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="1 game, 3 random steps, 1 reset: seconds")
     args = parser.parse_args()
+    if args.quick:
+        args.games, args.walk_steps, args.resets_per_game = 1, 3, 1
+    if args.data_root is None:
+        args.data_root = str(FIXTURES if args.quick else "data")
 
     tasks = pick_games(args.split, args.games, args.data_root)
     plans = {t: record_commands(t, args.data_root, args.walk_steps, args.seed + i) for i, t in enumerate(tasks)}

@@ -2,7 +2,9 @@
 `torch.save` / `torch.load(weights_only=True)` of the same AdamW `state_dict()`. Prints median write and read times
 (the read includes touching every byte, since safetensors maps the file lazily) and their ratio.
 
-    .venv/bin/python benchmarks/checkpoint_io.py [--params-millions 20] [--repeats 5]
+    .venv/bin/python benchmarks/checkpoint_io.py [--params-millions 20] [--repeats 5] [--quick]
+
+`--quick`: 1M parameters, one repeat (what the test suite runs).
 """
 
 from __future__ import annotations
@@ -41,7 +43,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--params-millions", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="1M parameters, one repeat: seconds")
     args = ap.parse_args()
+    if args.quick:
+        args.params_millions, args.repeats = 1, 1
     state = _adamw_state(args.params_millions)
     rng = rng_state()
     times: dict[str, list[tuple[float, float]]] = {

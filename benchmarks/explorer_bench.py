@@ -8,6 +8,7 @@ params.yaml's cpu profile), written as a run folder; `--rollouts RUN_FOLDER` tim
 (e.g. a `scpo train --profile cpu` run).
 
     .venv/bin/python benchmarks/explorer_bench.py [--rollouts runs/alfworld/scpo/seed0] [--opens 5] [--redraws 20]
+    .venv/bin/python benchmarks/explorer_bench.py --quick    # 2 iterations of 2 groups x 3 x 5 steps, 1 open, 1 redraw
 
 Cold open = a fresh Python process importing scpo.analysis.explorer and calling explore() (a new kernel's first
 explorer), split into importing scpo's explorer, importing plotly's widget (a one-time cost of any plotly widget in a
@@ -50,19 +51,21 @@ print(json.dumps({n: [t[i + 1][0] - t[i][0], t[i + 1][1] - t[i][1]] for i, n in 
 """
 
 
-def cpu_sized_run(folder: Path) -> Path:
-    """A run folder with the cpu profile's rollout sizes, synthetic (scpo.credit.synthetic): one iter_XXXX per
-    training iteration."""
+def cpu_sized_run(folder: Path, quick: bool = False) -> Path:
+    """A run folder with the cpu profile's rollout sizes (`quick`: 2 iterations of 2 groups x 3 trajectories of up to
+    5 steps), synthetic (scpo.credit.synthetic): one iter_XXXX per training iteration."""
     from scpo.config import load_config
     from scpo.credit.synthetic import synthetic_batch
 
     cfg = load_config(REPO / "params.yaml", profile="cpu")
+    sizes = (2, 2, 3, 5) if quick else (cfg.train.iterations, cfg.rollout.n_tasks, cfg.rollout.group_size, None)
+    iterations, groups, size, steps = sizes
     run = folder / "alfworld" / "scpo" / "seed0"
-    for it in range(cfg.train.iterations):
+    for it in range(iterations):
         synthetic_batch(
-            n_groups=cfg.rollout.n_tasks,
-            group_size=cfg.rollout.group_size,
-            max_steps=cfg.env.alfworld.max_steps,
+            n_groups=groups,
+            group_size=size,
+            max_steps=steps or cfg.env.alfworld.max_steps,
             n_states=10,
             seed=it,
         ).to_parquet(run / "rollouts" / f"iter_{it:04d}.parquet")
@@ -115,11 +118,17 @@ def main() -> None:
     )
     ap.add_argument("--opens", type=int, default=5, help="fresh processes for the cold open")
     ap.add_argument("--redraws", type=int, default=20, help="changes per control")
+    ap.add_argument("--quick", action="store_true", help="small synthetic rollouts, one open, one redraw: seconds")
     args = ap.parse_args()
+    if args.quick:
+        args.opens, args.redraws = 1, 1
 
     with tempfile.TemporaryDirectory() as tmp:
-        run = args.rollouts or cpu_sized_run(Path(tmp))
-        print(f"rollouts: {'synthetic, cpu profile sizes' if args.rollouts is None else run}: {describe(run)}")
+        run = args.rollouts or cpu_sized_run(Path(tmp), quick=args.quick)
+        label = (
+            ("synthetic, " + ("quick sizes" if args.quick else "cpu profile sizes")) if args.rollouts is None else run
+        )
+        print(f"rollouts: {label}: {describe(run)}")
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
         cold = [

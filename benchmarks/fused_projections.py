@@ -3,6 +3,7 @@ process: the RL update's reference pass (no grad) and its forward and backward p
 
     python benchmarks/fused_projections.py [--env alfworld] [--steps 192] [--rounds 5]
     env $(python -m scpo.numerics env) python benchmarks/fused_projections.py    # under the pipeline's pin
+    python benchmarks/fused_projections.py --quick    # a corridor run's steps, one round
 
 Fused, per layer (transformers' Llama modules, their forwards swapped while the fused side runs):
 - one product for the queries, the keys, the values and the rotated-half queries and keys: rotate_half(W x) =
@@ -12,9 +13,10 @@ Fused, per layer (transformers' Llama modules, their forwards swapped while the 
 The last layer at the scored positions (`scpo.policy.last_layer`) keeps its own code on both sides. The steps are the
 first `--steps` admissible-choice steps of the pipeline's GRPO run's second saved iteration
 (`runs/<env>/grpo/seed0/rollouts/iter_0001.parquet`), scored by its warm start (`runs/<env>/sft/seed0`), in
-minibatches of 64, one thread. Printed: ms per step of the reference pass, the forward and the backward pass (medians
-over rounds, the two sides alternating), their ratio, whether the fused side's log-probs equal the model's bit for bit,
-and the relative difference of the gradients.
+minibatches of 64, one thread; with `--quick` or without those runs, a corridor run's (`_pipeline_run.py`). Printed:
+ms per step of the reference pass, the forward and the backward pass (medians over rounds, the two sides alternating),
+their ratio, whether the fused side's log-probs equal the model's bit for bit, and the relative difference of the
+gradients.
 """
 
 from __future__ import annotations
@@ -106,9 +108,12 @@ def main() -> None:
     parser.add_argument("--env", default="alfworld", choices=("alfworld", "webshop"))
     parser.add_argument("--steps", type=int, default=192)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="a corridor run's steps, one round")
     args = parser.parse_args()
+    if args.quick:
+        args.rounds = 1
     torch.set_num_threads(1)
-    policy, batch = warm_start_and_rollouts(args.env, iteration=1)
+    policy, batch = warm_start_and_rollouts(args.env, iteration=1, quick=args.quick)
     samples = [s for s in samples_from_batch(batch, np.zeros(batch.n_rows)) if s.candidates is not None]
     samples = samples[: args.steps]
     model, pad_id = policy.model, policy.tokenizer.pad_token_id
@@ -120,7 +125,7 @@ def main() -> None:
                 out = one_round(model, samples, pad_id)
             if r:
                 rounds[name].append(out)
-    print(f"{args.env}: {len(samples)} steps, minibatches of 64, {args.rounds} rounds, one thread")
+    print(f"{batch.env or args.env}: {len(samples)} steps, minibatches of 64, {args.rounds} rounds, one thread")
     med = {}
     for name, outs in rounds.items():
         med[name] = {k: statistics.median(o[k] for o in outs) for k in ("ref", "fwd", "bwd")}

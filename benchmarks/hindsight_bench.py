@@ -2,6 +2,7 @@
 side by side in one process: seconds per pass over the same rows, the ratio, and the largest difference of the values.
 
     python benchmarks/hindsight_bench.py [--model DIR] [--rollouts DIR] [--repeats 3] [--batch-size 64]
+    python benchmarks/hindsight_bench.py --quick    # 16 synthetic rows, one repeat (seconds)
 
 The rows are HCAPO's: each step's prompt extended by its trajectory's final observation, and the step's answer ids
 (`hindsight_logprob`). By default the model is the pipeline's ALFWorld warm start (`runs/alfworld/sft/seed0`) and
@@ -89,7 +90,7 @@ def synthetic_rows(n: int = 400, seed: int = 0):
     model = build_tiny_model(tok, cfg.tiny_hidden_size, cfg.tiny_layers, cfg.tiny_heads, seed=seed).eval()
     policy = Policy(model=model, tokenizer=tok, profile="tiny", chat=False)
     rows = [(p, tok(a, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]) for p, a in rows_text]
-    return policy, rows, f"a fresh cpu-profile model on {n} synthetic rows (no pipeline run found)"
+    return policy, rows, f"a fresh cpu-profile model on {n} synthetic rows"
 
 
 def main() -> None:
@@ -98,7 +99,10 @@ def main() -> None:
     ap.add_argument("--rollouts", type=Path, default=REPO / "runs" / "alfworld" / "hcapo" / "seed0" / "rollouts")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--quick", action="store_true", help="16 synthetic rows, one repeat, batches of 8")
     args = ap.parse_args()
+    if args.quick:
+        args.repeats, args.batch_size = 1, 8
     if args.repeats < 1:
         ap.error(f"--repeats {args.repeats}: give at least 1")
     torch.set_num_threads(1)
@@ -106,10 +110,14 @@ def main() -> None:
         found = resolve_model_dir(args.model) is not None
     except ModelNotFoundError:
         found = False
-    if found and any(args.rollouts.glob("*.parquet")):
+    if args.quick:
+        policy, rows, source = synthetic_rows(n=16)
+        source += " (--quick)"
+    elif found and any(args.rollouts.glob("*.parquet")):
         policy, rows, source = pipeline_rows(args.model, args.rollouts)
     else:
         policy, rows, source = synthetic_rows()
+        source += " (no pipeline run found)"
     policy.model.eval()
     print(f"hindsight scores of {source}, T = {TEMPERATURE}, one thread")
     times: dict[str, list[float]] = {"full": [], "scorer": []}

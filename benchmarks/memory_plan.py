@@ -2,6 +2,7 @@
 measures on the CPU, side by side.
 
     python benchmarks/memory_plan.py [--out benchmarks/results/memory_plan.json] [--dtype bfloat16] [--no-checkpointing]
+    python benchmarks/memory_plan.py --quick    # the bfloat16 case on 2 steps of 16 + 8 tokens, nothing written
 
 One process per measured case (a fresh allocator): a Qwen2 of the paper's architecture (`scpo.policy.qwen2_shapes`,
 shape `qwen2-cpu`, random weights), float32 trained weights with forward passes under bf16 autocast (as the gpu
@@ -106,14 +107,19 @@ def main() -> None:
     ap.add_argument("--micro-batch", type=int, default=SIZES["micro_batch"])
     ap.add_argument("--prompt", type=int, default=SIZES["prompt"])
     ap.add_argument("--answer", type=int, default=SIZES["answer"])
+    ap.add_argument(
+        "--quick", action="store_true", help="one case (bfloat16) of 2 steps of 16 + 8 tokens; writes nothing"
+    )
     args = ap.parse_args()
+    if args.quick:
+        args.micro_batch, args.prompt, args.answer = 1, 16, 8
     sizes = {"micro_batch": args.micro_batch, "prompt": args.prompt, "answer": args.answer}
     if args.case:
         dtype, ckpt = args.case.split(":")
         print(json.dumps(measure(dtype, ckpt == "1", sizes)))
         return
     rows = []
-    for case in ("bfloat16:0", "bfloat16:1", "float32:0"):
+    for case in ("bfloat16:0",) if args.quick else ("bfloat16:0", "bfloat16:1", "float32:0"):
         done = subprocess.run(
             [sys.executable, __file__, "--case", case, *(f"--{k.replace('_', '-')}={v}" for k, v in sizes.items())],
             capture_output=True,
@@ -128,6 +134,9 @@ def main() -> None:
             f"  measured peak RSS growth {r['measured_peak_rss_growth'] / 2**20:7.1f} MiB"
             f"  estimate / measured {r['estimate_over_measured']:.2f}"
         )
+    if args.quick:
+        print("--quick: a check that the benchmark runs, nothing written")
+        return
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(rows, indent=2) + "\n")
 

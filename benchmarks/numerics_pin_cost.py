@@ -4,6 +4,7 @@ in turns, each in its own process. Prints, per stage, the median steps per secon
 unpinned run of the same round.
 
     .venv/bin/python benchmarks/numerics_pin_cost.py [--env alfworld] [--rounds 3] [--iterations 2] [--parts]
+    .venv/bin/python benchmarks/numerics_pin_cost.py --quick    # smoke profile on the corridor, one round (no data)
 
 --parts adds the pin less MKL_CBWR and the pin less ATEN_CPU_CAPABILITY, to show which part costs what.
 --gemm measures only float32 matrix products instead, in a new process per setting (unpinned, pinned, the pin less
@@ -15,7 +16,8 @@ Measured: the RL iterations of the cpu profile (ALFWorld: 2 groups x 8 rollouts,
 generation and update: steps collected / the iterations' seconds, from history.csv), started from a smoke SFT warm
 start made once; the SFT stage of the cpu profile on 100 demonstrations, one epoch (samples / its seconds, from
 summary.json). Each also per CPU second of its whole process (user + system, start-up included), which a machine
-busy with other work slows less than the wall clock. Needs the prepared data (`make data`).
+busy with other work slows less than the wall clock. Needs the prepared data (`make data`); `--quick` needs none: the
+smoke profile on the corridor, RL from the untrained model, one round of one iteration.
 """
 
 from __future__ import annotations
@@ -63,11 +65,19 @@ def _train(args: list[str], extra: dict[str, str]) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def rl_steps_per_second(out: Path, env: str, warm: Path, iterations: int, extra: dict[str, str]) -> tuple[float, float]:
-    """(steps per second of the iterations, steps per CPU second of the whole process)."""
+QUICK = ["--set", "rollout.n_tasks=2", "--set", "rollout.group_size=2", "--set", "train.sft.n_demos=4"]
+
+
+def rl_steps_per_second(
+    out: Path, env: str, warm: Path | None, iterations: int, extra: dict[str, str], profile: str = "cpu"
+) -> tuple[float, float]:
+    """(steps per second of the iterations, steps per CPU second of the whole process); RL from `warm`, or from the
+    profile's untrained model when None."""
+    start = f"train.init_from={warm}" if warm is not None else "train.rl_start=base"
     cpu = _train(
-        ["--profile", "cpu", "--env", env, "--out", str(out), "--set", f"train.init_from={warm}"]
-        + ["--set", f"train.iterations={iterations}", "--set", f"train.checkpoint_every={iterations}"],
+        ["--profile", profile, "--env", env, "--out", str(out), "--set", start]
+        + ["--set", f"train.iterations={iterations}", "--set", f"train.checkpoint_every={iterations}"]
+        + (QUICK if profile == "smoke" else []),
         extra,
     )
     rows = list(csv.DictReader((out / "history.csv").open()))
@@ -75,11 +85,12 @@ def rl_steps_per_second(out: Path, env: str, warm: Path, iterations: int, extra:
     return steps / sum(float(r["perf/iter_s"]) for r in rows), steps / cpu
 
 
-def sft_samples_per_second(out: Path, env: str, extra: dict[str, str]) -> tuple[float, float]:
+def sft_samples_per_second(out: Path, env: str, extra: dict[str, str], profile: str = "cpu") -> tuple[float, float]:
     """(samples per second of the SFT epochs, samples per CPU second of the whole process)."""
     cpu = _train(
-        ["--stage", "sft", "--profile", "cpu", "--env", env, "--out", str(out)]
-        + ["--set", "train.sft.n_demos=100", "--set", "train.sft.epochs=1"],
+        ["--stage", "sft", "--profile", profile, "--env", env, "--out", str(out)]
+        + ["--set", "train.sft.n_demos=100", "--set", "train.sft.epochs=1"]
+        + (QUICK if profile == "smoke" else []),
         extra,
     )
     bc = json.loads((out / "summary.json").read_text())["bc"]
@@ -140,7 +151,13 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=2)
     ap.add_argument("--parts", action="store_true", help="also the pin less MKL_CBWR, less ATEN_CPU_CAPABILITY")
     ap.add_argument("--gemm", action="store_true", help="only the float32 matrix products' GFLOP/s per setting")
+    ap.add_argument(
+        "--quick", action="store_true", help="the smoke profile on the corridor, one round of one iteration"
+    )
     args = ap.parse_args()
+    profile = "smoke" if args.quick else "cpu"
+    if args.quick:
+        args.env, args.rounds, args.iterations = "corridor", 1, 1
     if args.gemm:
         gemm_rates()
         return
@@ -154,17 +171,22 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        warm = tmp / "warm"
-        _train(["--stage", "sft", "--profile", "smoke", "--env", args.env, "--out", str(warm)], {})
+        warm = None if args.quick else tmp / "warm"
+        if args.quick:
+            print(
+                "--quick: the smoke profile's policy on the corridor (no data, RL from the untrained model), one round"
+            )
+        else:
+            _train(["--stage", "sft", "--profile", "smoke", "--env", args.env, "--out", str(warm)], {})
         for i in range(args.rounds):
             for name in names[i % len(names) :] + names[: i % len(names)]:  # each round starts with the next one
                 tag = f"{i}-{names.index(name)}"
-                rl = rl_steps_per_second(tmp / f"rl-{tag}", args.env, warm, args.iterations, cases[name])
-                sft = sft_samples_per_second(tmp / f"sft-{tag}", args.env, cases[name])
+                rl = rl_steps_per_second(tmp / f"rl-{tag}", args.env, warm, args.iterations, cases[name], profile)
+                sft = sft_samples_per_second(tmp / f"sft-{tag}", args.env, cases[name], profile)
                 for stage, value in zip(speeds, (*rl, *sft)):
                     speeds[stage].setdefault(name, []).append(value)
                 print(f"round {i} {name:30s} rl {rl[0]:6.1f} steps/s, sft {sft[0]:6.1f} samples/s", flush=True)
-    print(f"cpu profile, {args.env}, {args.rounds} rounds (median; ratio: to the unpinned run of the same round;")
+    print(f"{profile} profile, {args.env}, {args.rounds} rounds (median; ratio: to the unpinned run of the same round;")
     print("  /s: the stage's own seconds; /cpu-s: the whole process's CPU seconds, start-up included):")
     for stage, runs in speeds.items():
         for name in names:

@@ -4,6 +4,7 @@
     python benchmarks/planner_check.py --random-walks 2       # + A* vs uniform-cost search from random states
     python benchmarks/planner_check.py --exhaustive 30000     # + exhaustive full-state BFS where it fits
     python benchmarks/planner_check.py --textworld            # + plans replayed in textworld (~2.5 s per game)
+    python benchmarks/planner_check.py --quick                # 2 games of tests/fixtures, one short walk, no report
 
 Per game: V* from reset <= the walkthrough length; the planner's plan wins in exactly V* steps in the fast engine (and
 in textworld); from the states of seeded random walks, A* with the heuristic equals uniform-cost search on the same
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,6 +37,8 @@ from tqdm.auto import tqdm
 from scpo.envs.alfworld import expert_actions, game_file, list_tasks
 from scpo.envs.alfworld.fast_engine import FastEngine
 from scpo.envs.alfworld.planner import Planner, PlannerError, exhaustive_optimum
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def replay(engine, commands: list[str]) -> tuple[bool, int]:
@@ -75,7 +79,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--splits", default="valid_seen,valid_unseen")
     ap.add_argument("--games", type=int, default=None, help="first N games of each split")
-    ap.add_argument("--data-root", default="data")
+    ap.add_argument("--data-root", default=None, help="default: data (--quick: the games in tests/fixtures)")
     ap.add_argument("--random-walks", type=int, default=0, help="seeded random walks per game for the A* checks")
     ap.add_argument("--walk-steps", type=int, default=12)
     ap.add_argument("--blind-budget", type=int, default=2000, help="node budget of the uniform-cost comparison")
@@ -85,7 +89,13 @@ def main() -> None:
     )
     ap.add_argument("--textworld", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("runs/planner_check/report.json"))
+    ap.add_argument("--quick", action="store_true", help="2 valid_seen games of tests/fixtures, a 4-step walk each")
     args = ap.parse_args()
+    if args.quick:
+        args.splits, args.games, args.random_walks, args.walk_steps = "valid_seen", 2, 1, 4
+        args.out = Path(tempfile.mkdtemp()) / "report.json"  # a check that it runs: the report is not kept
+    if args.data_root is None:
+        args.data_root = str(REPO / "tests" / "fixtures" / "alfworld") if args.quick else "data"
 
     tasks = [t for s in args.splits.split(",") for t in list_tasks(s, args.data_root, limit=args.games)]
     rows, failures = [], []

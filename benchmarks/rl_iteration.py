@@ -9,7 +9,9 @@ described in benchmarks/results/README.md) come from
     python benchmarks/rl_iteration.py --envs alfworld webshop --shapes cpu 8x8 --iterations 3 --repeats 1 --flops \
         --init-from alfworld=runs/alfworld/sft/seed0 webshop=runs/webshop/sft/seed0 \
         --out benchmarks/results/rl_iteration_prefix_tree
-the defaults are the short run `make bench` does (it prints and writes nothing unless `--out` is given).
+the defaults are the short run `make bench` does (it prints and writes nothing unless `--out` is given). `--quick`
+(what the test suite runs): the data-free corridor, 2 tasks x 2 rollouts, 2 iterations, this checkout on both sides (no
+baseline worktree), so its ratios are 1 up to noise: a check that the benchmark runs.
 
 Each run is a fresh process training `--iterations` iterations of GiGPO from the same warm start (`--init-from`;
 default: the pipeline's SFT run `runs/<env>/sft/seed0`; where there is none, both checkouts start RL from the profile's
@@ -256,17 +258,21 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="write results.json (and the profiles) here")
     ap.add_argument("--flops", action="store_true", help="count this checkout's FLOPs per step (one untimed run)")
     ap.add_argument("--ops", action="store_true", help="write torch.profiler's operator table of this checkout (--out)")
+    ap.add_argument("--quick", action="store_true", help="the corridor, 2x2, this checkout on both sides: seconds")
     args = ap.parse_args()
+    if args.quick:
+        args.envs, args.shapes, args.iterations, args.repeats = ["corridor"], ["2x2"], 2, 1
     if (args.profile or args.ops) and args.out is None:
         ap.error("--profile and --ops write their files under --out: give --out DIR")
 
     # absolute: the baseline's runs start in its worktree, where a relative path would name another folder
     inits = {k: Path(v).resolve() for k, v in (item.split("=", 1) for item in args.init_from)}
-    baseline = baseline_checkout(args.baseline)
+    baseline = REPO if args.quick else baseline_checkout(args.baseline)
     current = REPO
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-    print(f"baseline {args.baseline} ({baseline}) vs this checkout; load average {os.getloadavg()[0]:.1f}")
+    label = "--quick: this checkout" if args.quick else f"baseline {args.baseline} ({baseline})"
+    print(f"{label} vs this checkout; load average {os.getloadavg()[0]:.1f}")
     results = []
     starts: dict[str, str] = {}  # what each environment's runs started from, as results.json records it
     for env in args.envs:

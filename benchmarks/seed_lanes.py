@@ -3,6 +3,7 @@ baseline commit, whole processes in turn: what the stage's process pool costs ag
 
     env $(python -m scpo.numerics env) python benchmarks/seed_lanes.py [--baseline de1753a] [--pairs 1]
         [--stage train|evaluate] [--env alfworld] [--method grpo] [--seeds 0 1 2]
+    python benchmarks/seed_lanes.py --quick    # 2 corridor seeds of one iteration, this checkout twice (seconds)
 
 Each run is a fresh process that imports what notebook 02's first cell imports (the config loader and the trainer).
 `--stage train` then trains `--seeds` with the cpu profile's `report.parallel_runs` from the pipeline's warm start
@@ -63,11 +64,14 @@ print("BENCH " + json.dumps({"imports_s": t1 - t0, "seeds_s": t2 - t1, "runs_s":
 """
 
 
-def run_once(code: Path, stage: str, env: str, method: str, seeds: list[int]) -> dict:
+QUICK = {"train.iterations": 1, "rollout.n_tasks": 2, "rollout.group_size": 2}  # --quick's runs (on the corridor)
+
+
+def run_once(code: Path, stage: str, env: str, method: str, seeds: list[int], quick: bool = False) -> dict:
     """One fresh process of `code`'s `stage` (train: into a temporary folder; evaluate: the pipeline's runs, into a
     temporary reports folder): its wall seconds from outside, and its own figures."""
     init = REPO / "runs" / env / "sft" / "seed0"
-    fixed = {"env.name": env, "credit.method": method, "data.root": str(REPO / "data")}
+    fixed = {"env.name": env, "credit.method": method, "data.root": str(REPO / "data"), **(QUICK if quick else {})}
     fixed.update({"train.init_from": str(init)} if (init / "model").is_dir() else {"train.rl_start": "base"})
     with tempfile.TemporaryDirectory(prefix="seed_lanes_") as out:
         spec = {"repo": str(REPO), "fixed": fixed, "out": out, "seeds": seeds, "stage": stage}
@@ -91,14 +95,20 @@ def main() -> None:
     ap.add_argument("--env", default="alfworld")
     ap.add_argument("--method", default="grpo")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument(
+        "--quick", action="store_true", help="train 2 seeds of one corridor iteration, one pair, this checkout twice"
+    )
     args = ap.parse_args()
     if args.pairs < 1:
         ap.error(f"--pairs must be at least 1, got {args.pairs}")
-    base = baseline_checkout(args.baseline, "seed_lanes")
+    if args.quick:
+        args.stage, args.env, args.seeds, args.pairs = "train", "corridor", [0, 1], 1
+        print("--quick: this checkout on both sides (no baseline worktree), no warm-up pair")
+    base = REPO if args.quick else baseline_checkout(args.baseline, "seed_lanes")
     runs: dict[str, list[dict]] = {"baseline": [], "current": []}
-    for k in range(args.pairs + 1):
-        pair = {"baseline": run_once(base, args.stage, args.env, args.method, args.seeds)}
-        pair["current"] = run_once(REPO, args.stage, args.env, args.method, args.seeds)
+    for k in range(int(args.quick), args.pairs + 1):
+        pair = {"baseline": run_once(base, args.stage, args.env, args.method, args.seeds, args.quick)}
+        pair["current"] = run_once(REPO, args.stage, args.env, args.method, args.seeds, args.quick)
         if k:  # the first pair warms the page cache and the compiled bytecode
             for name, run in pair.items():
                 runs[name].append(run)

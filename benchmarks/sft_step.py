@@ -3,6 +3,7 @@ last decoder layer at the answer positions only, against the model's own forward
 side in one process.
 
     env $(python -m scpo.numerics env) python benchmarks/sft_step.py [--env alfworld] [--demos 100] [--rounds 5]
+    python benchmarks/sft_step.py --quick    # 4 demonstrations of the games in tests/fixtures, one round (seconds)
 
 The batches are SFT's: `--demos` expert demonstrations of the cpu profile (`scpo.envs.demos`; needs the prepared
 data), encoded as `behaviour_cloning` encodes them, in its length-bucketed minibatches of `train.sft.batch_size`. The
@@ -55,9 +56,14 @@ def main() -> None:
     ap.add_argument("--env", default="alfworld")
     ap.add_argument("--demos", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="4 demonstrations of the test fixtures' games, one round")
     args = ap.parse_args()
+    overrides = {"env.name": args.env}
+    if args.quick:
+        args.demos, args.rounds = 4, 1
+        overrides["data.root"] = str(REPO / "tests" / "fixtures")  # its 15 ALFWorld games and WebShop sample
     torch.set_num_threads(1)
-    cfg = load_config(REPO / "params.yaml", profile="cpu", overrides={"env.name": args.env})
+    cfg = load_config(REPO / "params.yaml", profile="cpu", overrides=overrides)
     env = env_settings(cfg)
     split = env.package.list_tasks(env.train_split, data_root=env.data_root)
     demos, _ = expert_demonstrations(

@@ -1,6 +1,7 @@
 """WebShop acceptance figures: expert success on N goals, random-policy success, env steps per second.
 
     .venv/bin/python benchmarks/webshop_bench.py --data-root data --n-goals 500
+    .venv/bin/python benchmarks/webshop_bench.py --quick    # a catalogue of tests/fixtures' sample, 20 goals (seconds)
 
 Uses the catalogue under `<data-root>/webshop/catalogue` (built by `scpo prepare-data --only webshop`); with `--build`,
 builds one first from `<data-root>/webshop/raw` with `--n-products` / `--catalogue-goals`. Goals are the first
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 from tqdm import tqdm
 
@@ -34,11 +37,14 @@ def main() -> None:
     ap.add_argument("--build", action="store_true", help="build the catalogue first")
     ap.add_argument("--n-products", type=int, default=2000)
     ap.add_argument("--catalogue-goals", type=int, default=1000)
+    ap.add_argument("--quick", action="store_true", help="a temporary catalogue of tests/fixtures' sample, 20 goals")
     args = ap.parse_args()
 
-    if args.build:
-        from pathlib import Path
-
+    if args.quick:  # 150 products and 40 goals of the public sample in tests/fixtures, built in a temporary folder
+        args.data_root, args.n_goals = tempfile.mkdtemp(prefix="webshop_bench_"), 20
+        raw = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "webshop"
+        print("--quick, built:", webshop.build_catalogue(raw, Path(args.data_root) / "webshop", 150, 40, args.seed))
+    elif args.build:
         root = Path(args.data_root) / "webshop"
         print("built:", webshop.build_catalogue(root / "raw", root, args.n_products, args.catalogue_goals, args.seed))
     t0 = time.perf_counter()

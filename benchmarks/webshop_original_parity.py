@@ -3,7 +3,8 @@
     python benchmarks/webshop_original_parity.py --webshop-repo PATH/TO/WebShop --data-root data --n-goals 200
 
 Without a checkout (no --webshop-repo, no $WEBSHOP_REPO) it has nothing to compare against and says so (exit 0), so
-`make bench` runs it everywhere.
+`make bench` runs it everywhere. `--quick` (what the test suite runs): 2 goals, one 5-step walk each, 2 purchases,
+100 matcher pairs; it needs the checkout too.
 
 Needs a checkout of princeton-nlp/WebShop and its Python dependencies that matter here: thefuzz==0.19.0 (without
 python-Levenshtein), flask, beautifulsoup4, rich, torch and a spaCy English model (`en_core_web_sm`, or
@@ -168,7 +169,10 @@ def main() -> None:
         "(tests/fixtures/webshop_original_cases.json)",
     )
     ap.add_argument("--fixture-cases", type=int, default=300)
+    ap.add_argument("--quick", action="store_true", help="2 goals, one 5-step walk, 2 purchases, 100 matcher pairs")
     args = ap.parse_args()
+    if args.quick:
+        args.n_goals, args.walks, args.walk_steps, args.purchases, args.fuzzy_pairs = 2, 1, 5, 2, 100
     if args.webshop_repo is None:
         print(
             "webshop_original_parity: skipped, no WebShop checkout to compare against (--webshop-repo PATH or "

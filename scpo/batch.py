@@ -66,8 +66,10 @@ class Step:
     extras: dict[str, Any] = field(default_factory=dict)
     oracle_progress: float | None = None  # q_t = V*(s_t) - V*(s_{t+1}) where a planner knows V* (ALFWorld fast engine)
     policy_value: float | None = None  # V^pi(s_t) estimated by Monte-Carlo continuations (scpo.rollout.branches)
+    exact_value: float | None = None  # P(win from s_t within the steps left | pi), exact (scpo.rollout.exact_values)
     state_description: str | None = None  # the env's description of the state acted on (info "state_description")
     next_state_description: str | None = None  # ... and of the state the step led to
+    trained_advantage: float | None = None  # the advantage a trainer updated this step with (imported runs)
 
 
 @dataclass
@@ -129,8 +131,10 @@ _NUM_COLUMNS = {
 _OPTIONAL_COLUMNS = {
     "oracle_progress": np.float64,
     "policy_value": np.float64,
+    "exact_value": np.float64,
     "state_description": object,
     "next_state_description": object,
+    "trained_advantage": np.float64,
 }
 # the policy's view of each step (ragged, object arrays), present when the rollouts came from a policy: name -> what
 # each row holds (or None): a str, a float, a list of ints, a list of int lists, a list of floats
@@ -165,6 +169,9 @@ class RolloutBatch:
                         knowledge (scpo.envs.alfworld.planner); None when the rollouts carry no planner labels
     policy_value      : float64 or None (optional) V^pi(s_t), the mean return of Monte-Carlo continuations of the
                         policy from the state acted on (scpo.rollout.branches); None when not estimated
+    exact_value       : float64 or None (optional) V^pi_t(s_t), the probability that the policy wins from the state
+                        acted on within the steps left, by dynamic programming over the enumerated states
+                        (scpo.rollout.exact_values); None where the states cannot be enumerated
     prompt            : object (str) or None (optional) the text the policy saw
     prompt_ids, response_ids : object (list[int]) or None (optional) its tokens; the answer's tokens (empty: no answer)
     candidate_ids     : object (list[list[int]] per row, None where the answer was generated freely) or None
@@ -175,6 +182,9 @@ class RolloutBatch:
     state_description, next_state_description : object (str) or None (optional) the environment's descriptions of
                         the state acted on and of the next one (`info["state_description"]`, `scpo.envs.base`); None
                         when the environment gives none
+    trained_advantage : float64 or None (optional) the advantage the run's trainer updated the step with (its mean
+                        over the answer's tokens), as saved by an importer (`scpo.importers`); NaN where the
+                        answer had no token; None when the rollouts do not carry it
     """
 
     group_id: np.ndarray
@@ -199,8 +209,10 @@ class RolloutBatch:
     env_name: np.ndarray
     oracle_progress: np.ndarray | None = None
     policy_value: np.ndarray | None = None
+    exact_value: np.ndarray | None = None
     state_description: np.ndarray | None = None
     next_state_description: np.ndarray | None = None
+    trained_advantage: np.ndarray | None = None
     prompt: np.ndarray | None = None
     prompt_ids: np.ndarray | None = None
     response_ids: np.ndarray | None = None
@@ -435,6 +447,7 @@ class RolloutBatch:
         for rows in self.trajectory_rows():
             r0 = rows[0]
             q, v, sd, nsd = self.oracle_progress, self.policy_value, self.state_description, self.next_state_description
+            trained = self.trained_advantage
             steps = [
                 Step(
                     observation=self.observation[r],
@@ -446,8 +459,10 @@ class RolloutBatch:
                     response=self.response[r],
                     oracle_progress=None if q is None else float(q[r]),
                     policy_value=None if v is None else float(v[r]),
+                    exact_value=None if self.exact_value is None else float(self.exact_value[r]),
                     state_description=None if sd is None else str(sd[r]),
                     next_state_description=None if nsd is None else str(nsd[r]),
+                    trained_advantage=None if trained is None else float(trained[r]),
                     **{k: getattr(self, k)[r] for k in _POLICY_COLUMNS if getattr(self, k) is not None},
                 )
                 for r in rows

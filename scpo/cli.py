@@ -1,4 +1,5 @@
-"""The `scpo` command: config, methods, prepare-data, train, eval, sweep, credit-map, parity, fidelity, provenance.
+"""The `scpo` command: config, methods, prepare-data, train, eval, sweep, credit-map, import, parity, fidelity,
+provenance.
 
 Every command reads params.yaml (`--params`), a profile (`--profile`) and dotted overrides (`--set key=value`,
 repeatable), validated by the same typed config as Papermill parameters. Heavy modules are imported inside each command.
@@ -303,6 +304,22 @@ def credit_map(
                 raise
             raise ExpectedError(f"{write_problem(err, out)}; choose another --out") from None
     _done(f"wrote {path} (iteration {view.iteration}, group {view.group})")
+
+
+@app.command("import")
+def import_rollouts(
+    source: Path = typer.Argument(..., help="a steps JSONL (or a folder of them), or a folder of rollout files"),
+    out: Path = typer.Argument(..., help="the run folder to write (<out>/rollouts/iter_XXXX.parquet, import.json)"),
+    kind: str = typer.Option("auto", "--from", help="auto | jsonl | rollouts (verl-agent's writer, a run of ours)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace an earlier import in OUT"),
+) -> None:
+    """Rollouts of another trainer (verl-agent's writer, or a JSONL of steps: docs/import.md) into a run folder the
+    explorer, credit-map and every analysis read, one iteration at a time."""
+    from scpo.importers.run_import import import_run
+
+    with _one_line_errors():
+        summary = import_run(source, out, kind=kind, overwrite=overwrite)
+    _done(summary.line())
 
 
 @app.command()

@@ -498,7 +498,12 @@ class LearningConfig(StrictModel):
     fidelity_runs_iteration: int = Field(
         -1, description="which saved iteration of the runs the fidelity-on-own-rollouts check reads (-1: the last)"
     )
-    bootstrap: int = Field(10_000, ge=100, description="bootstrap resamples of the paired seed differences")
+    permutations: int = Field(
+        100_000,
+        ge=1000,
+        description="sign patterns (2^seeds) and method pairings (k!) enumerated exactly up to this many; beyond it "
+        "this many are drawn (the sign-flip and rank-correlation p of scpo.analysis.learning_stats)",
+    )
     parallel_runs: int = Field(2, ge=1, description="runs trained side by side")
     out_dir: str = Field("runs/learning", description="the runs: <out_dir>/<env>/<method>/seed<k>")
 

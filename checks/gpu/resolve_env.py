@@ -2,9 +2,10 @@
 
     python checks/gpu/resolve_env.py [--out checks/gpu/results/resolve.json]
 
-What is resolved: this package's dependencies and its `dev`, `notebook` and `gpu` extras (what `environment.yml`
-installs: `-e .[dev,notebook,gpu]`), for CPython 3.11 on x86-64 Linux with glibc up to `--glibc` (2.35: Ubuntu 22.04),
-binary wheels only, from PyPI alone (`pip --isolated`: no local indexes, find-links or constraints of this machine).
+What is resolved: this package's dependencies and its `suite`, `dev`, `notebook` and `gpu` extras (what
+`environment.yml` installs: `-e .[suite,dev,notebook,gpu]`), for CPython 3.11 on x86-64 Linux with glibc up to
+`--glibc` (2.35: Ubuntu 22.04), binary wheels only, from PyPI alone (`pip --isolated`: no local indexes, find-links
+or constraints of this machine).
 The run is `pip install --dry-run --ignore-installed --report`: nothing is downloaded beyond metadata, nothing
 installed.
 
@@ -31,7 +32,7 @@ from pathlib import Path
 import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRAS = ("dev", "notebook", "gpu")
+EXTRAS = ("suite", "dev", "notebook", "gpu")
 SDIST_ONLY = ("antlr4-python3-runtime==4.9.3", "jericho==3.3.1", "fast-downward-textworld==20.6.4")
 SHOWN = (
     "vllm",
@@ -163,7 +164,7 @@ def main() -> None:
     torch_req = vllm_requirement(report, "torch")
     tf_req = vllm_requirement(report, "transformers")
     checks = {
-        "environment.yml installs -e .[dev,notebook,gpu]": "-e .[dev,notebook,gpu]" in env_yml,
+        "environment.yml installs -e .[suite,dev,notebook,gpu]": "-e .[suite,dev,notebook,gpu]" in env_yml,
         f"vllm is the pinned {want_vllm}": want_vllm is not None and versions.get("vllm") == want_vllm,
         f"torch {versions.get('torch')} satisfies vLLM's {torch_req}": bool(
             torch_req and Requirement(torch_req.split(";")[0]).specifier.contains(versions.get("torch", ""))

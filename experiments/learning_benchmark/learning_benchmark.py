@@ -4,15 +4,17 @@ panel game and 40 valid_unseen games (settings.yaml), from the pipeline's warm s
 runs every method on both environments, shorter.
 
     python experiments/learning_benchmark/learning_benchmark.py [--warm-start alfworld=DIR webshop=DIR]
-        [--fidelity reports/tables/credit_fidelity.csv] [--report-only] [--workers 2] [--set KEY=VALUE ...]
-        [--results DIR]
+        [--fidelity reports/tables/credit_fidelity.csv] [--report-only [--from-results]] [--workers 2]
+        [--set KEY=VALUE ...] [--results DIR]
 
 Runs go to `learning.out_dir` (settings.yaml: runs/learning_benchmark/<env>/<method>/seed<k>); a run whose
 result.json exists is not repeated, so an interrupted benchmark continues where it stopped (`--report-only`: the
-tables and figures from the finished runs only). Tables and figures: results/ beside this file, or `--results`
-(`scpo.testbeds.learning_tables`), with runs.json (every run's curves, unseen success and training success), the
-fidelity-vs-learning correlation from the fidelity benchmark's table (`--fidelity`) and from the runs' own last
-saved rollouts (ALFWorld, planner-labelled), and timing.json.
+tables and figures from the finished runs only; with `--from-results`, from the runs.json and fidelity_auc.json
+already in the results folder, when the run folders are gone: `remake_tables.sh` re-makes every committed study so).
+Tables and figures: results/ beside this file, or `--results` (`scpo.testbeds.learning_tables`), with runs.json
+(every run's curves, unseen success and training success), the fidelity-vs-learning correlation from the fidelity
+benchmark's table (`--fidelity`) and from the runs' own last saved rollouts (ALFWorld, planner-labelled), and
+timing.json.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ def main() -> None:
     ap.add_argument("--warm-start", nargs="*", default=[], help="env=DIR (default: runs/<env>/sft/seed0)")
     ap.add_argument("--fidelity", type=Path, default=REPO / "reports" / "tables" / "credit_fidelity.csv")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument(
+        "--from-results",
+        action="store_true",
+        help="with --report-only: the runs from <results>/runs.json and the fidelity from <results>/fidelity_auc.json",
+    )
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--set", dest="sets", action="append", default=[], help="more dotted overrides")
     ap.add_argument("--results", type=Path, default=HERE / "results", help="the tables' folder (a side study: its own)")
@@ -48,6 +55,19 @@ def main() -> None:
     starts = {env: REPO / "runs" / env / "sft" / "seed0" for env in cfg.learning.envs}
     starts.update({k: Path(v) for k, v in (item.split("=", 1) for item in args.warm_start)})
     t0 = time.perf_counter()
+    out = args.results
+    if args.from_results:
+        if not args.report_only:
+            ap.error("--from-results rebuilds the tables of finished runs: it needs --report-only")
+        kept = out / "runs.json"
+        if not kept.exists():
+            ap.error(f"--from-results: no {kept}")
+        results = json.loads(kept.read_text())
+        auc = out / "fidelity_auc.json"
+        fidelity = json.loads(auc.read_text()) if auc.exists() else {}
+        tables = write_learning_report(cfg, results, out, fidelity=fidelity)
+        print(tables["learning_differences"].to_string())
+        return
     if args.report_only:
         results = []
         for key in run_keys(cfg):
@@ -56,7 +76,6 @@ def main() -> None:
                 results.append(json.loads(path.read_text()))
     else:
         results = run_learning(cfg, starts, workers=args.workers)
-    out = args.results
     out.mkdir(parents=True, exist_ok=True)
     (out / "runs.json").write_text(json.dumps(results, indent=1) + "\n")
     fidelity = {}

@@ -1,10 +1,11 @@
 """Credit maps: every estimator's per-step advantages on the same group of saved rollouts, side by side.
 
-One panel per estimator: rows = the group's trajectories (label: index, won/lost, length T), columns = step t, colour =
-A_{i,t} on one diverging scale shared by all panels (so magnitudes compare). Two more panels: GiGPO's anchor-group size
-per step (how many steps of the group share the step's raw observation, algorithms.md GiGPO step 3; 1 = singleton, no
-step advantage), and SCPO's monotone matches (algorithms.md SCPO step 4) drawn as lines from a failed trajectory's step
-t to the reference step j* it matched, coloured by the match score.
+One panel per estimator, and first, when the rollouts carry them (an imported run: `scpo.importers`), the advantages
+the run's trainer updated each step with ("trained with"): rows = the group's trajectories (label: index, won/lost,
+length T), columns = step t, colour = A_{i,t} on one diverging scale shared by all panels (so magnitudes compare). Two
+more panels: GiGPO's anchor-group size per step (how many steps of the group share the step's raw observation,
+algorithms.md GiGPO step 3; 1 = singleton, no step advantage), and SCPO's monotone matches (algorithms.md SCPO step 4)
+drawn as lines from a failed trajectory's step t to the reference step j* it matched, coloured by the match score.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from scpo.batch import RolloutBatch
 from scpo.config import Config
 
 __all__ = [
+    "TRAINED_WITH",
+    "trained_with",
+    "panel_title",
     "group_step_matrix",
     "trajectory_labels",
     "scpo_matches",
@@ -28,6 +32,23 @@ __all__ = [
     "credit_map_title",
     "credit_map_figure",
 ]
+
+
+TRAINED_WITH = "trained with"  # the panel of the advantages a run was trained with
+
+
+def trained_with(batch: RolloutBatch) -> np.ndarray | None:
+    """The advantage each step was updated with (the batch's `trained_advantage`) when it has a finite one, else
+    None."""
+    adv = batch.trained_advantage
+    return adv if adv is not None and np.isfinite(adv).any() else None
+
+
+def panel_title(name: str) -> str:
+    """An advantage panel's title: an estimator's, or the trained-with panel's."""
+    if name == TRAINED_WITH:
+        return "trained with: the advantage A(i,t) the run's trainer updated the step with"
+    return f"{name}: advantage A(i,t)"
 
 
 def group_step_matrix(batch: RolloutBatch, group: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -179,7 +200,7 @@ def draw_credit_maps(
             ax,
             mats[m][0],
             labels,
-            f"{m}: advantage A(i,t)",
+            panel_title(m),
             cmap="RdBu",
             center=0.0,
             vmin=-vmax,
@@ -240,7 +261,8 @@ def credit_map_figure(
     label: str | None = None,
 ) -> tuple[Path, RolloutView, dict]:
     """Draw the credit maps of saved rollouts: `choose_view(source, iteration, group)`, every estimator of `methods`
-    (default: report.methods) whose needs the rollouts meet (`scpo.credit.estimate`), one figure at `out`.
+    (default: report.methods) whose needs the rollouts meet (`scpo.credit.estimate`), after the advantages the
+    run was trained with when the rollouts carry them (`trained_with`), one figure at `out`.
     Returns (figure path, the view drawn, {method: CreditResult}). Notebook 04 and `scpo credit-map` both draw
     through this."""
     from scpo.credit import estimate
@@ -250,6 +272,10 @@ def credit_map_figure(
     results = estimate(batch, methods or cfg.report.methods, cfg.credit, unmet="skip")
     anchor = results["gigpo"].diagnostics.get("anchor_group_size") if "gigpo" in results else None
     matches = scpo_matches(batch, g, results["scpo"].diagnostics) if "scpo" in results else None
-    advantages = {m: r.advantages for m, r in results.items()}
+    trained = trained_with(batch)
+    advantages = {
+        **({TRAINED_WITH: trained} if trained is not None else {}),
+        **{m: r.advantages for m, r in results.items()},
+    }
     path = draw_credit_maps(batch, g, advantages, anchor, matches, Path(out), credit_map_title(cfg, view, label))
     return path, view, results

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scpo.analysis.credit_maps import group_step_matrix, scpo_matches, trajectory_labels
+from scpo.analysis.credit_maps import TRAINED_WITH, group_step_matrix, scpo_matches, trained_with, trajectory_labels
+from scpo.analysis.fidelity_metrics import credit_sign
 from scpo.analysis.rollout_files import iteration_files, iteration_of
 from scpo.batch import RolloutBatch
 from scpo.credit import CreditConfig, CreditResult, estimate, unmet_need
@@ -34,6 +35,7 @@ __all__ = [
     "group_view",
     "oracle_progress",
     "shared_scale",
+    "sign_text",
 ]
 
 Source = RolloutBatch | str | Path
@@ -236,13 +238,15 @@ class GroupView:
 
     labels      : "#k won T=12" per trajectory (k = position in the group)
     won         : bool per trajectory
-    advantages  : {method: A matrix}
+    advantages  : {method: A matrix}, led by "trained with" (`TRAINED_WITH`) when the rollouts carry the advantages
+                  their trainer used
     anchor      : GiGPO anchor-group size per step (steps of the group sharing the raw observation), from the results
                   of gigpo, scpo or progpo_c (they report GiGPO's anchors; other methods report their own groupings)
     q           : oracle progress per step, or None when the batch has no `q` column
     hover       : per cell, the step's static text (trajectory, step, action, observation, next observation, anchor, q)
     scpo_hover  : per cell, SCPO's match j* (and reference), score s_t and credit (what SCPO added to GiGPO's
                   advantage; revision 1's bonus where non-zero); "" off the grid, None without SCPO
+    sign_hover  : {method: per cell, whether its credit has the sign q gives the step (`sign_text`)}; None without q
     matches     : SCPO's credited matches (`scpo_matches`), None without SCPO
     vmax        : the shared colour limit of the advantage panels
     """
@@ -257,7 +261,34 @@ class GroupView:
     hover: np.ndarray
     scpo_hover: np.ndarray | None
     matches: pd.DataFrame | None
+    sign_hover: dict[str, np.ndarray] | None
     vmax: float
+
+
+WRONG_UP = "WRONG SIGN: A > 0 where q < 0 (a step away from the goal)"
+WRONG_DOWN = "WRONG SIGN: A < 0 where q > 0 (a step of progress)"
+
+
+def sign_text(advantages: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Per cell of one advantage panel, whether its credit has the sign that q gives the step
+    (`scpo.analysis.fidelity_metrics.credit_sign`): WRONG_UP, WRONG_DOWN, "credit sign agrees with q", "A = 0: no
+    credit to check" or "q = 0: no sign to check"; "" off the grid."""
+    a, q = np.asarray(advantages, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    out = np.full(a.shape, "", dtype=object)
+    on = ~np.isnan(a) & ~np.isnan(q)
+    sign = credit_sign(a[on], q[on])
+    text = np.where(
+        sign == 1,
+        WRONG_UP,
+        np.where(
+            sign == -1,
+            WRONG_DOWN,
+            np.where(a[on] == 0, "A = 0: no credit to check", np.where(q[on] == 0, "q = 0: no sign to check", "")),
+        ),
+    ).astype(object)
+    text[text == ""] = "credit sign agrees with q"
+    out[on] = text
+    return out
 
 
 def _clip(text: str, n: int) -> str:
@@ -277,11 +308,15 @@ def group_view(
     text_chars: int = 160,
 ) -> GroupView:
     """The arrays drawn for `group` from the estimators' `results` on `batch` (see `GroupView`): advantage panels for
-    `methods` (default: every result), SCPO's matches when "scpo" is among them."""
+    `methods` (default: every result), after the trained-with panel when the batch carries the advantages its trainer
+    used (`trained_with`), SCPO's matches when "scpo" is among them."""
     methods = list(results) if methods is None else [m for m in methods if m in results]
     if not methods:
         raise ValueError(f"group_view needs at least one estimator to draw; results hold {sorted(results)}")
     mats = {m: group_step_matrix(batch, group, results[m].advantages)[0] for m in methods}
+    trained = trained_with(batch)
+    if trained is not None:
+        mats = {TRAINED_WITH: group_step_matrix(batch, group, trained)[0], **mats}
     anchor_of = next((results[m] for m in _GIGPO_ANCHORS if m in results), None)
     if anchor_of is None:
         raise ValueError(
@@ -344,6 +379,7 @@ def group_view(
         hover=hover,
         scpo_hover=scpo_hover,
         matches=matches,
+        sign_hover=None if q is None else {m: sign_text(a, q) for m, a in mats.items()},
         vmax=shared_scale(mats.values()),
     )
 

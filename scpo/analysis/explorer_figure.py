@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from scpo.analysis.credit_maps import TRAINED_WITH, panel_title
 from scpo.analysis.explorer_data import GroupView
 
 __all__ = ["group_figure", "same_structure", "update_in_place", "MATCH_BINS"]
@@ -40,18 +41,29 @@ def _panels(view: GroupView, methods: list[str]) -> list[str]:
     ]
 
 
+def _custom(scpo: np.ndarray, sign: np.ndarray | None) -> list:
+    """An advantage panel's per-cell hover lines below A: SCPO's match, then (where the batch has q) whether this
+    panel's credit has the sign q gives the step."""
+    if sign is None:
+        return scpo.tolist()
+    rows = zip(scpo.tolist(), sign.tolist())
+    return [[f"{a}<br>{b}" if a and b else a or b for a, b in zip(ra, rb)] for ra, rb in rows]
+
+
 def _axis(row: int) -> str:
     return "" if row == 1 else str(row)
 
 
 def group_figure(view: GroupView, methods: list[str] | None = None, title: str = "") -> dict:
     """The figure of `view` as a plotly figure dict (`go.Figure(d)` / `go.FigureWidget(d)` validate it once): panels in
-    order methods, anchor, q (if any), matches (if SCPO), stacked; built as plain dicts because plotly's object API
-    costs ~10x more per redraw."""
+    order trained with (if the rollouts carry it), methods, anchor, q (if any), matches (if SCPO), stacked; built as
+    plain dicts because plotly's object API costs ~10x more per redraw."""
     methods = list(view.advantages) if methods is None else [m for m in methods if m in view.advantages]
+    if TRAINED_WITH in view.advantages and TRAINED_WITH not in methods:
+        methods = [TRAINED_WITH, *methods]
     panels = _panels(view, methods)
     titles = {
-        **{m: f"{m}: advantage A(i,t)" for m in methods},
+        **{m: panel_title(m) for m in methods},
         "anchor": "GiGPO anchor-group size (steps of the group sharing o_t; 1 = singleton, no step advantage)",
         "q": "oracle progress q(i,t)",
         "matches": "SCPO matches: lost trajectory's step t -> reference step j* (colour = match score)",
@@ -63,7 +75,7 @@ def group_figure(view: GroupView, methods: list[str] | None = None, title: str =
     h = (1 - (n - 1) * gap) / n
     x, y = list(range(t)), list(range(k))
     hover = view.hover.tolist()
-    scpo = (view.scpo_hover if view.scpo_hover is not None else np.full(view.hover.shape, "", dtype=object)).tolist()
+    scpo = view.scpo_hover if view.scpo_hover is not None else np.full(view.hover.shape, "", dtype=object)
     data: list[dict] = []
     layout: dict = {}
     annotations = []
@@ -86,7 +98,7 @@ def group_figure(view: GroupView, methods: list[str] | None = None, title: str =
                     "type": "heatmap",
                     "name": p,
                     "z": _nan_to_none(view.advantages[p]),
-                    "customdata": scpo,
+                    "customdata": _custom(scpo, None if view.sign_hover is None else view.sign_hover.get(p)),
                     "coloraxis": "coloraxis",
                     "hovertemplate": f"%{{text}}<br><b>{p}: A = %{{z:.3f}}</b><br>%{{customdata}}<extra></extra>",
                     **common,

@@ -2,7 +2,8 @@
 
 A^E_{i,t} = norm(R_i - pen_t, steps of group g)                    (Eq. 3, see `grpo.episode_advantage`)
 G_{i,t}   = sum_k gamma^k r_{i,t+k} - pen_t                        (Eq. 5; the penalty is applied after discounting)
-anchor(t) = rows of group g whose raw observation o_t is identical (Eq. 6; optionally: similarity >= thresh)
+anchor(t) = rows of group g whose raw observation o_t is identical (Eq. 6; optionally: similarity >= thresh, by
+            `credit.gigpo.similarity_scorer`, default difflib's ratio as verl-agent's)
 A^S_{i,t} = norm(G_{i,t}, anchor(t)), singleton anchor -> 0       (Eq. 7)
 A_{i,t}   = A^E_{i,t} + omega * A^S_{i,t}                          (Eq. 8)
 """
@@ -20,6 +21,7 @@ from scpo.credit.grouping import (
     invalid_penalty,
     segment_norm,
     segment_sizes,
+    similarity_clusters,
 )
 from scpo.credit.grpo import episode_term, group_stats
 from scpo.credit.options import CreditOptions, ScorerName, StrictModel
@@ -49,7 +51,12 @@ class GiGPOOptions(StrictModel):
         False, description="merge anchor observations whose similarity >= similarity_thresh"
     )
     similarity_thresh: float = Field(0.95, gt=0, le=1)
-    similarity_scorer: ScorerName = "lexical"
+    similarity_scorer: ScorerName = Field(
+        "difflib",
+        description="scorer of the similarity option: difflib (SequenceMatcher(None, a, b).ratio(), verl-agent's "
+        "are_similar), lexical (rapidfuzz's Indel ratio, no autojunk) or a model scorer; read by every method built "
+        "on GiGPO's anchors (gigpo, scpo, progpo_c)",
+    )
 
 
 def similarity_scorer(cfg: CreditOptions) -> tuple[str, None] | None:
@@ -64,33 +71,18 @@ def anchor_groups(group_id: np.ndarray, observation: np.ndarray) -> np.ndarray:
 
 def similarity_anchor_groups(group_id: np.ndarray, observation: np.ndarray, scorer, thresh: float) -> np.ndarray:
     """Anchor groups that merge similar observations, greedily as verl-agent's
-    `build_step_group(enable_similarity=True)`: distinct observations in order of first appearance join the first
-    cluster whose representative scores >= thresh, else found a new cluster. Scores come from `scorer` in one batched
-    call per group (distinct observations only)."""
-    if not 0 < thresh <= 1:
-        raise ValueError(f"similarity_thresh={thresh} must be in (0, 1]")
-    obs_code = factorize(observation)
-    cluster_of_obs = np.full(obs_code.max() + 1, -1, dtype=np.int64)
+    `build_step_group(enable_similarity=True)`: within each group, observations in row order join the first cluster
+    whose representative (its first observation) scores `scorer.score([(o, representative)]) >= thresh`, else found a
+    new cluster (`grouping.similarity_clusters`; verl-agent's scorer: difflib's ratio, `scpo.scorers.sequence_matcher`).
+    A threshold outside (0, 1] is a ValueError."""
+    group_id = np.asarray(group_id)
     out = np.empty(len(group_id), dtype=np.int64)
     n_clusters = 0
     for g in np.unique(group_id):
         rows = np.flatnonzero(group_id == g)
-        codes, first = np.unique(obs_code[rows], return_index=True)
-        order = np.argsort(first)
-        codes = codes[order]
-        texts = [str(t) for t in observation[rows[first[order]]]]
-        sim = scorer.score_matrix(texts, texts)
-        reps: list[int] = []  # positions (in `codes`) of cluster representatives
-        local = np.empty(len(codes), dtype=np.int64)
-        for u in range(len(codes)):
-            hit = next((k for k, rep in enumerate(reps) if sim[u, rep] >= thresh), None)
-            if hit is None:
-                reps.append(u)
-                hit = len(reps) - 1
-            local[u] = hit
-        cluster_of_obs[codes] = n_clusters + local
-        out[rows] = cluster_of_obs[obs_code[rows]]
-        n_clusters += len(reps)
+        local = similarity_clusters(observation[rows], scorer, thresh)
+        out[rows] = n_clusters + local
+        n_clusters += int(local.max()) + 1
     return out
 
 

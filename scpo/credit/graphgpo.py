@@ -23,8 +23,6 @@ order of the rows; step groups always use exact states.
 
 from __future__ import annotations
 
-from difflib import SequenceMatcher
-
 import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
@@ -38,11 +36,13 @@ from scpo.credit.grouping import (
     segment_norm,
     segment_norm_keep_single,
     segment_sizes,
+    similarity_clusters,
 )
 from scpo.credit.grpo import group_stats
 from scpo.credit.options import CreditOptions, Scale, StrictModel
 from scpo.credit.result import CreditResult
 from scpo.credit.spec import credit_method
+from scpo.scorers.sequence_matcher import SequenceMatcherScorer
 
 __all__ = [
     "GraphGPOOptions",
@@ -124,50 +124,36 @@ def state_keys(batch: RolloutBatch) -> tuple[np.ndarray, np.ndarray]:
 
 
 def exact_nodes(group_id: np.ndarray, state: np.ndarray, nxt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Dense node codes of (group, exact text) for s_t and s_{t+1} (object arrays), and the codes of the goal nodes
-    (the texts equal to GOAL)."""
+    """Dense node codes of (group, exact text) for s_t and s_{t+1} (object arrays), and the goal node (the text GOAL)
+    of each group in `np.unique(group_id)` order: in a group without success a node that no step reaches."""
     n = len(group_id)
-    texts = np.concatenate([state, nxt])
-    node = combine_codes(np.r_[group_id, group_id], factorize(texts))
-    return node[:n], node[n:], node[texts == GOAL]
+    groups = np.unique(group_id)
+    texts = np.concatenate([state, nxt, np.full(len(groups), GOAL, dtype=object)])
+    node = combine_codes(np.r_[group_id, group_id, groups], factorize(texts))
+    return node[:n], node[n : 2 * n], node[2 * n :]
 
 
 def similarity_nodes(
     group_id: np.ndarray, state: np.ndarray, nxt: np.ndarray, thresh: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Like `exact_nodes`, but texts join the first earlier node whose first text has a difflib ratio
-    `SequenceMatcher(None, text, first).ratio() >= thresh` (the recipe's `StateCanonicalizer`): per group, in the order
-    s_t, s_{t+1} of the first row, then of the next row, ...; GOAL comes last and may join a node like any text (or be
-    a node of its own that no step reaches)."""
-    local: dict[int, tuple[int, int]] = {}
-    goals: list[tuple[int, int]] = []
-    for g in np.unique(group_id):
-        firsts: list[str] = []  # the first text of each node
-        node_of: dict[str, int] = {}
-        for r in np.flatnonzero(group_id == g):
-            local[r] = (
-                _canonical(str(state[r]), firsts, node_of, thresh),
-                _canonical(str(nxt[r]), firsts, node_of, thresh),
-            )
-        goals.append((g, _canonical(GOAL, firsts, node_of, thresh)))
+    """Like `exact_nodes` (one goal node per group), but texts join the first earlier node whose first text has a
+    difflib ratio `SequenceMatcher(None, text, first).ratio() >= thresh` (the recipe's `StateCanonicalizer`, by
+    `grouping.similarity_clusters` with the difflib scorer GiGPO's similarity uses): per group, in the order s_t,
+    s_{t+1} of the first row, then of the next row, ...; GOAL comes last and may join a node like any text (or be a
+    node of its own that no step reaches)."""
     n = len(group_id)
-    rows = [local[r] for r in range(n)]
-    node = combine_codes(
-        np.r_[group_id, group_id, [g for g, _ in goals]],
-        np.r_[[s for s, _ in rows], [x for _, x in rows], [c for _, c in goals]],
-    )
+    scorer = SequenceMatcherScorer()
+    state_node, next_node = np.zeros_like(group_id), np.zeros_like(group_id)  # node codes within the row's group
+    groups = np.unique(group_id)
+    goal = np.zeros_like(groups)
+    for k, g in enumerate(groups):
+        rows = np.flatnonzero(group_id == g)
+        texts = [str(t) for pair in zip(state[rows], nxt[rows]) for t in pair] + [GOAL]
+        local = similarity_clusters(texts, scorer, thresh)
+        pairs = local[:-1].reshape(-1, 2)  # (s_t, s_{t+1}) of each row
+        state_node[rows], next_node[rows], goal[k] = pairs[:, 0], pairs[:, 1], local[-1]
+    node = combine_codes(np.r_[group_id, group_id, groups], np.r_[state_node, next_node, goal])
     return node[:n], node[n : 2 * n], node[2 * n :]
-
-
-def _canonical(text: str, firsts: list[str], node_of: dict[str, int], thresh: float) -> int:
-    """The node of `text`: its earlier node, else the first node whose first text matches it, else a new node."""
-    if text not in node_of:
-        hit = next((k for k, first in enumerate(firsts) if SequenceMatcher(None, text, first).ratio() >= thresh), None)
-        if hit is None:
-            firsts.append(text)
-            hit = len(firsts) - 1
-        node_of[text] = hit
-    return node_of[text]
 
 
 def hop_distances(

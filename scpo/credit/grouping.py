@@ -22,6 +22,7 @@ __all__ = [
     "segment_sizes",
     "segment_norm",
     "segment_norm_keep_single",
+    "similarity_clusters",
     "discounted_returns",
     "invalid_penalty",
     "next_row_in_trajectory",
@@ -37,8 +38,16 @@ def check_rows(traj_id: np.ndarray, step: np.ndarray) -> None:
     if len(traj_id) == 0:
         raise ValueError("the rollout batch has no rows")
     starts = np.r_[True, traj_id[1:] != traj_id[:-1]]
-    if len(np.unique(traj_id)) != int(starts.sum()):
-        raise ValueError("rows of a trajectory must be contiguous (sort the batch by trajectory, then step)")
+    first_rows = np.flatnonzero(starts)
+    again = pd.Series(traj_id[first_rows]).duplicated().to_numpy()
+    if again.any():
+        t = traj_id[first_rows[np.argmax(again)]]
+        runs = first_rows[traj_id[first_rows] == t]
+        raise ValueError(
+            f"traj_id {t} has rows in {len(runs)} separate runs (from rows {', '.join(map(str, runs))}): rows of a "
+            "trajectory must be contiguous (sort the batch by trajectory, then step), and a traj_id names one "
+            "trajectory of the whole batch (ids that restart in every group name several)"
+        )
     expected = np.arange(len(step)) - np.maximum.accumulate(np.where(starts, np.arange(len(step)), 0))
     bad = np.flatnonzero(step != expected)
     if len(bad):
@@ -154,6 +163,27 @@ def segment_norm_keep_single(x: np.ndarray, seg: np.ndarray, *, scale: str, epsi
     x: float64 (n,), seg: int64 (n,)."""
     raw = x / (1.0 + epsilon) if scale == "std" else x
     return np.where(segment_sizes(seg) == 1, raw, segment_norm(x, seg, scale=scale, epsilon=epsilon))
+
+
+def similarity_clusters(texts: Sequence[str], scorer, thresh: float) -> np.ndarray:
+    """Greedy clusters of `texts` (in their order), as verl-agent's `build_step_group(enable_similarity=True)` and
+    GraphGPO's `StateCanonicalizer` form them: a text joins the first cluster whose representative (its first text)
+    scores `scorer.score([(text, representative)]) >= thresh`, else it founds a new cluster. Returns the cluster per
+    position, int64 0..K-1 in order of founding. Each distinct text is scored once, in one `score` call against every
+    representative so far; a repeated text joins its first occurrence's cluster (difflib and rapidfuzz score identical
+    texts 1, so verl-agent's row-by-row loop puts it there too)."""
+    if not 0 < thresh <= 1:
+        raise ValueError(f"similarity_thresh={thresh} must be in (0, 1]")
+    texts = [str(t) for t in texts]
+    codes = factorize(texts)  # dense, in order of first appearance
+    cluster_of: list[int] = []  # per code
+    reps: list[str] = []
+    for pos in np.unique(codes, return_index=True)[1]:  # each distinct text's first position, in order
+        hits = np.flatnonzero(scorer.score([(texts[pos], rep) for rep in reps]) >= thresh) if reps else ()
+        cluster_of.append(int(hits[0]) if len(hits) else len(reps))
+        if not len(hits):
+            reps.append(texts[pos])
+    return np.array(cluster_of)[codes]
 
 
 def next_row_in_trajectory(traj_id: np.ndarray) -> np.ndarray:

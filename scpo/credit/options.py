@@ -16,7 +16,7 @@ from scpo.strict_model import StrictModel
 __all__ = ["StrictModel", "NormOptions", "CreditOptions", "Scale", "ScorerName"]
 
 Scale = Literal["std", "none"]
-ScorerName = Literal["lexical", "bi_encoder", "cross_encoder"]
+ScorerName = Literal["difflib", "lexical", "bi_encoder", "cross_encoder"]
 
 
 class NormOptions(StrictModel):

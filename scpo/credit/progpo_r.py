@@ -57,8 +57,10 @@ class ProGPOROptions(StrictModel):
     depths: tuple[int, ...] = Field((1, 2, 4), min_length=1, description="history depths d of the potentials Phi_d")
     min_members: int = Field(2, ge=1, description="m: keys with fewer members pool similar keys (semantic expansion)")
     similarity_thresh: float = Field(0.9, gt=0, le=1)
-    similarity_scorer: Literal["lexical", "bi_encoder", "cross_encoder", "none"] = Field(
-        "lexical", description="scorer of the semantic expansion ('none': exact keys only)"
+    similarity_scorer: Literal["difflib", "lexical", "bi_encoder", "cross_encoder", "none"] = Field(
+        "lexical",
+        description="scorer of the semantic expansion ('none': exact keys only); [ours], so lexical (rapidfuzz's "
+        "Indel ratio) rather than verl-agent's difflib",
     )
     prior_variance: float = Field(25.0, gt=0, description="variance given to single-member keys")
     variance_floor: float = Field(1e-6, gt=0, description="lower bound of var_d(s) (keys whose returns all agree)")

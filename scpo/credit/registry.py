@@ -87,6 +87,6 @@ def compared_methods() -> tuple[str, ...]:
 
 def methods_and_bounds() -> tuple[str, ...]:
     """`compared_methods`, then the bounds and references whose needs saved rollouts can meet (not the policy's own
-    values, which only training plays)."""
-    bounds = tuple(name for name, spec in METHODS.items() if spec.bound is not None and not spec.policy_values)
+    values, Monte-Carlo or exact, which need the policy: `MethodSpec.needs_policy`)."""
+    bounds = tuple(name for name, spec in METHODS.items() if spec.bound is not None and not spec.needs_policy)
     return (*compared_methods(), *bounds)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -58,6 +59,7 @@ __all__ = [
     "episode_gap",
     "match_failures",
     "scpo_credit",
+    "anchor_scorer",
     "compute_scpo",
 ]
 
@@ -357,6 +359,26 @@ def scpo_credit(
     return {**m, "gap": gap, "credit": credit, "bonus": bonus}
 
 
+@lru_cache(maxsize=4)
+def _named_scorer(name: str):
+    """One scorer per name per process (its pair cache survives across iterations)."""
+    from scpo.scorers import make_scorer
+
+    return make_scorer(name)
+
+
+def anchor_scorer(cfg: CreditOptions, scorer):
+    """The scorer of GiGPO's similarity anchors inside SCPO: `credit.gigpo.similarity_scorer`, as in GiGPO itself
+    (SCPO's matching `scorer` when that is the same scorer without a model of its own); None when the anchors are
+    exact (`enable_similarity` false)."""
+    opts = cfg.gigpo
+    if not opts.enable_similarity:
+        return None
+    if opts.similarity_scorer == cfg.scpo.scorer and cfg.scpo.scorer_model is None:
+        return scorer
+    return _named_scorer(opts.similarity_scorer)
+
+
 @credit_method("scpo", SCPOOptions, reads=("gigpo", "grpo"), scorer=lambda c: (c.scpo.scorer, c.scpo.scorer_model))
 def compute_scpo(batch: RolloutBatch, cfg: CreditOptions, *, scorer=None, **_: object) -> CreditResult:
     """SCPO on `batch` (mode per `credit.scpo.mode`). Diagnostics add scpo_match (j*), scpo_ref_row, scpo_score (s_t),
@@ -366,7 +388,8 @@ def compute_scpo(batch: RolloutBatch, cfg: CreditOptions, *, scorer=None, **_: o
         raise ValueError("scpo needs a scorer (compute_advantages builds the configured one: credit.scpo.scorer)")
     stats_before = dict(scorer.stats)
     sc = scpo_credit(batch, cfg, scorer)
-    base = compute_gigpo(batch, cfg, scorer=scorer, method="scpo")
+    anchors = anchor_scorer(cfg, scorer)
+    base = compute_gigpo(batch, cfg, scorer=anchors, method="scpo")
     shaped_row = sc["shaped"]
     if opts.mode == "advantage":
         adv, returns, diag = base.advantages + sc["credit"], base.returns, dict(base.diagnostics)
@@ -375,7 +398,7 @@ def compute_scpo(batch: RolloutBatch, cfg: CreditOptions, *, scorer=None, **_: o
         if opts.shape_episode:
             ep_ret = batch.episode_return + np.bincount(batch.traj_id, weights=sc["bonus"])[batch.traj_id]
         shaped = compute_gigpo(
-            batch, cfg, scorer=scorer, rewards=batch.reward + sc["bonus"], episode_return=ep_ret, method="scpo"
+            batch, cfg, scorer=anchors, rewards=batch.reward + sc["bonus"], episode_return=ep_ret, method="scpo"
         )
         pick = lambda a, b: np.where(shaped_row, b, a)  # noqa: E731 - shaped rows take the shaped value
         adv, returns = pick(base.advantages, shaped.advantages), pick(base.returns, shaped.returns)

@@ -13,11 +13,13 @@ name:
 - `policy_scores`: per-row scores of the policy, passed as `hindsight_logprob` (HCAPO's hindsight log-probs,
   `scpo.policy.hindsight`);
 - `columns`: batch columns beyond the rollouts (`COLUMNS`: the planner's oracle progress, the policy's Monte-Carlo
-  state values), which the trainer adds before credit (`scpo.train.trainer`) and analyses of saved rollouts may lack;
+  state values, its exact success values), which the trainer adds before credit (`scpo.train.trainer`) and
+  analyses of saved rollouts may lack;
 - `state_description`: it reads the environment's state_description columns when the batch has them (GraphGPO's
   graph nodes; without them it uses the raw observations);
 - `bound`: it is a bound or a reference of the benchmarks rather than an estimator compared with the others (the
-  oracle's ground-truth credit, shuffled credit, the policy's own Monte-Carlo advantage), in a few words.
+  oracle's ground-truth credit, shuffled credit, the policy's own advantage from Monte-Carlo or exact values), in a
+  few words.
 
 `scpo.credit.registry` imports every module of this package, so each method registers itself on import; the
 registry's table, the config's `credit:` section and every list of methods are made from the specs.
@@ -32,14 +34,18 @@ from typing import Any
 
 from scpo.strict_model import StrictModel
 
-__all__ = ["MethodSpec", "credit_method", "registered", "COLUMNS"]
+__all__ = ["MethodSpec", "credit_method", "registered", "COLUMNS", "POLICY_COLUMNS"]
 
 # batch columns a method may read beyond the rollouts -> what the column holds (an unmet need names it)
 COLUMNS = {
     "oracle_progress": "the planner's oracle progress per step (the batch's oracle_progress column)",
     "policy_value": "the policy's Monte-Carlo state values per step (the batch's policy_value column, played in "
     "training)",
+    "exact_value": "the policy's exact success values per step (the batch's exact_value column: "
+    "scpo.rollout.exact_values)",
 }
+# the columns computed with the policy (only a caller that has it can add them: the trainer, the gradient testbed)
+POLICY_COLUMNS = ("policy_value", "exact_value")
 
 
 def _no_scorer(cfg: Any) -> None:
@@ -69,6 +75,16 @@ class MethodSpec:
     def policy_values(self) -> bool:
         """Whether it reads the policy's Monte-Carlo state values (only training can play them)."""
         return "policy_value" in self.columns
+
+    @property
+    def exact_values(self) -> bool:
+        """Whether it reads the policy's exact success values (environments whose states can be enumerated)."""
+        return "exact_value" in self.columns
+
+    @property
+    def needs_policy(self) -> bool:
+        """Whether it reads anything computed with the policy (its scores or values), which saved rollouts lack."""
+        return self.policy_scores or any(c in POLICY_COLUMNS for c in self.columns)
 
     @property
     def rollouts_suffice(self) -> bool:

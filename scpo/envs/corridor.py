@@ -12,7 +12,7 @@ and `open door`; `key`: also `take key` in room <key> first. Reward 10.0 on succ
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from pydantic import Field
@@ -32,6 +32,9 @@ __all__ = [
     "CorridorOptions",
     "optimal_cost",
     "label_progress",
+    "CorridorState",
+    "CorridorModel",
+    "tabular_model",
     "PROMPT_TEMPLATE",
     "SPEC",
 ]
@@ -185,6 +188,65 @@ def label_progress(batch, data_root: str | Path = "data"):
     return batch.with_column("oracle_progress", q)
 
 
+class CorridorState(NamedTuple):
+    """A corridor state of the tabular model: the room, the key held, won, and the message the last command printed
+    in place of the room's description ("" when it printed the room)."""
+
+    pos: int
+    has_key: bool
+    won: bool
+    message: str
+
+
+class CorridorModel:
+    """The corridor of one task as a `scpo.envs.tabular.TabularModel`: the rules of `CorridorEnv.step` as a pure
+    function of a `CorridorState` (tests/envs/test_corridor_tabular.py replays random episodes in both)."""
+
+    def __init__(self, task_id: str):
+        self.kind, self.length, self.key = _parse(task_id)
+        self.goal = CorridorEnv(task_id).goal
+
+    def initial(self) -> CorridorState:
+        return CorridorState(0, False, False, "")
+
+    def admissible(self, s: CorridorState) -> list[str]:
+        key_here = self.kind == "key" and s.pos == self.key and not s.has_key
+        return [
+            "look",
+            *(["go east"] if s.pos < self.length - 1 else []),
+            *(["go west"] if s.pos > 0 else []),
+            *(["take key"] if key_here else []),
+            *(["open door"] if s.pos == self.length - 1 else []),
+        ]
+
+    def observation(self, s: CorridorState) -> str:
+        if s.message:
+            return s.message
+        text = f"You are in room {s.pos} of {self.length}."
+        if self.kind == "key" and s.pos == self.key and not s.has_key:
+            text += " You see a key here."
+        return text + (" A door is to the east." if s.pos == self.length - 1 else "")
+
+    def step(self, s: CorridorState, action: str) -> tuple[CorridorState, float, bool, bool]:
+        """-> (next state, reward, done, won); done only on a win (the step budget is the caller's)."""
+        pos, has_key, won, message = s.pos, s.has_key, s.won, ""
+        if action not in self.admissible(s):
+            message = "Nothing happens."
+        elif action in ("go east", "go west"):
+            pos += 1 if action == "go east" else -1
+        elif action == "take key":
+            has_key, message = True, "You take the key."
+        elif action == "open door":
+            won = self.kind == "walk" or has_key
+            message = "The door opens. You win." if won else "The door is locked."
+        return CorridorState(pos, has_key, won, message), 10.0 if won else 0.0, won, won
+
+
+def tabular_model(task_id: str, data_root: str | Path = "data", **options) -> CorridorModel:
+    """The tabular model of `task_id` (`EnvSpec.tabular`)."""
+    return CorridorModel(task_id)
+
+
 def make_env(task_id: str, data_root: str | Path = "data", max_steps: int | None = None, **options) -> CorridorEnv:
     return CorridorEnv(task_id, max_steps=max_steps)
 
@@ -229,4 +291,5 @@ SPEC = EnvSpec(
     package=__name__,
     options=CorridorOptions,
     oracle_progress="scpo.envs.corridor:label_progress",
+    tabular="scpo.envs.corridor:tabular_model",
 )

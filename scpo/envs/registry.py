@@ -37,6 +37,7 @@ ENVIRONMENTS: dict[str, str] = {
     "webshop": "scpo.envs.webshop:SPEC",
     "webshop-original": "scpo.envs.webshop.original:SPEC",
     "corridor": "scpo.envs.corridor:SPEC",  # a data-free test environment (tests of the collector, trainer, resume)
+    "sokoban": "scpo.envs.sokoban:SPEC",  # verl-agent's Sokoban, data-free, with an exact solver
 }
 
 

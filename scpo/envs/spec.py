@@ -45,6 +45,9 @@ class EnvSpec:
     tokenizer_lowercase : whether the tiny policy's tokenizer folds case (text whose case carries no meaning)
     oracle_progress   : "module:function" labelling a batch of its rollouts with the planner's oracle progress q_t,
                         called as `function(batch, data_root=...)` (None: no planner; the oracle estimator cannot run)
+    tabular           : "module:function" giving a task's tabular model (`scpo.envs.tabular.TabularModel`), called as
+                        `function(task_id, data_root=..., **options)` (None: its states cannot be enumerated; no exact
+                        on-policy values)
     """
 
     name: str
@@ -54,6 +57,7 @@ class EnvSpec:
     tokenizer_phrases: tuple[str, ...] = ()
     tokenizer_lowercase: bool = False
     oracle_progress: str | None = None
+    tabular: str | None = None
 
     def __post_init__(self) -> None:
         if (self.package is None) != (self.options is None):
@@ -72,6 +76,13 @@ class EnvSpec:
             raise ValueError(f"environment {self.name!r} has no planner: its rollouts get no oracle progress")
         module, _, attr = self.oracle_progress.partition(":")
         return getattr(importlib.import_module(module), attr)(batch, data_root=data_root)
+
+    def tabular_model(self, task_id: str, data_root, **options):
+        """The tabular model of `task_id` (`tabular`); ValueError when the environment declares none."""
+        if self.tabular is None:
+            raise ValueError(f"environment {self.name!r} declares no tabular model: its states cannot be enumerated")
+        module, _, attr = self.tabular.partition(":")
+        return getattr(importlib.import_module(module), attr)(task_id, data_root=data_root, **options)
 
     def load_package(self):
         """The package module (imported once by Python)."""

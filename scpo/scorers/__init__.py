@@ -1,7 +1,11 @@
-"""Frozen semantic scorers behind SCPO's matching and similarity grouping: `make_scorer(name)`.
+"""Frozen scorers behind SCPO's matching and similarity grouping: `make_scorer(name)`.
 
-scorer = make_scorer("lexical" | "bi_encoder" | "cross_encoder", model=None, batch_size=...)
+scorer = make_scorer("difflib" | "lexical" | "bi_encoder" | "cross_encoder", model=None, batch_size=...)
 scorer.score([(a, b), ...]) -> np.ndarray in [0, 1];  scorer.score_matrix(left, right);  scorer.stats
+
+difflib: `difflib.SequenceMatcher(None, a, b).ratio()`, verl-agent's similarity (GiGPO's and GraphGPO's default here);
+lexical: rapidfuzz's Indel ratio (SCPO's and ProGPO-R's default); bi_encoder / cross_encoder: sentence-transformers
+models.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from scpo.scorers.base import CachedScorer, ScorerError
 
 __all__ = ["make_scorer", "available_scorers", "CachedScorer", "ScorerError"]
 
-_SCORERS = ("lexical", "bi_encoder", "cross_encoder")
+_SCORERS = ("difflib", "lexical", "bi_encoder", "cross_encoder")
 
 
 def available_scorers() -> tuple[str, ...]:
@@ -22,9 +26,13 @@ def available_scorers() -> tuple[str, ...]:
 def make_scorer(name: str, model: str | Path | None = None, batch_size: int | None = None, **kwargs) -> CachedScorer:
     """Build a scorer by name. `model`: local folder or Hub name (model scorers only; None = the default)."""
     extra = {"batch_size": batch_size} if batch_size is not None else {}
+    if name in ("difflib", "lexical") and model is not None:
+        raise ValueError(f"the {name} scorer takes no model (got model={model!r})")
+    if name == "difflib":
+        from scpo.scorers.sequence_matcher import SequenceMatcherScorer
+
+        return SequenceMatcherScorer(**extra, **kwargs)
     if name == "lexical":
-        if model is not None:
-            raise ValueError(f"the lexical scorer takes no model (got model={model!r})")
         from scpo.scorers.lexical import LexicalScorer
 
         return LexicalScorer(**extra, **kwargs)

@@ -8,7 +8,7 @@ splits, all task types for "all"; one task type for a task-type column). Over se
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -172,13 +172,23 @@ def our_scale_label(cfg: Config) -> str:
     )
 
 
-def write_table(df: pd.DataFrame, csv_path: Path, md_path: Path, title: str, note: str = "") -> tuple[Path, Path]:
-    """Write `df` as CSV and as Markdown (a '## title' heading, an optional note line, then the table)."""
+def write_table(
+    df: pd.DataFrame,
+    csv_path: Path,
+    md_path: Path,
+    title: str,
+    note: str = "",
+    formats: Mapping[str, str] | None = None,
+) -> tuple[Path, Path]:
+    """Write `df` as CSV and as Markdown (a '## title' heading, an optional note line, then the table). Floats are
+    shown at 3 decimals, or in the format spec `formats[column]` (e.g. ".4f" for p-values such as 0.0625)."""
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(csv_path, index=False)
     shown = df.copy()
+    formats = dict(formats or {})
     for col in shown.columns[shown.dtypes.eq(float)]:  # floats at 3 decimals; strings such as '50.0' kept as written
-        shown[col] = shown[col].map(lambda x: "n/a" if pd.isna(x) else f"{x:.3f}")
+        spec = formats.get(col, ".3f")
+        shown[col] = shown[col].map(lambda x, spec=spec: "n/a" if pd.isna(x) else format(x, spec))
     table = shown.to_markdown(index=False, disable_numparse=True)
     text = f"## {title}\n\n" + (f"{note}\n\n" if note else "") + table + "\n"
     md_path.write_text(text, encoding="utf-8")

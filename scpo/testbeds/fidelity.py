@@ -2,9 +2,12 @@
 figures.
 
     res = noisy_fidelity(cfg)                    # eps grid x tasks x seeds of the noisy-optimal policy (cfg.fidelity)
-    res = trained_fidelity(cfg, run_dirs)        # the saved rollouts of trained policies, labelled by replay
+    res = trained_fidelity(cfg, run_dirs)        # the saved rollouts of trained policies (ALFWorld or the corridor),
+                                                 # labelled by replay with their environment's planner
     res.summary / res.by_task_type / res.groups  # tables (scpo.analysis.fidelity_metrics.summarize)
-    plot_fidelity_vs_eps(res.summary, path)      # the four metrics vs eps, one line per estimator, 95% intervals
+    plot_fidelity_vs_eps(res.summary, path)      # the metrics vs eps, one line per estimator, 95% intervals
+    sweep = scpo_sweep(cfg, res.batches, grid)   # SCPO's fidelity per option set (tau, step text, scorer, match)
+    calibrate_tau(sweep, cfg.credit.scpo)        # per scorer, the tau of least wrong-sign credit, and of best AUC
 
 Every estimator goes through `scpo.credit.estimate` (at ALFWorld's reference scale, read from the batch); HCAPO
 reads the hindsight log-probs of `cfg.fidelity.hindsight_policy` (default: the ALFWorld warm start), scored once over
@@ -23,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scpo.analysis.fidelity_metrics import METRICS, fidelity_table, summarize
+from scpo.analysis.fidelity_metrics import fidelity_table, summarize
 from scpo.batch import RolloutBatch
 from scpo.credit import estimate
 from scpo.envs.alfworld.oracle_rollouts import PlannerPool, label_progress, noisy_optimal_rollouts
@@ -35,10 +38,12 @@ __all__ = [
     "hindsight_policy_dir",
     "noisy_fidelity",
     "trained_fidelity",
+    "label_with_planner",
     "oracle_inconsistency",
     "plot_fidelity_vs_eps",
     "scpo_sweep",
     "plot_scpo_sweep",
+    "calibrate_tau",
     "METRIC_LABELS",
 ]
 
@@ -47,7 +52,11 @@ METRIC_LABELS = {
     "recovered_progress": "recovered progress (failed, q = 1: A > 0)",
     "false_credit": "false credit (q <= 0: A > 0)",
     "rank_corr": "Spearman rho(A, q)",
+    "wrong_sign": "wrong-sign credit (A > 0, q < 0 or A < 0, q > 0: share of A != 0)",
+    "wrong_sign_pos": "wrong-sign up (q < 0 given A > 0)",
+    "wrong_sign_neg": "wrong-sign down (q > 0 given A < 0)",
 }
+PLOTTED = ("auc", "recovered_progress", "false_credit", "rank_corr", "wrong_sign_pos", "wrong_sign_neg")
 
 
 def cpu_seconds() -> float:
@@ -237,6 +246,17 @@ def noisy_fidelity(
     )
 
 
+def label_with_planner(batch: RolloutBatch, data_root, pool: PlannerPool | None = None) -> RolloutBatch:
+    """`batch` with its oracle progress q: ALFWorld's rollouts by replay in the fast engine through `pool` (shared
+    planner processes and cache), any other environment's through the planner it declares (`EnvSpec.oracle_progress`,
+    e.g. the corridor's `optimal_cost`); ValueError for an environment without one."""
+    if batch.env in (None, "alfworld"):
+        return label_progress(batch, data_root=data_root, pool=pool or PlannerPool(data_root), progress=False)
+    from scpo.envs.registry import with_oracle_progress
+
+    return with_oracle_progress(batch, data_root)
+
+
 def trained_fidelity(
     cfg,
     run_dirs: Mapping[str, Sequence[Path]],
@@ -248,11 +268,11 @@ def trained_fidelity(
 ) -> FidelityResult:
     """Fidelity of every estimator on the saved rollouts of trained runs: `run_dirs` maps a label (the method that
     trained the policy) to its runs (one per seed); every saved iteration is used (or the positions `iterations` of
-    each run's saved ones, e.g. [-1]: the last), q labelled by replay."""
+    each run's saved ones, e.g. [-1]: the last), q labelled by replay with the planner of the rollouts' environment
+    (`label_with_planner`: ALFWorld's through `pool`, the corridor's closed form)."""
     from scpo.analysis.rollout_files import iteration_files
 
     methods = list(cfg.fidelity.methods if methods is None else methods)
-    pool = pool or PlannerPool(cfg.data.root)
     timer = Timer()
     policy = _load_hindsight_policy(cfg) if _needs_policy_scores(methods) else None
     tables, incons, batches, advs = [], [], {}, {}
@@ -262,7 +282,10 @@ def trained_fidelity(
             files = iteration_files(run)
             for file in files if iterations is None else [files[i] for i in iterations]:
                 with timer("label_q"):
-                    batch = label_progress(RolloutBatch.read(file), data_root=cfg.data.root, pool=pool, progress=False)
+                    batch = RolloutBatch.read(file)
+                    if batch.env in (None, "alfworld") and pool is None:
+                        pool = PlannerPool(cfg.data.root)
+                    batch = label_with_planner(batch, cfg.data.root, pool)
                 labelled.append((label, k, run, file, batch))
     hindsight = _hindsight(cfg, [b for *_, b in labelled], methods, policy, timer, progress)
     for (label, k, run, file, batch), h in zip(labelled, hindsight):
@@ -286,19 +309,19 @@ def trained_fidelity(
 
 
 def plot_fidelity_vs_eps(summary: pd.DataFrame, path: str | Path, kind: str = "all") -> Path:
-    """Four panels (AUC, recovered progress, false credit, Spearman) vs eps, one line per estimator, 95% t-intervals
-    over seeds as bars; rows of `summary` with kind == `kind`."""
+    """Six panels (AUC, recovered progress, false credit, Spearman, the two wrong-sign shares) vs eps, one line per
+    estimator, 95% t-intervals over seeds as bars; rows of `summary` with kind == `kind`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     data = summary[summary["kind"] == kind]
-    fig, axes = plt.subplots(1, 4, figsize=(17, 4.2))
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     estimators = list(dict.fromkeys(data["estimator"]))
     eps_values = np.sort(data["eps"].unique())
     width = 0.6 * (np.min(np.diff(eps_values)) if len(eps_values) > 1 else 0.1)
-    for ax, m in zip(axes, METRICS):
+    for ax, m in zip(axes.flat, PLOTTED):
         for j, est in enumerate(estimators):
             part = data[data["estimator"] == est].sort_values("eps")
             y = part[f"{m}_mean"].to_numpy(float)
@@ -321,7 +344,7 @@ def plot_fidelity_vs_eps(summary: pd.DataFrame, path: str | Path, kind: str = "a
         ax.set_title(METRIC_LABELS[m], fontsize=10)
         ax.set_xlabel("eps (share of random steps)")
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8, ncol=2)
+    axes.flat[0].legend(fontsize=8, ncol=2)
     fig.suptitle(
         f"Credit fidelity vs the planner's oracle progress, {kind} groups (mean over task seeds, 95% t-interval)."
         " Full knowledge is a proxy: exploring steps count as q <= 0.",
@@ -394,3 +417,50 @@ def plot_scpo_sweep(sweep: pd.DataFrame, path: str | Path, kind: str = "mixed") 
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def calibrate_tau(sweep: pd.DataFrame, defaults, kind: str = "mixed") -> pd.DataFrame:
+    """SCPO's tau calibrated per scorer on the rollouts of `sweep` (`scpo_sweep`): for every (scorer, step_text,
+    match) of the sweep, the metrics of each tau averaged over its sources (the eps levels) in `kind` groups (mixed:
+    where SCPO acts), then the tau with the least wrong-sign credit (`wrong_sign`, the share of A != 0 whose sign
+    disagrees with q; ties: the higher AUC, then the tau nearest the default) and the tau with the highest AUC. One row
+    per option set, with the default tau's values beside (`defaults`: the config's SCPO options, e.g.
+    cfg.credit.scpo) and `calibrated`: whether the default tau is the least-wrong-sign one; for scale, the default's
+    standard error over seeds (`wrong_sign_se_at_default`: std / sqrt(seeds), mean over sources), which a gap to the
+    least-wrong-sign tau can be read against. `is_default`: the row whose step text and match are the config's."""
+    keys = [c for c in ("scorer", "step_text", "match") if c in sweep.columns]
+    data = sweep[sweep["kind"] == kind]
+    if data.empty or "tau" not in data.columns:
+        raise ValueError(
+            f"calibrate_tau needs a sweep over tau with {kind!r} groups; got columns {list(sweep.columns)}"
+        )
+    cols = ["wrong_sign_mean", "wrong_sign_pos_mean", "wrong_sign_neg_mean", "auc_mean", "wrong_sign_se"]
+    data = data.assign(wrong_sign_se=data["wrong_sign_std"] / np.sqrt(data["n_seeds"]))
+    per_tau = data.groupby(keys + ["tau"], sort=False)[cols].mean().reset_index()
+    default_tau = float(defaults.tau)
+    rows = []
+    for key, part in per_tau.groupby(keys, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        part = part.assign(distance=(part["tau"] - default_tau).abs())
+        least = part.sort_values(["wrong_sign_mean", "auc_mean", "distance"], ascending=[True, False, True]).iloc[0]
+        best_auc = part.sort_values(["auc_mean", "wrong_sign_mean", "distance"], ascending=[False, True, True]).iloc[0]
+        at_default = part[np.isclose(part["tau"], default_tau)]
+        row = dict(zip(keys, key))
+        row["is_default"] = all(getattr(defaults, k) == v for k, v in row.items() if k != "scorer")
+        row.update(
+            taus=", ".join(f"{t:g}" for t in sorted(part["tau"])),
+            tau_least_wrong_sign=float(least["tau"]),
+            wrong_sign_at_least=float(least["wrong_sign_mean"]),
+            auc_at_least=float(least["auc_mean"]),
+            tau_best_auc=float(best_auc["tau"]),
+            auc_at_best=float(best_auc["auc_mean"]),
+            wrong_sign_at_best_auc=float(best_auc["wrong_sign_mean"]),
+            tau_default=default_tau,
+            wrong_sign_at_default=float(at_default["wrong_sign_mean"].iloc[0]) if len(at_default) else np.nan,
+            wrong_sign_pos_at_default=float(at_default["wrong_sign_pos_mean"].iloc[0]) if len(at_default) else np.nan,
+            auc_at_default=float(at_default["auc_mean"].iloc[0]) if len(at_default) else np.nan,
+            wrong_sign_se_at_default=float(at_default["wrong_sign_se"].iloc[0]) if len(at_default) else np.nan,
+            calibrated=bool(np.isclose(least["tau"], default_tau)),
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)

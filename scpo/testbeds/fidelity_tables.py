@@ -6,6 +6,7 @@ reports/tables/credit_fidelity_trained.{csv,md}       on the saved rollouts of t
 reports/tables/credit_fidelity_inconsistency.{csv,md} semantic inconsistency rev. 2 + oracle-progress control
 reports/tables/credit_fidelity_timing.json            wall / CPU seconds per phase, planner call times
 reports/tables/scpo_defaults_sweep.{csv,md}           SCPO's options on fidelity
+reports/tables/scpo_tau_calibration.{csv,md}          SCPO's tau per scorer: least wrong-sign credit, best AUC
 reports/figures/credit_fidelity.png, scpo_defaults_sweep.png
 
 Everything it reads is checked before the first file is written: the games of `fidelity.split` (one line naming
@@ -30,6 +31,7 @@ from scpo.tables.success import write_table
 from scpo.testbeds.fidelity import (
     FidelityResult,
     Timer,
+    calibrate_tau,
     cpu_seconds,
     noisy_fidelity,
     plot_fidelity_vs_eps,
@@ -38,11 +40,16 @@ from scpo.testbeds.fidelity import (
     trained_fidelity,
 )
 
-__all__ = ["PROXY_NOTE", "readable", "trained_runs", "sweep_grid", "write_fidelity_report"]
+__all__ = ["PROXY_NOTE", "WRONG_SIGN_NOTE", "readable", "trained_runs", "sweep_grid", "write_fidelity_report"]
 
 PROXY_NOTE = (
     "q_t = V*(s_t) - V*(s_t+1) from an optimal planner with full knowledge; full knowledge is a proxy: a step "
     "that explores (opens a cabinet to look) has q <= 0, so false credit includes credit for useful exploration."
+)
+WRONG_SIGN_NOTE = (
+    "Wrong-sign credit: wrong_sign_pos = #{A > 0, q < 0} / #{A > 0} (credited up, a step away from the goal); "
+    "wrong_sign_neg = #{A < 0, q > 0} / #{A < 0} (credited down, a step of progress); wrong_sign = both over "
+    "#{A != 0}; steps with A = 0 count in no denominator, steps with q = 0 are never wrong."
 )
 
 
@@ -206,7 +213,7 @@ def write_fidelity_report(
         layout.tables / "credit_fidelity_view.csv",
         md,
         "Credit fidelity of every estimator",
-        note=f"{setting} {PROXY_NOTE} Full numbers: credit_fidelity.csv.",
+        note=f"{setting} {PROXY_NOTE} {WRONG_SIGN_NOTE} Full numbers: credit_fidelity.csv.",
     )
     paths["credit_fidelity"] = str(csv)
     by_type = res.by_task_type[res.by_task_type["task_type"] != "all"]
@@ -264,7 +271,10 @@ def write_fidelity_report(
                     readable(tr.summary, ["estimator", "policy_of"]),
                     "Credit fidelity on the trained policies' saved rollouts",
                     "Rollouts: every saved iteration of the ALFWorld runs (policy_of = the method that "
-                    "trained the policy; seeds = its runs), q labelled by replay in the fast engine. " + PROXY_NOTE,
+                    "trained the policy; seeds = its runs), q labelled by replay in the fast engine. "
+                    + PROXY_NOTE
+                    + " "
+                    + WRONG_SIGN_NOTE,
                 )
             )
     if sweep:
@@ -300,6 +310,19 @@ def write_fidelity_report(
             )
         )
         paths["sweep_figure"] = str(plot_scpo_sweep(sw, layout.figure("scpo_defaults_sweep")))
+        paths.update(
+            _write(
+                layout,
+                "scpo_tau_calibration",
+                calibrate_tau(sw, cfg.credit.scpo),
+                "SCPO's tau calibrated per scorer against the planner's q",
+                "Per scorer, step text and match of the sweep (is_default: the config's step text and match), in "
+                f"mixed groups, mean over eps {list(f.eps)} and seeds: the tau of the grid with the least wrong-sign "
+                f"credit (ties: higher AUC) and the tau with the best AUC, beside the default tau "
+                f"{cfg.credit.scpo.tau:g}; calibrated: the default is the least-wrong-sign tau. {setting} "
+                f"{WRONG_SIGN_NOTE} {PROXY_NOTE}",
+            )
+        )
     timing["total"] = {"wall_s": time.perf_counter() - t_start, "cpu_s": cpu_seconds() - c_start, "workers": f.workers}
     timing_path = layout.tables / "credit_fidelity_timing.json"
     timing_path.write_text(json.dumps(timing, indent=1))

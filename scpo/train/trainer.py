@@ -16,7 +16,7 @@ verl-agent). Every iteration is seeded from (train.seed, iteration), so a run re
 exactly as the uninterrupted run would have (tested by killing a run with SIGKILL).
 
 Where the trainer grows (each a method to extend or override, with what it receives and returns):
-- a batch column computed before credit (an environment's exact on-policy values, say): a provider in
+- a batch column computed before credit (as the policy's Monte-Carlo or exact values are): a provider in
   `COLUMN_PROVIDERS` under the column's name (`scpo.credit.spec.COLUMNS`), which the method's spec lists;
 - a learned critic (PPO with a value head): `__init__` builds it beside the policy, `credit` turns its values into
   advantages (GAE), `update` adds its value loss; the optimizer, checkpoint and metrics then carry it.
@@ -37,6 +37,7 @@ from scpo.envs.registry import with_oracle_progress
 from scpo.rollout import make_engine
 from scpo.rollout.branches import policy_values
 from scpo.rollout.collector import RolloutTiming
+from scpo.rollout.exact_values import exact_values
 from scpo.run.checkpoint import latest_checkpoint, save_checkpoint
 from scpo.run.finite import check_update
 from scpo.run.history import HISTORY_FILE, HistoryLog
@@ -223,6 +224,22 @@ class Trainer:
         }
         return batch.with_column("policy_value", values), metrics
 
+    def exact_values(self, batch: RolloutBatch, it: int) -> tuple[RolloutBatch, dict[str, float]]:
+        """The policy's exact success values per step: dynamic programming over the nodes the environment's tabular
+        model enumerates, under the policy that played the batch (`scpo.rollout.exact_values`: environments that
+        declare one, with `rollout.action_choice: admissible`); its seconds."""
+        cfg, t0 = self.plan.config, time.perf_counter()
+        values = exact_values(
+            batch,
+            self.policy,
+            self.plan.env.name,
+            **play_settings(cfg, self.plan.env),
+            max_prompt_tokens=cfg.policy.max_prompt_tokens,
+            prompt_overflow=cfg.policy.prompt_overflow,
+            progress=False,
+        )
+        return batch.with_column("exact_value", values), {"perf/exact_values_s": time.perf_counter() - t0}
+
     # ------------------------------------------------------------------------------------------------ the end
     def summary(self) -> dict:
         """Final metrics (last iteration), mean wall seconds per iteration split env / gen / credit / update."""
@@ -260,4 +277,5 @@ class Trainer:
 COLUMN_PROVIDERS: dict[str, Callable[[Trainer, RolloutBatch, int], tuple[RolloutBatch, dict[str, float]]]] = {
     "oracle_progress": Trainer.oracle_progress,
     "policy_value": Trainer.policy_values,
+    "exact_value": Trainer.exact_values,
 }

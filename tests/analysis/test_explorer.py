@@ -198,6 +198,29 @@ def test_group_view_reads_oracle_progress_when_the_batch_has_it():
     assert group_view(b, 0, _results(b)).q is None
 
 
+def test_the_hover_says_where_credit_has_the_wrong_sign():
+    """GRPO credits the lost trajectory down and the won one up. Lost: q 0 (nothing to check), 0.25 (progress credited
+    down: wrong), -1 (a step away credited down: agrees); won: q -1 (a step away credited up: wrong), 1 (agrees)."""
+    from scpo.analysis.explorer_data import WRONG_DOWN, WRONG_UP
+
+    b = _batch()
+    b.oracle_progress = np.array([0.0, 0.25, -1.0, -1.0, 1.0, 0.0, 0.0, 0.1])
+    res = _results(b)
+    v = group_view(b, 0, res)
+    grpo = v.sign_hover["grpo"]
+    assert (res["grpo"].advantages[:3] < 0).all() and (res["grpo"].advantages[3:5] > 0).all()
+    assert grpo.tolist() == [
+        ["q = 0: no sign to check", WRONG_DOWN, "credit sign agrees with q"],
+        [WRONG_UP, "credit sign agrees with q", ""],
+    ]
+    assert set(v.sign_hover) == {"grpo", "gigpo", "scpo"}
+    heat = {t["name"]: t for t in group_figure(v)["data"] if t["type"] == "heatmap"}
+    assert heat["grpo"]["customdata"][1][0].endswith(f"<br>{WRONG_UP}") and heat["grpo"]["customdata"][1][2] == ""
+    scpo_cell = heat["scpo"]["customdata"][0][0]  # SCPO's match first, then the sign of SCPO's own credit
+    assert scpo_cell.startswith("SCPO match: reference #1 step 0") and scpo_cell.endswith("q = 0: no sign to check")
+    assert group_view(_batch(), 0, _results(_batch())).sign_hover is None  # no q, no sign to show
+
+
 def test_shared_scale_is_the_99th_percentile_of_abs_advantage():
     assert shared_scale([np.array([[1.0, -3.0], [np.nan, 2.0]])]) == pytest.approx(np.quantile([1, 2, 3], 0.99))
     assert shared_scale([np.zeros((2, 2))]) == 1.0
@@ -373,7 +396,7 @@ def test_explore_rejects_bad_arguments():
     b = _batch()
     with pytest.raises(ValueError, match=r"no estimator among \[.hcapo.\] runs on saved rollouts alone"):
         explore(b, methods=["hcapo"])
-    with pytest.raises(KeyError, match="unknown credit methods \\['gae'\\]; available: g2po, gigpo"):
+    with pytest.raises(KeyError, match="unknown credit methods \\['gae'\\]; available: exact_advantage, g2po, gigpo"):
         explore(b, methods=["gigpo", "gae"])
     with pytest.raises(KeyError, match="runs: batch"):
         explore(b, run="nope")

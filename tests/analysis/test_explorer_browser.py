@@ -5,7 +5,9 @@ interactive mode.
 Checks what a user sees: the controls and the heat maps render; another group and another tau redraw the figure (the
 plotly state read from the page and the element screenshots differ, GRPO's panel is untouched by tau); a click on a cell
 fills the side panel with that trajectory's text. Screenshots land in the test's tmp folder; set
-SCPO_EXPLORER_SCREENSHOT=docs/img/explorer.png to refresh the README's.
+SCPO_EXPLORER_SCREENSHOT=docs/img/explorer.png to refresh the README's. The same notebook on an imported run
+(verl-agent's writer on batches of its trainer's code path, tests/helpers/verl_agent_trainer.py) shows the advantages
+the run was trained with first; SCPO_IMPORTED_SCREENSHOT=docs/img/explorer_imported.png refreshes docs/import.md's.
 
 Chromium: Debian's package (installed here with apt-get when absent and running as root, as CI does); Playwright's own
 browser download is not used.
@@ -23,6 +25,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from helpers import REPO
@@ -68,6 +71,20 @@ def _smoke_runs(root: Path) -> Path:
     return root / "runs"
 
 
+def _imported_run(root: Path) -> Path:
+    """imported/verl_gigpo/rollouts/iter_000{5,6}.parquet: verl-agent's GiGPO batches (padding copies included) as its
+    writer saves them."""
+    from scpo.importers.verl_agent import write_rollouts
+
+    from helpers.verl_agent_trainer import trainer_step
+
+    run = root / "imported" / "verl_gigpo"
+    for it in (5, 6):
+        step = trainer_step(n_groups=4, group_n=8, max_steps=10, seed=it)
+        write_rollouts(step.batch, it, run, tokenizer=step.tokenizer, env="alfworld")
+    return run
+
+
 def _tau_that_changes_scpo(run: Path, iteration: int, group: int) -> float:
     """A tau (other than the default) at which SCPO credits `group` differently, computed here with the notebook's
     config (once a reference is fully traversed, lowering tau can change nothing)."""
@@ -107,6 +124,16 @@ def lab(tmp_path_factory):
         {"params": str(REPO / "params.yaml"), "profile": "smoke", "overrides": f"train.out_dir={runs}"},
     )
     nbformat.write(nb, root / "explorer.ipynb")
+    imported = pmp.parameterize_notebook(
+        pmio.load_notebook_node(str(REPO / "notebooks" / "04_credit_maps.ipynb")),
+        {
+            "params": str(REPO / "params.yaml"),
+            "profile": "smoke",
+            "rollouts": str(_imported_run(root)),
+            "overrides": "report.methods=[grpo,gigpo,scpo]",  # three estimators beside the trained advantages
+        },
+    )
+    nbformat.write(imported, root / "imported.ipynb")
     settings = root / "lab-settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(
@@ -313,3 +340,72 @@ def test_explorer_renders_and_redraws_in_chromium(lab, tmp_path):
     target = os.environ.get("SCPO_EXPLORER_SCREENSHOT")
     if target:
         shutil.copy(shots / "3_tau_click_hover.png", REPO / target)
+
+
+def test_explorer_on_an_imported_run_shows_the_advantages_it_was_trained_with(lab, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    chromium = _chromium()
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),
+            executable_path=chromium,
+            headless=True,
+            args=CHROME_ARGS,
+            viewport=VIEWPORT,
+        )
+        try:
+            page = context.pages[0] if context.pages else context.new_page()
+            page.set_default_timeout(90_000)  # a busy machine
+            # a workspace of its own: the default one reopens the first test's notebook beside this one
+            page.goto(f"{lab['url']}/lab/workspaces/imported/tree/imported.ipynb?reset&token={TOKEN}", timeout=90_000)
+            page.wait_for_function(
+                """() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+                return w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel
+                       && w.sessionContext.session.kernel.status === 'idle'; }""",
+                timeout=90_000,
+            )
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            plot = page.locator(".scpo-credit-explorer .js-plotly-plot").first
+            try:
+                plot.locator(".hm").first.wait_for(state="attached", timeout=180_000)
+            except Exception as err:  # what the notebook shows instead (an error, a cell still running)
+                page.screenshot(path=str(tmp_path / "imported_not_drawn.png"))
+                outputs = page.locator(".jp-OutputArea").all_inner_texts()
+                raise AssertionError(f"no heat map after 180 s; notebook outputs: {outputs!r}"[:3000]) from err
+            page.evaluate("window.jupyterapp.commands.execute('application:toggle-left-area')")
+            state = plot.evaluate(_PLOT_STATE)
+            assert list(state["z"]) == ["trained with", "grpo", "gigpo", "scpo", "anchor"]
+            assert state["title"].startswith("verl_gigpo · iteration 6 · group ")
+            titles = plot.evaluate("el => el.layout.annotations.map(a => a.text)")
+            assert titles[0].startswith("trained with: the advantage A(i,t)")
+            # the trained panel holds the file's trained_advantage of the drawn group, cell by cell
+            from scpo.analysis.credit_maps import group_step_matrix
+            from scpo.batch import RolloutBatch
+
+            batch = RolloutBatch.read(lab["root"] / "imported" / "verl_gigpo" / "rollouts" / "iter_0006.parquet")
+            group = int(state["title"].split(" group ")[1].split(":")[0])
+            expected = group_step_matrix(batch, group, batch.trained_advantage)[0]
+            shown = [[float("nan") if v is None else v for v in row] for row in state["z"]["trained with"]]
+            assert np.allclose(shown, expected, equal_nan=True)
+            # a cell of the trained panel: its hover names the panel and the side panel lists it per step
+            cell = plot.locator(".nsewdrag").first
+            cell.click(position={"x": 5, "y": 5})
+            page.wait_for_function(
+                """() => document.querySelector('.scpo-credit-explorer').innerHTML.includes('#fff3c4')""",
+                timeout=90_000,
+            )
+            side = page.locator(".scpo-credit-explorer .widget-html-content", has_text="trained with").first
+            assert side.is_visible()
+            explorer = page.locator(".scpo-credit-explorer").first
+            explorer.evaluate("e => e.scrollIntoView({block: 'start'})")
+            cell.hover(position={"x": 5, "y": 5})
+            page.locator(".hoverlayer .hovertext").first.wait_for(timeout=30_000)
+            assert "trained with: A = " in page.locator(".hoverlayer .hovertext").first.text_content()
+            page.wait_for_timeout(300)
+            page.screenshot(path=str(tmp_path / "imported.png"))
+        finally:
+            context.close()
+    target = os.environ.get("SCPO_IMPORTED_SCREENSHOT")
+    if target:
+        shutil.copy(tmp_path / "imported.png", REPO / target)

@@ -142,6 +142,14 @@ def test_write_table_csv_and_markdown(tmp_path):
     assert md.read_text().startswith("## Title\n\na note\n\n| method")
 
 
+def test_write_table_shows_a_column_in_its_own_format(tmp_path):
+    """p-values such as the 5-seed sign-flip floor 0.0625 are shown whole, other floats at 3 decimals."""
+    df = pd.DataFrame({"p": [0.0625, np.nan], "mean": [0.12345, 0.5]})
+    csv, md = write_table(df, tmp_path / "t.csv", tmp_path / "t.md", "T", formats={"p": ".4f"})
+    assert "| 0.0625 | 0.123  |" in md.read_text() and "| n/a    | 0.500  |" in md.read_text()
+    assert pd.read_csv(csv)["p"].iloc[0] == 0.0625
+
+
 def test_histories_to_wide_seed_mean(tmp_path):
     for seed, values in [(0, [0.0, 0.5]), (1, [0.2, 0.7])]:
         path = tmp_path / "alfworld" / "grpo" / f"seed{seed}" / "history.csv"

@@ -131,7 +131,9 @@ def test_gigpo_similarity_anchors_merge_near_identical_observations():
 
 def test_registry_errors_name_the_bad_value():
     b = two_traj_group()
-    with pytest.raises(KeyError, match="unknown credit method 'ppo'; available: g2po, gigpo, graphgpo, grpo, hcapo"):
+    with pytest.raises(
+        KeyError, match="unknown credit method 'ppo'; available: exact_advantage, g2po, gigpo, graphgpo, grpo, hcapo"
+    ):
         compute_advantages("ppo", b)
     with pytest.raises(ValueError, match="unknown option 'taux'.*allowed:.*tau"):
         compute_advantages("scpo", b, taux=0.3)
@@ -151,6 +153,7 @@ def test_registry_errors_name_the_bad_value():
         "rloo",
         "shuffled",
         "mc_advantage",
+        "exact_advantage",
     }
 
 
@@ -202,10 +205,14 @@ def test_check_rows_messages_in_full():
         check_rows(np.array([], dtype=int), np.array([], dtype=int))
     with pytest.raises(
         ValueError,
-        match=r"^rows of a trajectory must be contiguous \(sort the batch by trajectory, "
-        r"then step\)$",
+        match=r"^traj_id 0 has rows in 2 separate runs \(from rows 0, 2\): rows of a trajectory must be contiguous "
+        r"\(sort the batch by trajectory, then step\), and a traj_id names one trajectory of the whole batch \(ids "
+        r"that restart in every group name several\)$",
     ):
         check_rows(np.array([0, 1, 0]), np.array([0, 0, 1]))
+    # trajectory ids counted from 0 in every group: the second group's 1 is the first id met twice
+    with pytest.raises(ValueError, match=r"^traj_id 1 has rows in 2 separate runs \(from rows 0, 4\)"):
+        check_rows(np.array([1, 0, 0, 2, 1, 0, 2]), np.array([0, 0, 1, 0, 0, 0, 0]))
     with pytest.raises(
         ValueError,
         match=r"^row 1 \(traj_id 0\) has step 2, expected 1: rows must be ordered by step "

@@ -42,6 +42,7 @@ def to_batch(trajs, order) -> RolloutBatch:
             "group_uid",
             "oracle_progress",
             "policy_value",
+            "exact_value",
         )
     }
     for new_id, i in enumerate(order):
@@ -59,6 +60,7 @@ def to_batch(trajs, order) -> RolloutBatch:
             cols["group_uid"].append(f"task{g}")
             cols["oracle_progress"].append(1.0 if a.endswith(("sink 1", "fridge 1")) else 0.0)  # a step's own content
             cols["policy_value"].append(float(len(o) % 11))  # a function of the state acted on
+            cols["exact_value"].append(len(o) % 11 / 10)  # a probability, a function of the state acted on
     return RolloutBatch.from_columns(**cols)
 
 

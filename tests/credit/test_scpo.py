@@ -423,3 +423,29 @@ def test_random_reference_with_a_single_success():
     for seed in range(3):
         res = compute_advantages("scpo", b, scorer=TableScorer(), reference="random", seed=seed)
         assert res.diagnostics["scpo_ref_row"][2:].tolist() == [0, -1]
+
+
+def test_gigpos_anchors_inside_scpo_follow_gigpos_similarity_scorer():
+    """SCPO's base is GiGPO as configured: its similarity anchors use credit.gigpo.similarity_scorer, and SCPO's own
+    scorer only when that names the same scorer (without a model of its own)."""
+    from scpo.credit import CreditConfig
+    from scpo.credit.scpo import anchor_scorer
+
+    b = batch_from([(0, ["A", "B"], True), (0, ["X", "D"], False)])  # observations "after A" and "after X": 0.857
+    table = TableScorer({("after X", "after A"): 0.99})  # ... which this scorer merges
+    sim = {"enable_similarity": True, "similarity_thresh": 0.9}
+    merged = compute_advantages("gigpo", b, scorer=table, **sim).diagnostics["step_adv"]
+    apart = compute_advantages("gigpo", b).diagnostics["step_adv"]
+    assert not np.allclose(merged, apart)
+    cases = [
+        ({"similarity_scorer": "lexical"}, merged),
+        ({}, apart),
+        ({"scorer_model": "m", "similarity_scorer": "lexical"}, apart),
+    ]
+    for options, expected in cases:
+        res = compute_advantages("scpo", b, scorer=table, **sim, **options)
+        np.testing.assert_allclose(res.diagnostics["step_adv"], expected, rtol=1e-12, err_msg=str(options))
+    cfg = CreditConfig()
+    assert anchor_scorer(cfg, table) is None  # exact anchors need no scorer
+    on = cfg.model_copy(update={"gigpo": cfg.gigpo.model_copy(update={"enable_similarity": True})})
+    assert anchor_scorer(on, table).name == "difflib" and anchor_scorer(on, table) is anchor_scorer(on, None)

@@ -20,6 +20,7 @@ from scpo.integrations.verl_agent import (
 )
 from scpo.scorers import make_scorer
 
+from helpers import reference_loops as loops
 from helpers.credit import EPS
 
 
@@ -145,8 +146,8 @@ def test_scpo_drop_in_equals_compute_advantages(batch, scpo_mode, options, scale
         batch.observation[order],
         batch.group_uid[order],
         batch.traj_uid[order],
-        texts[order],
-        scorer,
+        step_texts=texts[order],
+        scorer=scorer,
         mode=mode,
         won=batch.won[order],
         episode_rewards=batch.episode_return[order],
@@ -168,11 +169,10 @@ def test_scpo_drop_in_defaults_won_from_scores_and_r_from_success_reward():
         np.array(["s", "t", "s", "t"], object),
         np.array(["g"] * 4),
         np.array(["w", "w", "f", "f"]),
-        np.array(["X", "Y", "X", "V"], object),
-        make_scorer("lexical"),
     )
-    adv, _ = compute_scpo_outcome_advantage(*args, mode="mean_norm")
-    base, _ = compute_gigpo_outcome_advantage(*args[:6], mode="mean_norm")
+    texts = {"step_texts": np.array(["X", "Y", "X", "V"], object), "scorer": make_scorer("lexical")}
+    adv, _ = compute_scpo_outcome_advantage(*args, mode="mean_norm", **texts)
+    base, _ = compute_gigpo_outcome_advantage(*args, mode="mean_norm")
     # the failed trajectory's first step replays the success's: + kappa * 1 * (10 - 0)
     np.testing.assert_allclose((adv - base)[:, 0].numpy(), [0, 0, 10.0, 0])
 
@@ -272,41 +272,6 @@ def test_g2po_drop_in_has_the_public_signature_and_numbers(batch, mode):
 
 
 # ------------------------------------------------------------------------------------- HGPO, public signature
-def hgpo_public_reference(step_rewards, anchor_obs, index, traj_index, history_length, remove_std, alpha=1.0):
-    """HGPO as its public code describes it, in loops: within a uid, clusters of the same observation (one row -> 0);
-    inside each, for l = 0..K, sub-clusters by the l previous observations (steps with t < l left out), kept when
-    larger than one; population-std scores; weights (l + 1)^alpha over the non-zero scores."""
-    out = np.zeros(len(index))
-    for uid in np.unique(index):
-        rows = np.flatnonzero(index == uid)
-        trajs = {t: [r for r in rows if traj_index[r] == t] for t in np.unique(traj_index[rows])}
-        pos = {r: (t, k) for t, rs in trajs.items() for k, r in enumerate(rs)}
-        by_obs = defaultdict(list)
-        for r in rows:
-            by_obs[anchor_obs[r]].append(r)
-        for members in by_obs.values():
-            if len(members) < 2:
-                continue
-            scores = defaultdict(list)
-            for depth in range(history_length + 1):
-                clusters = defaultdict(list)
-                for r in members:
-                    t, k = pos[r]
-                    if k >= depth:
-                        clusters[tuple(anchor_obs[q] for q in trajs[t][k - depth : k])].append(r)
-                for rs in clusters.values():
-                    if len(rs) < 2:
-                        continue
-                    v = np.array([step_rewards[r] for r in rs])
-                    z = v - v.mean() if remove_std else (v - v.mean()) / (v.std() + EPS)
-                    for r, a in zip(rs, z):
-                        scores[r].append((depth + 1, a))
-            for r, pairs in scores.items():
-                kept = [(ln**alpha, a) for ln, a in pairs if a != 0]
-                out[r] = sum(w * a for w, a in kept) / sum(w for w, _ in kept) if kept else 0.0
-    return out
-
-
 @pytest.mark.parametrize("mode", ["mean_norm", "mean_std_norm"])
 @pytest.mark.parametrize("history_length", [0, 1, 2, 3])
 def test_hgpo_drop_in_has_the_public_signature_and_numbers(batch, mode, history_length):
@@ -323,7 +288,7 @@ def test_hgpo_drop_in_has_the_public_signature_and_numbers(batch, mode, history_
         weight_type="mean",
         mode=mode,
     )
-    expected = hgpo_public_reference(
+    expected = loops.hgpo_authors(
         steps.numpy(),
         batch.observation[order],
         batch.group_uid[order],
@@ -387,8 +352,8 @@ def test_scpo_drop_in_forwards_every_option(multi_success_batch, scpo_mode, opti
         b.observation[order],
         b.group_uid[order],
         b.traj_uid[order],
-        texts[order],
-        scorer,
+        step_texts=texts[order],
+        scorer=scorer,
         epsilon=1e-3,
         step_advantage_w=0.6,
         mode=mode,
@@ -420,7 +385,15 @@ def test_scpo_drop_in_similarity_anchors_equal_compute_advantages(multi_success_
     scorer = make_scorer("lexical")
     kwargs = {"mode": "mean_std_norm", "enable_similarity": True, "similarity_thresh": 0.7}
     adv, _ = compute_scpo_outcome_advantage(
-        tlr, steps, mask, b.observation[order], b.group_uid[order], b.traj_uid[order], texts[order], scorer, **kwargs
+        tlr,
+        steps,
+        mask,
+        b.observation[order],
+        b.group_uid[order],
+        b.traj_uid[order],
+        step_texts=texts[order],
+        scorer=scorer,
+        **kwargs,
     )
     res = compute_advantages("scpo", b, scorer=scorer, enable_similarity=True, similarity_thresh=0.7)
     exact = compute_advantages("scpo", b, scorer=scorer)
@@ -428,7 +401,7 @@ def test_scpo_drop_in_similarity_anchors_equal_compute_advantages(multi_success_
     np.testing.assert_allclose(adv[:, 0].numpy(), res.advantages[order], rtol=1e-12, atol=1e-12)
     gig, _ = compute_gigpo_outcome_advantage(
         tlr, steps, mask, b.observation[order], b.group_uid[order], b.traj_uid[order], **kwargs
-    )  # its default scorer: lexical
+    )  # its default scorer: difflib
     np.testing.assert_allclose(
         gig[:, 0].numpy(),
         compute_advantages("gigpo", b, enable_similarity=True, similarity_thresh=0.7).advantages[order],
@@ -447,18 +420,19 @@ def test_won_is_derived_from_positive_scores_of_the_trajectory():
         np.array(["s", "t", "s", "u"], object),
         np.array(["g"] * 4),
         np.array(["w", "w", "f", "f"]),
-        np.array(["X", "Y", "X", "V"], object),
-        make_scorer("lexical"),
     )
-    adv, _ = compute_scpo_outcome_advantage(*args, mode="mean_norm", success_reward=2.0)
-    base, _ = compute_gigpo_outcome_advantage(*args[:6], mode="mean_norm")
+    texts = {"step_texts": np.array(["X", "Y", "X", "V"], object), "scorer": make_scorer("lexical")}
+    adv, _ = compute_scpo_outcome_advantage(*args, mode="mean_norm", success_reward=2.0, **texts)
+    base, _ = compute_gigpo_outcome_advantage(*args, mode="mean_norm")
     # the failure's first step replays the success's: + kappa * 1 * (R_w - R_f) = 2.0 * (1 - 0)
     np.testing.assert_allclose((adv - base)[:, 0].numpy(), [0, 0, 2.0, 0], rtol=1e-12, atol=1e-12)
     # R_i given explicitly (verl's episode_rewards) replaces success_reward * won
-    adv, _ = compute_scpo_outcome_advantage(*args, mode="mean_norm", episode_rewards=np.array([0.5, 0.5, 0.0, 0.0]))
+    adv, _ = compute_scpo_outcome_advantage(
+        *args, mode="mean_norm", episode_rewards=np.array([0.5, 0.5, 0.0, 0.0]), **texts
+    )
     np.testing.assert_allclose((adv - base)[:, 0].numpy(), [0, 0, 0.5, 0], rtol=1e-12, atol=1e-12)
     # an explicit won=False everywhere: no mixed group, nothing changes
-    adv, _ = compute_scpo_outcome_advantage(*args, mode="mean_norm", won=np.zeros(4, bool))
+    adv, _ = compute_scpo_outcome_advantage(*args, mode="mean_norm", won=np.zeros(4, bool), **texts)
     np.testing.assert_array_equal(adv.numpy(), base.numpy())
 
 
@@ -553,17 +527,22 @@ def test_hgpo_drop_in_forwards_alpha_and_epsilon(batch, mode, scale):
 
 # ------------------------------------------------------------------ conventions at the edges
 def test_outputs_take_the_dtype_and_device_of_the_inputs():
-    from scpo.integrations.verl_agent import _broadcast, _same_as
+    from scpo.integrations.verl_rows import broadcast
 
     mask = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
     like = torch.empty(0, dtype=torch.float16, device="meta")
-    out = _broadcast(np.array([0.5, -1.0]), mask, like)
+    out = broadcast(np.array([0.5, -1.0]), mask, like)
     assert out.dtype == torch.float16 and out.device.type == "meta"
-    out = _broadcast(np.array([0.5, -1.0]), mask, [[0.0]])  # no dtype / device: float32 on the CPU
+    out = broadcast(np.array([0.5, -1.0]), mask, [[0.0]])  # no dtype / device: float32 on the CPU
     assert out.dtype == torch.float32 and out.device.type == "cpu"
     np.testing.assert_array_equal(out.numpy(), [[0.5, 0.0], [-1.0, -1.0]])
-    moved = _same_as(torch.zeros(2, dtype=torch.float64), like)
-    assert moved.dtype == torch.float16 and moved.device.type == "meta"
+    tlr = torch.tensor([[0.0, 10.0], [0.0, 0.0]], dtype=torch.float16)
+    obs, uid, traj = np.array(["s", "s"], object), np.array(["g", "g"]), np.array(["w", "f"])
+    for scpo_mode in ("advantage", "returns"):  # SCPO's credit is added in float64, returned in the input's dtype
+        adv, _ = compute_scpo_outcome_advantage(
+            tlr, torch.zeros(2, dtype=torch.float16), mask, obs, uid, traj, step_texts=obs, scpo_mode=scpo_mode
+        )
+        assert adv.dtype == torch.float16
 
 
 def test_anchor_keys_of_lists_dicts_and_arrays():
@@ -618,9 +597,9 @@ def test_drop_ins_default_to_mean_norm():
             compute_hgpo_outcome_advantage(steps, mask, obs, uid, tuid, mode="mean_norm")[0],
         ),
         (
-            compute_scpo_outcome_advantage(tlr, steps, mask, obs, uid, tuid, obs, make_scorer("lexical"))[0],
+            compute_scpo_outcome_advantage(tlr, steps, mask, obs, uid, tuid, step_texts=obs)[0],
             compute_scpo_outcome_advantage(
-                tlr, steps, mask, obs, uid, tuid, obs, make_scorer("lexical"), mode="mean_norm"
+                tlr, steps, mask, obs, uid, tuid, step_texts=obs, scorer=make_scorer("lexical"), mode="mean_norm"
             )[0],
         ),
     ]
@@ -651,7 +630,7 @@ def test_masked_tokens_stay_zero_and_both_outputs_agree():
     base, _ = compute_gigpo_outcome_advantage(*args, mode="mean_norm")
     for scpo_mode in ("advantage", "returns"):
         adv, ret = compute_scpo_outcome_advantage(
-            *args, np.array(["X", "X", "Y"], object), make_scorer("lexical"), mode="mean_norm", scpo_mode=scpo_mode
+            *args, step_texts=np.array(["X", "X", "Y"], object), mode="mean_norm", scpo_mode=scpo_mode
         )
         assert torch.equal(adv, ret)
         np.testing.assert_array_equal(adv[mask == 0].numpy(), 0.0)
@@ -675,7 +654,7 @@ def test_scpo_drop_in_gap_uses_the_failures_own_return():
     rewards = np.array([10.0, 0.0, 0.0, 5.0])
     common = {"mode": "mean_norm", "won": won, "episode_rewards": rewards}
     adv, _ = compute_scpo_outcome_advantage(
-        tlr, steps, torch.ones(4, 1), obs, np.array(["g"] * 4), traj, texts, make_scorer("lexical"), **common
+        tlr, steps, torch.ones(4, 1), obs, np.array(["g"] * 4), traj, step_texts=texts, **common
     )
     base, _ = compute_gigpo_outcome_advantage(
         tlr, steps, torch.ones(4, 1), obs, np.array(["g"] * 4), traj, mode="mean_norm"
@@ -690,8 +669,8 @@ def test_scpo_drop_in_gap_uses_the_failures_own_return():
         obs,
         np.array(["g"] * 4),
         traj,
-        texts,
-        make_scorer("lexical"),
+        step_texts=texts,
+        scorer=make_scorer("lexical"),
         scpo_mode="returns",
         **common,
     )
@@ -714,12 +693,15 @@ class Exact:
         self.pairs = {**pairs, **{(b, a): s for (a, b), s in pairs.items()}}
         self.stats = {"pairs_scored": 0, "cache_hits": 0}
 
+    def score(self, pairs):
+        return np.array([1.0 if a == b else self.pairs.get((a, b), 0.0) for a, b in pairs])
+
     def score_matrix(self, left, right):
-        return np.array([[1.0 if a == b else self.pairs.get((a, b), 0.0) for b in right] for a in left])
+        return self.score([(a, b) for a in left for b in right]).reshape(len(left), len(right))
 
 
 @pytest.mark.parametrize("scpo_mode", ["advantage", "returns"])
-def test_scpo_drop_in_passes_its_scorer_and_similarity_to_the_anchors(scpo_mode):
+def test_scpo_drop_in_passes_its_similarity_scorer_and_options_to_the_anchors(scpo_mode):
     # anchors "kitchen" and "zzz" merge only under the given scorer (lexically they share nothing)
     scorer = Exact({("kitchen", "zzz"): 0.99})
     tlr = torch.tensor([[10.0], [10.0], [0.0], [0.0]], dtype=torch.float64)  # verl: R_i on every row
@@ -734,8 +716,9 @@ def test_scpo_drop_in_passes_its_scorer_and_similarity_to_the_anchors(scpo_mode)
         obs,
         uid,
         traj,
-        texts,
-        scorer,
+        step_texts=texts,
+        scorer=Exact({}),
+        similarity_scorer=scorer,
         mode="mean_norm",
         enable_similarity=True,
         similarity_thresh=0.9,
@@ -744,6 +727,22 @@ def test_scpo_drop_in_passes_its_scorer_and_similarity_to_the_anchors(scpo_mode)
     # nothing is credited (no text matches): GiGPO with the merged anchor {kitchen, zzz}: 9.5, 0 -> +-4.75;
     # hall: 10, 0 -> +-5; episode: 10, 10, 0, 0 -> +-5
     np.testing.assert_allclose(adv[:, 0].numpy(), [5 + 4.75, 5 + 5, -5 - 4.75, -5 - 5], rtol=1e-12)
+    # SCPO's matching scorer is not the anchors': by default difflib's ratio, which keeps kitchen and zzz apart
+    adv, _ = compute_scpo_outcome_advantage(
+        tlr,
+        steps,
+        torch.ones(4, 1),
+        obs,
+        uid,
+        traj,
+        step_texts=texts,
+        scorer=scorer,
+        mode="mean_norm",
+        enable_similarity=True,
+        similarity_thresh=0.9,
+        scpo_mode=scpo_mode,
+    )
+    np.testing.assert_allclose(adv[:, 0].numpy(), [5, 5 + 5, -5, -5 - 5], rtol=1e-12)
 
 
 def test_numpy_token_rewards_are_summed_in_float64():
@@ -785,7 +784,17 @@ def test_column_shaped_per_row_inputs_are_flattened(batch):
     er = batch.episode_return[order]
     for scpo_mode in ("advantage", "returns"):
         flat, _ = compute_scpo_outcome_advantage(
-            tlr, steps, mask, obs, uid, tuid, texts, scorer, tau=0.5, episode_rewards=er, scpo_mode=scpo_mode
+            tlr,
+            steps,
+            mask,
+            obs,
+            uid,
+            tuid,
+            step_texts=texts,
+            scorer=scorer,
+            tau=0.5,
+            episode_rewards=er,
+            scpo_mode=scpo_mode,
         )
         column, _ = compute_scpo_outcome_advantage(
             tlr,
@@ -794,8 +803,8 @@ def test_column_shaped_per_row_inputs_are_flattened(batch):
             obs,
             uid,
             tuid,
-            texts,
-            scorer,
+            step_texts=texts,
+            scorer=scorer,
             tau=0.5,
             episode_rewards=er.reshape(-1, 1),
             scpo_mode=scpo_mode,
@@ -833,7 +842,7 @@ def test_scpo_drop_in_reference_weights_the_return_gaps():
     won = np.array([True] * 4 + [False] * 4)
     args = (tlr, torch.zeros(8, dtype=torch.float64), torch.ones(8, 1), obs, np.array(["g"] * 8), traj)
     adv, _ = compute_scpo_outcome_advantage(
-        *args, texts, make_scorer("lexical"), mode="mean_norm", won=won, episode_rewards=r
+        *args, step_texts=texts, scorer=make_scorer("lexical"), mode="mean_norm", won=won, episode_rewards=r
     )
     base, _ = compute_gigpo_outcome_advantage(*args, mode="mean_norm")
     np.testing.assert_allclose((adv - base)[:, 0].numpy(), [0, 0, 0, 0, 10, 0, 0, 0], rtol=1e-12)
@@ -852,8 +861,8 @@ def test_scpo_drop_in_returns_mode_reads_the_similarity_options(multi_success_ba
             b.observation[order],
             b.group_uid[order],
             b.traj_uid[order],
-            texts[order],
-            scorer,
+            step_texts=texts[order],
+            scorer=scorer,
             mode="mean_std_norm",
             scpo_mode="returns",
             tau=0.5,
@@ -947,7 +956,10 @@ def test_field_drop_ins_keep_the_device_dtype_and_defaults():
         "next_obs": np.array(["success", long + "4."], dtype=object),
     }
     graphs = ComplexGraph.from_data(SimpleNamespace(non_tensor_batch=nt))  # exact nodes by default: 5. -> 4. -> goal
-    assert graphs == {"u": {long + "4.": 1, "success": 0, long + "5.": 2}}
+    assert list(graphs) == ["u"] and graphs["u"].shortest_path_to_final is None
+    ComplexGraph.Calculate_all_shortest_path(graphs)
+    assert graphs["u"].shortest_path_to_final == ({long + "4.": 1, "success": 0, long + "5.": 2}, None)
+    assert graphs["u"].final_state == "success" and graphs["u"].first_state is None  # no traj_uid given
     meta = SimpleNamespace(non_tensor_batch=nt, batch={"input_ids": torch.zeros(2, 1, device="meta")})
     returns = compute_graph_path_returns(batch=meta, Gs=graphs, gamma=0.5, normalize_distance=False)
     assert returns.device.type == "meta" and returns.dtype == torch.float32

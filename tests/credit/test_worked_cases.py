@@ -21,14 +21,21 @@ TIGHT = {"rtol": 1e-12, "atol": 1e-12}
 
 
 class Table:
-    """score_matrix from a symmetric table of text pairs; equal texts score 1, unlisted pairs 0."""
+    """score / score_matrix from a symmetric table of text pairs; equal texts score 1, unlisted pairs 0. `requests`:
+    the pairs of each call."""
 
     def __init__(self, pairs: dict | None = None) -> None:
         self.pairs = {}
         for (a, b), s in (pairs or {}).items():
             self.pairs[(a, b)] = self.pairs[(b, a)] = s
         self.calls = 0
+        self.requests: list[list[tuple[str, str]]] = []
         self.stats = {"pairs_scored": 0, "cache_hits": 0}
+
+    def score(self, pairs):
+        self.calls += 1
+        self.requests.append(list(pairs))
+        return np.array([1.0 if a == b else self.pairs.get((a, b), 0.0) for a, b in pairs])
 
     def score_matrix(self, left, right):
         self.calls += 1
@@ -158,12 +165,16 @@ def test_similarity_anchors_merge_greedily_per_group_in_order_of_first_appearanc
     g0 = norm([9.5, 10, 0])
     g1 = norm([9.5, 10])
     np.testing.assert_allclose(res.diagnostics["step_adv"], [g0[0], g0[1], 0, g0[2], g1[0], g1[1], 0], **TIGHT)
-    assert scorer.calls == 2  # one batched call per group
+    # one call per distinct observation after a group's first, (observation, representative) against every
+    # representative so far: the representative is the second text, as verl-agent's are_similar(obs, rep)
+    assert scorer.requests == [[("B", "A")], [("C", "A")], [("B", "C")], [("A", "C")]]
+    scorer = Table(SIM)
     strict = compute_advantages(
-        "gigpo", similarity_batch(), scorer=Table(SIM), enable_similarity=True, similarity_thresh=0.951
+        "gigpo", similarity_batch(), scorer=scorer, enable_similarity=True, similarity_thresh=0.951
     )
     # just above 0.95, group 1's B founds its own cluster, and A (0.5 against C, 0.96 against B) joins B's
     np.testing.assert_array_equal(strict.diagnostics["anchor_group_size"], [3, 3, 1, 3, 1, 2, 2])
+    assert scorer.requests[-1] == [("A", "C"), ("A", "B")]
 
 
 def test_similarity_threshold_outside_its_range_is_refused():

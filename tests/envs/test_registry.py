@@ -12,7 +12,7 @@ from scpo.envs.registry import ENVIRONMENTS, env_package, env_settings, env_spec
 
 
 def test_every_entry_declares_a_spec_with_its_own_name_and_a_complete_package():
-    assert set(ENVIRONMENTS) == {"alfworld", "webshop", "webshop-original", "corridor"}
+    assert set(ENVIRONMENTS) == {"alfworld", "webshop", "webshop-original", "corridor", "sokoban"}
     for name in ENVIRONMENTS:
         spec = env_spec(name)
         assert spec.name == name and callable(spec.factory)
@@ -25,7 +25,9 @@ def test_every_entry_declares_a_spec_with_its_own_name_and_a_complete_package():
 
 
 def test_unknown_names_list_the_registry():
-    with pytest.raises(KeyError, match="unknown environment 'nethack'; available: alfworld, corridor, webshop"):
+    with pytest.raises(
+        KeyError, match="unknown environment 'nethack'; available: alfworld, corridor, sokoban, webshop"
+    ):
         scpo.envs.make("nethack")
     with pytest.raises(KeyError, match="no package to train on"):
         env_package("webshop-original")
@@ -38,6 +40,7 @@ def test_unknown_names_list_the_registry():
         ("alfworld", 15, "train", ("valid_seen", "valid_unseen"), {"engine": "fast", "reveal_goal_objects": False}),
         ("webshop", 15, "train", ("test",), {}),
         ("corridor", 10, "train", ("valid_seen", "valid_unseen"), {}),
+        ("sokoban", 15, "train", ("valid_seen", "valid_unseen"), {"reward": "success"}),
     ],
 )
 def test_settings_come_from_the_environments_own_section(repo_root, name, max_steps, train, evaluation, options):

@@ -1,8 +1,8 @@
 """Independent loop-based re-implementations of the public algorithms the new estimators follow, for the equivalence
-tests: GraphGPO (verl-agent recipe/GraphGPO), verl's RLOO and verl-agent's recipe HGPO. Written from the algorithms'
-descriptions in docs/algorithms.md with the public code's structure (per-uid dictionaries of lists, a Dijkstra search
-with a heap on the reversed graph, per-row Python loops), in float64 and with no numpy vectorisation, so they share no
-code with `scpo.credit`.
+tests: GraphGPO (verl-agent recipe/GraphGPO), verl's RLOO, verl-agent's recipe HGPO and the HGPO authors' code. Written
+from the algorithms' descriptions in docs/algorithms.md with the public code's structure (per-uid dictionaries of
+lists, a Dijkstra search with a heap on the reversed graph, per-row Python loops), in float64 and with no numpy
+vectorisation, so they share no code with `scpo.credit`.
 """
 
 from __future__ import annotations
@@ -194,4 +194,43 @@ def hgpo_recipe(
                 w = [(k + 1) ** alpha for k, _ in its]
                 total = sum(w) + eps
                 out[i] = sum(wi / total * a for wi, (_, a) in zip(w, its))
+    return out
+
+
+# ----------------------------------------------------------------------------------------- HGPO, the authors' code
+def hgpo_authors(step_rewards, anchor_obs, index, traj_index, history_length, remove_std, alpha=1.0, eps=1e-6):
+    """HGPO as its public code describes it, in loops: within a uid, its trajectories (traj_index within the uid),
+    clusters of the same observation (one row -> 0); inside each, for l = 0..K, sub-clusters by the l previous
+    observations (steps with t < l left out), kept when larger than one; population-std scores; weights
+    (l + 1)^alpha over the non-zero scores."""
+    out = [0.0] * len(index)
+    for uid in dict.fromkeys(index):
+        rows = [r for r in range(len(index)) if index[r] == uid]
+        trajs = defaultdict(list)
+        for r in rows:
+            trajs[traj_index[r]].append(r)
+        pos = {r: (t, k) for t, rs in trajs.items() for k, r in enumerate(rs)}
+        by_obs = defaultdict(list)
+        for r in rows:
+            by_obs[anchor_obs[r]].append(r)
+        for members in by_obs.values():
+            if len(members) < 2:
+                continue
+            scores = defaultdict(list)
+            for depth in range(history_length + 1):
+                clusters = defaultdict(list)
+                for r in members:
+                    t, k = pos[r]
+                    if k >= depth:
+                        clusters[tuple(anchor_obs[q] for q in trajs[t][k - depth : k])].append(r)
+                for rs in clusters.values():
+                    if len(rs) < 2:
+                        continue
+                    v = [step_rewards[r] for r in rs]
+                    m, sd = _mean(v), _std(v, False)
+                    for r, x in zip(rs, v):
+                        scores[r].append((depth + 1, x - m if remove_std else (x - m) / (sd + eps)))
+            for r, pairs in scores.items():
+                kept = [(ln**alpha, a) for ln, a in pairs if a != 0]
+                out[r] = sum(w * a for w, a in kept) / sum(w for w, _ in kept) if kept else 0.0
     return out

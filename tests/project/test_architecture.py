@@ -54,6 +54,8 @@ LAYERS = {
         "workers",
     },
     "integrations": {"credit", "batch", "scorers"},
+    "importers": {"batch", "errors"},  # light: installs into a trainer's environment without the suite
+    "launcher": {"cli"},  # the `scpo` script: scpo.cli, or one line where the suite is not installed
     "cli": {
         "analysis",
         "config",
@@ -61,6 +63,7 @@ LAYERS = {
         "data",
         "envs",
         "errors",
+        "importers",
         "pipeline",
         "policy",
         "software",

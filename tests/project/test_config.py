@@ -94,7 +94,7 @@ def test_per_env_values_replace_the_plain_key_only_for_listed_envs(tmp_path):
     cfg = load_config(p)
     assert (cfg.policy.max_prompt_tokens, cfg.train.minibatch_size) == (900, 64)
     with pytest.raises(ConfigError, match="minibatch_size_by_env"):
-        load_config(p, overrides={"train.minibatch_size_by_env": {"sokoban": 8}})
+        load_config(p, overrides={"train.minibatch_size_by_env": {"nethack": 8}})
     with pytest.raises(ConfigError, match="dual_clip_c"):
         load_config(p, overrides={"train.dual_clip_c": 1.0})
 
@@ -262,8 +262,9 @@ def test_the_method_lists_are_the_registrys():
     cfg = Config()
     bounds = {m for m, spec in METHODS.items() if spec.bound}
     assert set(cfg.report.methods) == set(available_methods()) - bounds
-    assert set(cfg.learning.methods) == set(cfg.fidelity.methods) == set(available_methods()) - {"mc_advantage"}
-    assert {"oracle", "shuffled", "mc_advantage"} <= bounds
+    policy_values = {"mc_advantage", "exact_advantage"}  # the policy's own values: saved rollouts cannot carry them
+    assert set(cfg.learning.methods) == set(cfg.fidelity.methods) == set(available_methods()) - policy_values
+    assert {"oracle", "shuffled", *policy_values} <= bounds
     help_text = " ".join(CliRunner().invoke(app, ["train", "--help"], terminal_width=400).stdout.split())
     assert all(m in help_text for m in available_methods())
     listed = CliRunner().invoke(app, ["methods"]).stdout
@@ -275,9 +276,11 @@ def test_environment_sections_and_names_come_from_the_registry(repo_root):
     from scpo.envs.registry import trainable
 
     cfg = load_config(repo_root / "params.yaml", overrides={"env.name": "corridor", "env.corridor.max_steps": 3})
-    assert set(trainable()) == {"alfworld", "webshop", "corridor"}
+    assert set(trainable()) == {"alfworld", "webshop", "corridor", "sokoban"}
     assert cfg.env.corridor.max_steps == 3 and cfg.env.webshop.eval_splits == ("test",)
-    with pytest.raises(ConfigError, match=r"env\.name = 'webshop-original' .*registered: alfworld, corridor, webshop"):
+    with pytest.raises(
+        ConfigError, match=r"env\.name = 'webshop-original' .*registered: alfworld, corridor, sokoban, webshop"
+    ):
         load_config(repo_root / "params.yaml", overrides={"env.name": "webshop-original"})
     with pytest.raises(ConfigError, match=r"unknown key 'env\.nethack'.*allowed here: name, history_length"):
         load_config(repo_root / "params.yaml", overrides={"env.nethack": {"max_steps": 3}})
@@ -288,7 +291,7 @@ def test_environment_sections_and_names_come_from_the_registry(repo_root):
 
 
 def test_credit_method_names_come_from_the_credit_registry(repo_root):
-    unknown = r"credit\.method = 'scp0' .*unknown credit method 'scp0'; available: g2po, gigpo"
+    unknown = r"credit\.method = 'scp0' .*unknown credit method 'scp0'; available: exact_advantage, g2po, gigpo"
     with pytest.raises(ConfigError, match=unknown):
         load_config(repo_root / "params.yaml", overrides={"credit.method": "scp0"})
     with pytest.raises(ConfigError, match=r"report\.credit_map_method = 'x'"):

@@ -174,8 +174,8 @@ def test_the_locks_satisfy_the_ranges_of_pyproject():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
     for lock, wanted in (
-        ("cpu.txt", project["dependencies"] + extras["dev"] + extras["notebook"]),
-        ("gpu.txt", project["dependencies"] + extras["dev"] + extras["notebook"] + extras["gpu"]),
+        ("cpu.txt", project["dependencies"] + extras["suite"] + extras["dev"] + extras["notebook"]),
+        ("gpu.txt", project["dependencies"] + extras["suite"] + extras["dev"] + extras["notebook"] + extras["gpu"]),
     ):
         pins = _entries(LOCKS / lock)
         for text in wanted:

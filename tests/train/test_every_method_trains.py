@@ -115,6 +115,9 @@ def _check_run(tmp_path, env: str, method: str, summary: dict) -> None:
         assert "credit/scpo_credit_mean" in hist and "credit/scpo_frac_steps_credited" in hist
     if method in PLANNER_METHODS:  # the saved rollouts carry the planner's q
         assert batch.oracle_progress is not None and np.all(batch.oracle_progress <= 1)
+    if METHODS[method].exact_values:  # the saved rollouts carry the policy's exact success values
+        v = batch.exact_value
+        assert v is not None and np.all((v >= 0) & (v <= 1)) and "perf/exact_values_s" in hist
 
 
 @pytest.mark.parametrize("skip", [True, False])
