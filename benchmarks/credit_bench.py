@@ -76,6 +76,7 @@ def main() -> None:
     cols = batch.columns()
     cols["oracle_progress"] = rng.choice([1.0, 0.0, -1.0], size=batch.n_rows)  # what an `oracle` method reads
     cols["policy_value"] = rng.random(batch.n_rows)  # what a `policy_values` method (mc_advantage) reads
+    cols["exact_value"] = rng.random(batch.n_rows)  # what an `exact_values` method (exact_advantage) reads
     batch = RolloutBatch(**cols)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
