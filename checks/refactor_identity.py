@@ -5,6 +5,7 @@ record the sha256 of every file those runs write (timings left out), and compare
     python checks/refactor_identity.py run --repo .     --data DATA --work WORK --json after.json
     python checks/refactor_identity.py compare before.json after.json      # exit 1 when a file differs
     python checks/refactor_identity.py digest --repo CLONE --work WORK --json out.json   # the record of a WORK again
+    python checks/refactor_identity.py run ... --only 'sft/*' --only 'rl/corridor/*'   # the cases named so (fnmatch)
 
 Each case runs the `scpo` command of CLONE (`python -m scpo.cli`, PYTHONPATH=CLONE) under the CPU numerics pin
 (`python -m scpo.numerics env`) in WORK (emptied first; CLONE's params.yaml copied in, `data` a link to DATA), two
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import fnmatch
 import hashlib
 import io
 import json
@@ -99,8 +101,9 @@ def cases(params: Path) -> list[list[tuple[str, list[str]]]]:
     return [sft, rl_runs, later]
 
 
-def run_cases(repo: Path, data: Path, work: Path, jobs: int) -> list[dict]:
-    """Every case of `cases`, `jobs` at a time, in `work`; -> one record per case (name, exit code, seconds)."""
+def run_cases(repo: Path, data: Path, work: Path, jobs: int, only: list[str] | None = None) -> list[dict]:
+    """Every case of `cases` (or those whose name matches a pattern of `only`), `jobs` at a time, in `work`; -> one
+    record per case (name, exit code, seconds)."""
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -121,6 +124,7 @@ def run_cases(repo: Path, data: Path, work: Path, jobs: int) -> list[dict]:
         return {"case": name, "rc": proc.returncode, "seconds": round(time.perf_counter() - t0, 1)}
 
     for wave in cases(repo / "params.yaml"):
+        wave = [c for c in wave if not only or any(fnmatch.fnmatchcase(c[0], p) for p in only)]
         # the resume continues the run its wave's first part stopped: the waves keep that order
         with ThreadPoolExecutor(jobs) as pool:
             for rec in pool.map(one, wave):
@@ -195,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--work", type=Path, required=True, help="emptied, then holds the runs")
     run.add_argument("--json", type=Path, required=True, help="where the record goes")
     run.add_argument("--jobs", type=int, default=2)
+    run.add_argument("--only", action="append", help="run only the cases whose name matches (fnmatch; repeatable)")
     again = sub.add_parser("digest", help="the record of a work folder that `run` filled")
     again.add_argument("--repo", type=Path, required=True)
     again.add_argument("--work", type=Path, required=True)
@@ -204,9 +209,14 @@ def main(argv: list[str] | None = None) -> int:
     cmp.add_argument("second", type=Path)
     args = ap.parse_args(argv)
     if args.command == "run":
-        records = run_cases(args.repo, args.data, args.work, args.jobs)
+        records = run_cases(args.repo, args.data, args.work, args.jobs, args.only)
         failed = [r["case"] for r in records if r["rc"] != 0]
-        record = {"repo": str(args.repo.resolve()), "cases": records, "files": digests(args.work, args.repo)}
+        record = {
+            "repo": str(args.repo.resolve()),
+            "only": args.only,
+            "cases": records,
+            "files": digests(args.work, args.repo),
+        }
         args.json.write_text(json.dumps(record, indent=1) + "\n")
         print(f"{len(record['files'])} files from {len(records)} cases; wrote {args.json}", file=sys.stderr)
         if failed:
