@@ -214,7 +214,7 @@ def _cut_after_stop(tokens: list[int], stops: list[int]) -> list[int]:
 
 def make_engine(cfg, policy: PolicyLike, model_dir=None) -> GenerationEngine:
     """The engine named by `cfg.rollout.engine` ('transformers' | 'vllm'); vLLM is imported only here, only if
-    chosen."""
+    chosen, its scheduler and KV cache sized by the memory plan (`scpo.policy.memory_plan.vllm_sizes`)."""
     if cfg.rollout.engine == "transformers":
         return TransformersEngine(
             policy,
@@ -225,8 +225,10 @@ def make_engine(cfg, policy: PolicyLike, model_dir=None) -> GenerationEngine:
             prompt_overflow=cfg.policy.prompt_overflow,
         )
     if cfg.rollout.engine == "vllm":
-        from scpo.policy.memory_plan import vllm_memory_utilization
+        from scpo.policy.memory_plan import model_shape, vllm_memory_utilization, vllm_sizes
         from scpo.rollout.vllm_engine import VLLMEngine
+
+        sizes = vllm_sizes(cfg, model_shape(policy.model.config))
 
         return VLLMEngine(
             policy,
@@ -241,5 +243,6 @@ def make_engine(cfg, policy: PolicyLike, model_dir=None) -> GenerationEngine:
             sync_path=cfg.rollout.vllm_sync_path,
             prompt_overflow=cfg.policy.prompt_overflow,
             sleep_mode=cfg.rollout.vllm_sleep_mode,
+            **sizes.engine_kwargs(),
         )
     raise ValueError(f"rollout.engine={cfg.rollout.engine!r} is not one of 'transformers', 'vllm'")

@@ -5,7 +5,9 @@ its recent `generate` calls: distinct prompts only (a task's rollouts reset iden
 its first prompts many times), a few from each call, evenly spread over the call's distinct prompts (episodes are
 ordered task by task, so that spreads over tasks), the newest kept (later calls are later steps of the episodes).
 Each probe's answer is scored at its positions past the answer format's opening tag (`<think>`, which the format forces,
-so its log-prob is ~0 under any weights), at most `answer_tokens` of them:
+so its log-prob is ~0 under any weights), at most `answer_tokens` of them, after the last `context` tokens of its prompt
+(both sides score the same token sequence, so a cut prompt is as good a test of the weights; vLLM's prompt log-probs
+cost (context + answer) x vocabulary floats per probe, scored one probe at a time: `scpo.policy.memory_plan`):
 
     vLLM:    log p_vLLM(y_k | x, y_<k)      prompt log-probs of x + y (`SamplingParams(prompt_logprobs=0)`), T = 1
     trainer: log p_theta(y_k | x, y_<k)     `scpo.policy.logprobs.response_logprobs`, as the update computes them
@@ -24,6 +26,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from scpo.policy.memory_plan import PROBE_ANSWER, PROBE_CONTEXT
 
 __all__ = ["Probe", "SyncProbes", "probe_tolerance", "TOLERANCE"]
 
@@ -63,10 +67,18 @@ class SyncProbes:
     """Up to `size` probes from the newest `generate` calls (module docstring); `per_call` of each call's distinct
     prompts are taken, evenly spaced; `opening` is the token ids of the answer format's opening tag."""
 
-    def __init__(self, size: int = 16, per_call: int = 4, answer_tokens: int = 32, opening: Sequence[int] = ()):
-        if size < 1 or per_call < 1 or answer_tokens < 1:
-            raise ValueError(f"size={size}, per_call={per_call}, answer_tokens={answer_tokens}: each must be >= 1")
-        self.size, self.per_call, self.answer_tokens = size, per_call, answer_tokens
+    def __init__(
+        self,
+        size: int = 16,
+        per_call: int = 4,
+        answer_tokens: int = PROBE_ANSWER,
+        context: int = PROBE_CONTEXT,
+        opening: Sequence[int] = (),
+    ):
+        if min(size, per_call, answer_tokens, context) < 1:
+            raise ValueError(f"size={size}, per_call={per_call}, answer_tokens={answer_tokens}, context={context}: "
+                             "each must be >= 1")  # fmt: skip
+        self.size, self.per_call, self.answer_tokens, self.context = size, per_call, answer_tokens, context
         self.opening = tuple(opening)
         self.probes: list[Probe] = []
 
@@ -76,7 +88,7 @@ class SyncProbes:
         held = {p.prompt_ids for p in self.probes}
         fresh: dict[tuple[int, ...], Probe] = {}
         for prompt, answer in zip(prompt_ids, answer_ids):
-            key = tuple(prompt)
+            key = tuple(prompt[-self.context :])
             if key in held or key in fresh:
                 continue
             skip = _skip(answer, self.opening)

@@ -354,14 +354,16 @@ class VLLMEngine:
         from scpo.rollout.sync_probe import probe_tolerance
 
         probes = self.probes.probes
-        with outside_autocast():
-            outs = self.llm.generate(
-                [{"prompt_token_ids": list(p.prompt_ids + p.answer_ids)} for p in probes],
-                use_tqdm=False,
-                sampling_params=SamplingParams(
-                    temperature=1.0, max_tokens=1, detokenize=False, prompt_logprobs=0, **neutral_sampling_kwargs()
-                ),
-            )
+        params = SamplingParams(
+            temperature=1.0, max_tokens=1, detokenize=False, prompt_logprobs=0, **neutral_sampling_kwargs()
+        )
+        with outside_autocast():  # one probe per call: its prompt log-probs are (context + answer) x V floats
+            outs = [
+                self.llm.generate(
+                    [{"prompt_token_ids": list(p.prompt_ids + p.answer_ids)}], use_tqdm=False, sampling_params=params
+                )[0]
+                for p in probes
+            ]
         theirs = []
         for p, o in zip(probes, outs):
             steps = list(o.prompt_logprobs)[len(p.prompt_ids) :]
