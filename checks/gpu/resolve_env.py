@@ -38,7 +38,6 @@ SHOWN = (
     "torch",
     "transformers",
     "tokenizers",
-    "trl",
     "accelerate",
     "peft",
     "triton",

@@ -53,6 +53,12 @@ class TransformersEngine:
             str, list[int]
         ] = {}  # answer text -> its token ids + EOS (the tokenizer never changes)
 
+    @property
+    def prompt_style(self) -> str:
+        """verl-agent's prompts for free generation, this package's for the admissible choice
+        (`scpo.rollout.collector`)."""
+        return "verl_agent" if self.action_choice == "generate" else "scpo"
+
     def sync_weights(self, policy: PolicyLike) -> None:
         if policy.tokenizer is not self.policy.tokenizer:
             self._answer_cache.clear()

@@ -139,6 +139,8 @@ def _vllm_config_context(worker):
 class VLLMEngine:
     """Sampling with vLLM on the same GPU as the trainer (module docstring)."""
 
+    prompt_style = "verl_agent"  # free text: verl-agent's prompts and projection (scpo.rollout.collector)
+
     def __init__(
         self,
         policy: PolicyLike,
