@@ -37,18 +37,19 @@ _SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_t
 
 @contextmanager
 def plain_sampling(model) -> Iterator[None]:
-    """For the duration, `model.generation_config` is a bare `GenerationConfig` holding the original's special token
-    ids only, so `model.generate` applies no logits processor the checkpoint configured (module docstring); restored
-    afterwards (a checkpoint saved later keeps its own generation config)."""
+    """For the duration, `model.generation_config` (a peft model's: its base model's) is a bare `GenerationConfig`
+    holding the original's special token ids only, so `model.generate` applies no logits processor the checkpoint
+    configured (module docstring); restored afterwards (a checkpoint saved later keeps its own generation config)."""
     from transformers import GenerationConfig
 
-    saved = getattr(model, "generation_config", None)
+    target = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft: the model that generates
+    saved = getattr(target, "generation_config", None)
     ids = {k: getattr(saved, k, None) for k in _SPECIAL_IDS}
-    model.generation_config = GenerationConfig(**{k: v for k, v in ids.items() if v is not None})
+    target.generation_config = GenerationConfig(**{k: v for k, v in ids.items() if v is not None})
     try:
         yield
     finally:
-        model.generation_config = saved
+        target.generation_config = saved
 
 
 def stop_token_ids(tokenizer, model) -> list[int]:

@@ -108,11 +108,22 @@ def test_transformers_engine_draws_from_softmax_of_logits_over_t(penalised):
 
 
 def test_plain_sampling_keeps_the_saved_generation_config(penalised, tmp_path):
-    """The bare config is for the call only: the model keeps its generation config (a checkpoint saves it as it was)."""
+    """The bare config is for the call only: the model keeps its generation config (a checkpoint saves it as it was);
+    a LoRA-wrapped model's is its base model's (the one whose `generate` runs)."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    from scpo.rollout.sampling import plain_sampling
+
     policy, _ = penalised
     TransformersEngine(policy, 64, 2).generate([PROMPT], temperature=1.0)
     assert policy.model.generation_config.repetition_penalty == 1.1
     assert policy.model.generation_config.no_repeat_ngram_size == 2
+    lora = get_peft_model(copy.deepcopy(policy.model), LoraConfig(r=2, target_modules="all-linear"))
+    with plain_sampling(lora):
+        assert lora.get_base_model().generation_config.repetition_penalty is None
+    assert lora.get_base_model().generation_config.repetition_penalty == 1.1
 
 
 def test_answers_stop_at_every_eos_of_the_generation_config(penalised):
