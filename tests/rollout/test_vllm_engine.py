@@ -3,7 +3,8 @@ API, the engine core in this process; prompts truncated like the CPU engine's, s
 sampler's log-probs kept, the V1 model runner unless asked otherwise, and a weight sync that runs in the worker
 (`collective_rpc`) under no_grad in vLLM's config context with detached tensors in the engine's dtype, skips tied
 weights, merges LoRA out of place, checks `reset_prefix_cache()`, and is verified by an exact parameter comparison and
-probe prompts, failing loudly; sleep mode frees vLLM's memory for the update and the sync brings the weights back."""
+the log-probs of answers it sampled, failing loudly; sleep mode frees vLLM's memory for the update and the sync brings
+the weights back."""
 
 from __future__ import annotations
 
