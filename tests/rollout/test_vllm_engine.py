@@ -342,3 +342,34 @@ def test_lora_merge_is_out_of_place_on_a_bfloat16_base(standin, tmp_path):
     assert all(torch.equal(base[n], p) for n, p in policy.model.named_parameters() if n in base)
     merged = policy.model.merge_and_unload()  # peft's own merge, once, as the reference
     assert compare_with_trainer(engine.vllm_model(), merged, torch.bfloat16)["max_abs_diff"] == 0.0
+
+
+def test_make_engine_sizes_vllm_by_the_memory_plan(standin, tmp_path):
+    """rollout.engine=vllm builds vLLM with the plan's max_num_seqs (one iteration's sequences),
+    max_num_batched_tokens and KV cache bytes (`scpo.policy.memory_plan.vllm_sizes`), never the checkpoint's sampling
+    defaults."""
+    from scpo.config import load_config
+    from scpo.policy.memory_plan import model_shape, vllm_sizes
+    from scpo.rollout.engine import make_engine
+
+    policy = _policy()
+    policy.save(tmp_path / "model")
+    cfg = load_config(
+        REPO / "params.yaml",
+        overrides={"rollout.engine": "vllm", "policy.profile": str(tmp_path / "model"), "policy.dtype": "float32",
+                   "rollout.n_tasks": 3, "rollout.group_size": 4, "policy.max_prompt_tokens": 24,
+                   "policy.max_new_tokens": 8, "rollout.action_choice": "generate"},
+    )  # fmt: skip
+    make_engine(cfg, policy, tmp_path / "model")
+    kwargs = standin.INSTANCES[-1].kwargs
+    sizes = vllm_sizes(cfg, model_shape(policy.model.config))
+    assert (
+        (kwargs["max_num_seqs"], kwargs["max_num_batched_tokens"])
+        == (12, 12 * 32)
+        == (
+            sizes.max_num_seqs,
+            sizes.step_tokens,
+        )
+    )
+    assert kwargs["kv_cache_memory_bytes"] == sizes.kv_cache_bytes == 12 * 32 * 1 * 2 * 16 * 4
+    assert kwargs["generation_config"] == "vllm" and kwargs["max_model_len"] == 32
