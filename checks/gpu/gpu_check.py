@@ -221,6 +221,7 @@ def engine_stage(args) -> dict:
             **sizes.engine_kwargs(),
         )
     )
+    plant(args.plant)  # a fault of the sampler's next requests or of the sync after the update
     planned = plan_memory(cfg, shape).engine
     report: dict = {
         **_versions(),
