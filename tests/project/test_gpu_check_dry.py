@@ -41,7 +41,7 @@ PARAMETERS_DIFFER = r"engine_v1: vLLM weight sync check failed \(load_weights, v
         ("skipped_sync", PARAMETERS_DIFFER),
         ("stale_weights", r"engine_v1: vLLM weight sync check failed: after the sync vLLM's log-probs of \d+ sampled"),
         ("stale_layer", PARAMETERS_DIFFER),
-        ("sampler_penalty", r"engine_v1: on the same weights vLLM's sampler log-probs of its \d+ sampled tokens"),
+        ("sampler_penalty", r"engine_v1: (on the same weights|after the sync) vLLM's sampler log-probs of its \d+"),
     ],
     ids=["correct_sync", "skipped_sync", "stale_weights", "stale_layer", "sampler_penalty"],
 )
@@ -75,6 +75,7 @@ def test_the_verdict_judges_what_the_engine_did_not_catch(tmp_path):
         "probe_tolerance": 0.1,
         "dtype": "bfloat16",
         "after_sync": {"first_token": 0.9, "n": 128},
+        "after_sync_sampler": {"mean": 0.05, "tokens": 800},
         "before_sync": {"first_token": 0.2},
     }
     assert stage_failure("e", good) is None
@@ -84,6 +85,9 @@ def test_the_verdict_judges_what_the_engine_did_not_catch(tmp_path):
     )
     diff = {**good, "after_sync_parameters": {**good["after_sync_parameters"], "max_abs_diff": 0.5}}
     assert "vLLM's parameters are not the trainer's: max |diff| 0.5" in stage_failure("e", diff)
+    late = {**good, "after_sync_sampler": {"mean": 0.3, "tokens": 800}}
+    late_line = "after the sync vLLM's sampler log-probs of its 800 sampled tokens differ from the updated trainer's"
+    assert late_line + " by 0.3 nats" in stage_failure("e", late)
     still = {**good, "update": {"trainer_before_vs_after": {"exact": 1.0}}}
     assert "cannot be judged" in stage_failure("e", still)
     stale = {**good, "after_sync": {"first_token": 0.2, "n": 128}}
