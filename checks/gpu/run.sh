@@ -15,7 +15,8 @@
 #   skipped_sync     no weight reaches vLLM's model (inside vLLM: the stand-in, --dry only)
 #   stale_weights    vLLM's parameters change, it generates from the old ones (inside vLLM: the stand-in, --dry only)
 # STAGES="engine_default rl_vllm ..." runs only those stages; ENV=corridor takes prompts from the data-free corridor
-# (the dry mode's default when no ALFWorld data is under DATA_ROOT).
+# (the dry mode's default when no ALFWorld data is under DATA_ROOT); MODEL=smollm2 (--dry) takes SmolLM2 instead of the
+# small random Qwen2 (real weights: a sampler penalty shows on them, not on a random model's near-zero logits).
 # Stages, each its own process under a time limit, all within BUDGET_S (default 470 s, so the whole check stays under
 # 8 minutes; a stage that would overrun is skipped and recorded): install the carry if vLLM is missing; SmolLM2 on
 # vLLM's default runner (same-weights agreement, sampler log-probs, sync after an update, tokens/s) and on V1; one RL
@@ -59,7 +60,7 @@ if [ $DRY = 1 ]; then
   SMALL="--prompts 6 --max-new-tokens 4 --sync-demos 8 --sync-lr 0.01"
   RL="--tasks 2 --group 2 --max-steps 2 --max-new-tokens 8 --iterations 1"
   PAPER=qwen2-small; PAPER_RL="--tasks 2 --group 2 --max-steps 2 --max-new-tokens 8 --iterations 1"
-  DATA=${DATA_ROOT:-data}; MODEL=qwen2-small
+  DATA=${DATA_ROOT:-data}; MODEL=${MODEL:-qwen2-small}   # MODEL=smollm2: real weights (a penalty shows on them)
   if [ -z "${ENV:-}" ] && [ ! -d "$DATA/alfworld" ]; then ENV=corridor; fi
   L_ENGINE=600; L_ENGINE_V1=600; L_RL=600; L_PAPER=600
 else

@@ -122,9 +122,9 @@ class TransformersEngine:
                 if temperature <= 0:
                     sampling = {"do_sample": False}
                 elif recorder is not None:  # the recorder divides by T (transformers' warper left out)
-                    sampling = {"do_sample": True, "temperature": 1.0, "top_p": top_p}
+                    sampling = {"do_sample": True, "temperature": 1.0, "top_p": top_p, **PLAIN_GENERATE_KWARGS}
                 else:
-                    sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p}
+                    sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p, **PLAIN_GENERATE_KWARGS}
                 # one weight cast for the call's decoding steps
                 with torch.no_grad(), forward_precision(model), plain_sampling(model):
                     seqs = model.generate(
@@ -134,7 +134,6 @@ class TransformersEngine:
                         pad_token_id=pad,
                         eos_token_id=stops if len(stops) > 1 else stops[0],
                         logits_processor=LogitsProcessorList([recorder] if recorder is not None else []),
-                        **PLAIN_GENERATE_KWARGS,
                         **sampling,
                     )
                 sampled = recorder.finish(seqs[:, -1]).cpu() if recorder is not None else None

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 
 __all__ = ["plain_sampling", "stop_token_ids", "neutral_sampling_kwargs", "SampledLogprobs", "PLAIN_GENERATE_KWARGS"]
 
-# what `generate` gets besides a bare generation config: transformers' global default top_k=50 off
+# what a sampling `generate` gets besides a bare generation config: transformers' global default top_k=50 off
 PLAIN_GENERATE_KWARGS = {"top_k": 0}
 
 _SPECIAL_IDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")

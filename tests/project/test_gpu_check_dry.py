@@ -24,8 +24,10 @@ def models(tmp_path_factory):
 
 
 def _dry(out: Path, models: Path, plant: str | None = None) -> subprocess.CompletedProcess:
+    # a penalty barely moves a random model's near-zero logits: that fault is planted on SmolLM2's real weights
+    model = "smollm2" if plant == "sampler_penalty" else "qwen2-small"
     env = {**os.environ, "PYTHON": sys.executable, "MODELS_DIR": str(models), "STAGES": "engine_v1", "ENV": "corridor",
-           "VLLM_CPU": "0"}  # fmt: skip
+           "VLLM_CPU": "0", "MODEL": model}  # fmt: skip
     args = ["bash", str(ROOT / "checks/gpu/run.sh"), "--dry", *(["--plant", plant] if plant else []), str(out)]
     return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
