@@ -23,7 +23,8 @@ vLLM runs with the gpu profile's own settings from params.yaml (`rollout.vllm_en
 `rollout.vllm_model_runner`; `rollout.vllm_sleep_mode`; its scheduler, KV cache and GPU share from the memory plan),
 unless --runner / --enforce-eager / --sleep-mode name other ones. `--plant FAULT` plants a fault on this side of vLLM
 (any vLLM, the real one too): `stale_layer` (the first decoder layer's weights left out of the sync after the update,
-so vLLM keeps the old layer) and `sampler_penalty` (every SamplingParams carries a repetition penalty of 1.1).
+so vLLM keeps the old layer) and `sampler_penalty` (every SamplingParams carries a repetition penalty of 1.1 and a
+top-k of 5, as a sampler reading a checkpoint's generation config would).
 
 Without CUDA the stages run on the CPU (vLLM's CPU build, or the stand-in of checks/gpu/standin: run.sh --dry).
 """
@@ -47,6 +48,9 @@ import torch  # noqa: E402
 
 MODELS = ("smollm2", "qwen2-small", "qwen2.5-1.5b")
 PLANTS = ("stale_layer", "sampler_penalty")
+# the plant `sampler_penalty`: what a sampler reading a checkpoint's generation config would add (Qwen2.5-Instruct's
+# repetition penalty; a top-k, which also shows on a random model's near-flat logits, where a penalty barely moves them)
+SAMPLER_PENALTY = {"repetition_penalty": 1.1, "top_k": 5}
 
 
 def _device() -> torch.device:
@@ -172,7 +176,7 @@ def plant(name: str | None) -> None:
         import vllm
 
         real = vllm.SamplingParams
-        vllm.SamplingParams = lambda **kw: real(**{**kw, "repetition_penalty": 1.1})
+        vllm.SamplingParams = lambda **kw: real(**{**kw, **SAMPLER_PENALTY})
     elif name == "stale_layer":
         import scpo.rollout.vllm_weights as vw
 

@@ -11,7 +11,7 @@
 #   The report's "ran on" rows say which vLLM ran each stage.
 # FAULT, planted where the check must catch it (a failed verdict, exit 1):
 #   stale_layer      the first decoder layer left out of the sync after the update (this side of vLLM: any vLLM)
-#   sampler_penalty  every SamplingParams with a repetition penalty of 1.1 (this side of vLLM: any vLLM)
+#   sampler_penalty  every SamplingParams with a repetition penalty of 1.1 and top-k 5 (this side of vLLM: any vLLM)
 #   skipped_sync     no weight reaches vLLM's model (inside vLLM: the stand-in, --dry only)
 #   stale_weights    vLLM's parameters change, it generates from the old ones (inside vLLM: the stand-in, --dry only)
 # STAGES="engine_default rl_vllm ..." runs only those stages; ENV=corridor takes prompts from the data-free corridor

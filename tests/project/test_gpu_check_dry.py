@@ -2,8 +2,8 @@
 build vLLM's CPU build; `run.sh --dry` does, checks/gpu/results/dry_cpu_vllm/): it passes with a correct sync, and
 with each planted fault it fails, its verdict one line naming the stage and the reason, exit status 1: inside vLLM (the
 weights never reach its model; its parameters change but it keeps generating from the old weights) and on this side of
-it (the first decoder layer left out of the sync; a repetition penalty in every request). The extrapolation to a full
-iteration uses the gpu profile's sizes from params.yaml, not the check's."""
+it (the first decoder layer left out of the sync; a repetition penalty and a top-k in every request). The extrapolation
+to a full iteration uses the gpu profile's sizes from params.yaml, not the check's."""
 
 from __future__ import annotations
 
@@ -24,10 +24,8 @@ def models(tmp_path_factory):
 
 
 def _dry(out: Path, models: Path, plant: str | None = None) -> subprocess.CompletedProcess:
-    # a penalty barely moves a random model's near-zero logits: that fault is planted on SmolLM2's real weights
-    model = "smollm2" if plant == "sampler_penalty" else "qwen2-small"
     env = {**os.environ, "PYTHON": sys.executable, "MODELS_DIR": str(models), "STAGES": "engine_v1", "ENV": "corridor",
-           "VLLM_CPU": "0", "MODEL": model}  # fmt: skip
+           "VLLM_CPU": "0"}  # fmt: skip
     args = ["bash", str(ROOT / "checks/gpu/run.sh"), "--dry", *(["--plant", plant] if plant else []), str(out)]
     return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
