@@ -7,7 +7,19 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ANSWER_TAGS", "ACTION_ANSWER", "action_answer", "extract_action", "template_phrases"]
+__all__ = [
+    "ANSWER_TAGS",
+    "ACTION_ANSWER",
+    "PROMPT_STYLES",
+    "action_answer",
+    "extract_action",
+    "template_phrases",
+    "verl_agent_projection",
+]
+
+# "scpo": this package's prompts and validity (every profile's admissible-choice path); "verl_agent": verl-agent's own
+# templates and projection, for free-text generation (the gpu profile): docs/gpu.md, the recipe table
+PROMPT_STYLES = ("scpo", "verl_agent")
 
 ANSWER_TAGS = ("<think>", "</think>", "<action>", "</action>")  # the answer format every env's prompt asks for
 THINK_OPEN, THINK_CLOSE, ACTION_OPEN, ACTION_CLOSE = ANSWER_TAGS
@@ -42,3 +54,23 @@ def template_phrases(*templates: str, min_words: int = 3, keep_apart: tuple[str,
     for sep in keep_apart:
         pieces = [q for p in pieces for q in p.split(sep)]
     return tuple(sorted({p for p in pieces if len(p.split()) >= min_words}))
+
+
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def verl_agent_projection(text: object, tail: int, reject_cjk: bool, max_chars: int) -> tuple[str, bool]:
+    """verl-agent's projection of an answer (`alfworld_projection`, `webshop_projection`): lower-cased, the text
+    between the first `<action>` and the first `</action>`, stripped; without both tags the answer's last `tail`
+    characters are the action (what the environment gets and the history shows) and it is invalid. Valid also needs
+    `<think>` and `</think>` in the answer, and (`reject_cjk`, ALFWorld) no CJK character. Admissibility is not
+    checked (the environment answers an inadmissible command with no effect). At most `max_chars` characters; never
+    raises."""
+    text = text if isinstance(text, str) else ("" if text is None else str(text))
+    lower = text.lower()
+    start, end = lower.find(ACTION_OPEN), lower.find(ACTION_CLOSE)
+    if start == -1 or end == -1:
+        return lower[-tail:][:max_chars], False
+    action = lower[start + len(ACTION_OPEN) : end].strip()[:max_chars]
+    valid = THINK_OPEN in text and THINK_CLOSE in text and not (reject_cjk and _CJK.search(text))
+    return action, bool(valid)
