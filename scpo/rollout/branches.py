@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from scpo.batch import RolloutBatch
 from scpo.envs.base import EnvPackage
-from scpo.rollout.collector import RolloutTiming, generate_turn
+from scpo.rollout.collector import RolloutTiming, generate_turn, prompt_style, style_kwargs
 from scpo.rollout.generation import GenerationEngine
 
 __all__ = ["policy_values", "state_keys"]
@@ -96,6 +96,7 @@ def policy_values(
 
     # one bar unit per (branch, turn) slot left in its budget: a finished branch adds its unplayed turns
     bar = tqdm(total=sum(limit - b.turn for b in branches), desc=desc, unit="step", disable=not progress, leave=False)
+    styled = style_kwargs(prompt_style(env_pkg, engine))
     while live := [b for b in branches if not b.done]:
         _, gens = generate_turn(
             env_pkg,
@@ -109,7 +110,7 @@ def policy_values(
         )
         t0 = time.perf_counter()
         for b, gen in zip(live, gens):
-            action, _ = env_pkg.project_action(gen.text, list(b.info.get("admissible_commands", [])))
+            action, _ = env_pkg.project_action(gen.text, list(b.info.get("admissible_commands", [])), **styled)
             obs, reward, done, info = b.env.step(action)
             b.history.append((b.obs, action))
             b.obs, b.info, b.ret, b.turn = obs, info, b.ret + float(reward), b.turn + 1

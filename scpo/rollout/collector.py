@@ -10,6 +10,11 @@ that text recorded on each step, for the state acted on and for the next one.
 An invalid answer (no tags, garbage, very long text) is never an error: `project_action` maps it to a string the env
 treats as a no-op, the step is recorded with `valid=False`, and the credit estimators subtract the invalid-action
 penalty.
+
+Prompts and validity follow the engine's path (`prompt_style`): an engine that generates free text (vLLM, or the
+transformers engine with `rollout.action_choice: generate`) gets verl-agent's own templates and projection
+(`style="verl_agent"`, in the environments that have it: ALFWorld, WebShop); the admissible-choice engine of the tiny
+CPU policy keeps this package's ("scpo").
 """
 
 from __future__ import annotations
@@ -27,7 +32,21 @@ from scpo.envs.base import STATE_DESCRIPTION, EnvPackage
 from scpo.envs.vector import VectorEnv
 from scpo.rollout.generation import Generation, GenerationEngine
 
-__all__ = ["RolloutTiming", "collect_rollouts", "generate_turn"]
+__all__ = ["RolloutTiming", "collect_rollouts", "generate_turn", "prompt_style", "style_kwargs"]
+
+
+def prompt_style(env_pkg: EnvPackage, engine: GenerationEngine) -> str:
+    """The prompt style of `engine`'s path (its `prompt_style`, "scpo" when it has none) where `env_pkg`'s
+    `build_prompt` takes one, else "scpo"."""
+    import inspect
+
+    style = getattr(engine, "prompt_style", "scpo")
+    return style if "style" in inspect.signature(env_pkg.build_prompt).parameters else "scpo"
+
+
+def style_kwargs(style: str) -> dict:
+    """The keyword `build_prompt` / `project_action` get: none for "scpo" (every environment's default)."""
+    return {} if style == "scpo" else {"style": style}
 
 
 @dataclass
@@ -83,6 +102,7 @@ def collect_rollouts(
         ep.obs, ep.info, ep.goal = obs, info, str(info.get("goal", ""))
     timing.env_s += time.perf_counter() - t0
     limit = max_steps or max(int(getattr(env, "max_steps", 50)) for env in vec.envs)
+    styled = style_kwargs(prompt_style(env_pkg, engine))
 
     # one bar unit per (episode, turn) slot: a live episode's step advances it by 1, an episode ending early adds
     # its unplayed turns, so the bar moves every turn and ends exactly at its total, also when every episode runs to
@@ -110,7 +130,7 @@ def collect_rollouts(
         valid: dict[int, bool] = {}
         for k, gen in zip(live, gens):
             actions[k], valid[k] = env_pkg.project_action(
-                gen.text, list(episodes[k].info.get("admissible_commands", []))
+                gen.text, list(episodes[k].info.get("admissible_commands", [])), **styled
             )
         results = vec.step(actions)
         for k, prompt, gen in zip(live, prompts, gens):
@@ -181,8 +201,9 @@ def generate_turn(
     number -> (prompts, generations), all in one generation call; its seconds and answers are added to `timing`. The
     collector's episodes and the Monte-Carlo branches (`scpo.rollout.branches`) both play through it."""
     admissible = [list(p.info.get("admissible_commands", [])) for p in players]
+    styled = style_kwargs(prompt_style(env_pkg, engine))
     prompts = [
-        env_pkg.build_prompt(p.goal, p.obs, adm, p.history, turn, history_length=history_length)
+        env_pkg.build_prompt(p.goal, p.obs, adm, p.history, turn, history_length=history_length, **styled)
         for p, adm, turn in zip(players, admissible, turns)
     ]
     t0 = time.perf_counter()

@@ -38,6 +38,7 @@ class TransformersEngine:
         batch_size: int = 64,
         action_choice: str = "generate",
         prompt_overflow: str = "truncate_left",
+        record_logprobs: bool = False,
     ):
         if action_choice not in ("generate", "admissible"):
             raise ValueError(f"action_choice={action_choice!r} is not one of 'generate', 'admissible'")
@@ -47,9 +48,16 @@ class TransformersEngine:
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
         self.action_choice = action_choice
+        self.record_logprobs = record_logprobs
         self._answer_cache: dict[
             str, list[int]
         ] = {}  # answer text -> its token ids + EOS (the tokenizer never changes)
+
+    @property
+    def prompt_style(self) -> str:
+        """verl-agent's prompts for free generation, this package's for the admissible choice
+        (`scpo.rollout.collector`)."""
+        return "verl_agent" if self.action_choice == "generate" else "scpo"
 
     def sync_weights(self, policy: PolicyLike) -> None:
         if policy.tokenizer is not self.policy.tokenizer:
@@ -84,10 +92,15 @@ class TransformersEngine:
         return self._sample(prompts, temperature, top_p)
 
     def _sample(self, prompts: Sequence[str], temperature: float, top_p: float) -> list[Generation]:
+        """Free generation from softmax(logits / T) (top-p where < 1): no logits processor of the checkpoint's
+        generation config applies (`scpo.rollout.sampling.plain_sampling`); answers end at `stop_token_ids`. With
+        `record_logprobs` (and T > 0) each generation carries the sampler's log-prob of every answer token."""
         import torch
+        from transformers import LogitsProcessorList
 
         from scpo.policy.padding import left_pad
         from scpo.policy.placement import forward_precision
+        from scpo.rollout.sampling import PLAIN_GENERATE_KWARGS, SampledLogprobs, plain_sampling, stop_token_ids
 
         if not prompts:
             return []
@@ -96,31 +109,41 @@ class TransformersEngine:
         ids = self.policy.encode_prompts(prompts, self.max_prompt_tokens, self.prompt_overflow)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out: list[Generation | None] = [None] * len(ids)
-        pad, eos = tok.pad_token_id, tok.eos_token_id
+        pad, stops = tok.pad_token_id, stop_token_ids(tok, model)
+        record = self.record_logprobs and temperature > 0
         was_training = model.training
         model.eval()
-        sampling = (
-            {"do_sample": True, "temperature": temperature, "top_p": top_p} if temperature > 0 else {"do_sample": False}
-        )
         try:
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start : start + self.batch_size]
                 input_ids, attention = left_pad([ids[i] for i in chunk], pad)
                 width = input_ids.shape[1]
-                with torch.no_grad(), forward_precision(model):  # one weight cast for the call's decoding steps
+                recorder = SampledLogprobs(temperature) if record else None
+                if temperature <= 0:
+                    sampling = {"do_sample": False}
+                elif recorder is not None:  # the recorder divides by T (transformers' warper left out)
+                    sampling = {"do_sample": True, "temperature": 1.0, "top_p": top_p, **PLAIN_GENERATE_KWARGS}
+                else:
+                    sampling = {"do_sample": True, "temperature": temperature, "top_p": top_p, **PLAIN_GENERATE_KWARGS}
+                # one weight cast for the call's decoding steps
+                with torch.no_grad(), forward_precision(model), plain_sampling(model):
                     seqs = model.generate(
                         input_ids=input_ids.to(model.device),
                         attention_mask=attention.to(model.device),
                         max_new_tokens=self.max_new_tokens,
                         pad_token_id=pad,
-                        eos_token_id=eos,
-                        top_k=0,
+                        eos_token_id=stops if len(stops) > 1 else stops[0],
+                        logits_processor=LogitsProcessorList([recorder] if recorder is not None else []),
                         **sampling,
                     )
+                sampled = recorder.finish(seqs[:, -1]).cpu() if recorder is not None else None
                 for row, i in enumerate(chunk):
-                    resp = _cut_after_eos(seqs[row, width:].tolist(), eos, pad)
+                    resp = _cut_after_stop(seqs[row, width:].tolist(), stops)
                     out[i] = Generation(
-                        text=tok.decode(resp, skip_special_tokens=True), prompt_ids=ids[i], response_ids=resp
+                        text=tok.decode(resp, skip_special_tokens=True),
+                        prompt_ids=ids[i],
+                        response_ids=resp,
+                        sampler_logprobs=sampled[row, : len(resp)].tolist() if sampled is not None else None,
                     )
         finally:
             model.train(was_training)
@@ -184,19 +207,19 @@ class TransformersEngine:
 _PLACEHOLDER = re.compile(r"<[^<>]+>")
 
 
-def _cut_after_eos(tokens: list[int], eos: int | None, pad: int | None) -> list[int]:
-    """Keep tokens up to and including the first EOS (the answer's end); drop padding generate adds afterwards."""
-    if eos is not None and eos in tokens:
-        return tokens[: tokens.index(eos) + 1]
-    if pad is not None and pad != eos:
-        while tokens and tokens[-1] == pad:
-            tokens = tokens[:-1]
+def _cut_after_stop(tokens: list[int], stops: list[int]) -> list[int]:
+    """Keep tokens up to and including the first stop token (the answer's end): what `generate` adds after it is
+    padding. A row without a stop token never finished, so `generate` padded none of it: every token was sampled and
+    is kept (a sampled padding token too)."""
+    for k, t in enumerate(tokens):
+        if t in stops:
+            return tokens[: k + 1]
     return tokens
 
 
 def make_engine(cfg, policy: PolicyLike, model_dir=None) -> GenerationEngine:
     """The engine named by `cfg.rollout.engine` ('transformers' | 'vllm'); vLLM is imported only here, only if
-    chosen."""
+    chosen, its scheduler and KV cache sized by the memory plan (`scpo.policy.memory_plan.vllm_sizes`)."""
     if cfg.rollout.engine == "transformers":
         return TransformersEngine(
             policy,
@@ -207,8 +230,10 @@ def make_engine(cfg, policy: PolicyLike, model_dir=None) -> GenerationEngine:
             prompt_overflow=cfg.policy.prompt_overflow,
         )
     if cfg.rollout.engine == "vllm":
-        from scpo.policy.memory_plan import vllm_memory_utilization
+        from scpo.policy.memory_plan import model_shape, vllm_memory_utilization, vllm_sizes
         from scpo.rollout.vllm_engine import VLLMEngine
+
+        sizes = vllm_sizes(cfg, model_shape(policy.model.config))
 
         return VLLMEngine(
             policy,
@@ -223,5 +248,6 @@ def make_engine(cfg, policy: PolicyLike, model_dir=None) -> GenerationEngine:
             sync_path=cfg.rollout.vllm_sync_path,
             prompt_overflow=cfg.policy.prompt_overflow,
             sleep_mode=cfg.rollout.vllm_sleep_mode,
+            **sizes.engine_kwargs(),
         )
     raise ValueError(f"rollout.engine={cfg.rollout.engine!r} is not one of 'transformers', 'vllm'")

@@ -32,7 +32,8 @@ class Generation:
 
 class GenerationEngine(Protocol):
     """Samples answers for a batch of prompts; `admissible[i]` are prompt i's admissible commands (engines that choose
-    among them use it, free-text engines ignore it)."""
+    among them use it, free-text engines ignore it). An engine may say which prompts its path takes (`prompt_style`:
+    "verl_agent" for free text, "scpo" when absent: `scpo.rollout.collector.prompt_style`)."""
 
     def generate(
         self,

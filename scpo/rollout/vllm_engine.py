@@ -10,18 +10,23 @@ into vLLM's engine.
 Generation: `LLM.generate` on token-id prompts (encoded and truncated exactly as the transformers engine does), outside
 any autocast, `detokenize=False` (the policy's tokenizer decodes), with the log-prob of each sampled token after
 temperature (`logprobs_mode="processed_logprobs"`, TRL's setting), kept on the `Generation` for the optional
-importance-sampling correction (`train.rollout_correction`).
+importance-sampling correction (`train.rollout_correction`). It samples softmax(logits / T), the trainer's policy:
+vLLM built with `generation_config="vllm"` (never the checkpoint's sampling defaults) and every penalty and cut-off of
+`SamplingParams` at its neutral value (`scpo.rollout.sampling`). Its scheduler and KV cache are sized by the memory
+plan (`scpo.policy.memory_plan.vllm_sizes`: `max_num_seqs` one iteration's sequences, `max_num_batched_tokens`,
+`kv_cache_memory_bytes` their KV cache) where the caller passes them; else vLLM's defaults.
 
 Weight sync, after every update, as TRL's colocate sync does it (every trainer weight under its checkpoint name into
 the model's `load_weights`, then `reset_prefix_cache()`), run inside the worker through `collective_rpc` under vLLM's
 `set_current_vllm_config` (as at load time), under `no_grad`, outside autocast, with detached tensors already in vLLM's
 dtype and on its device, tied weights sent once, LoRA merged out of place (`scpo.rollout.vllm_weights`). Every sync is
 verified: vLLM's parameters are compared with the trainer's cast to vLLM's dtype (max |diff| exactly 0, no NaN, every
-parameter matched), then the greedy next token on probe prompts (>= 50 % agreement); `reset_prefix_cache()` must return
-True. Any failure raises `WeightSyncError`, so a run never samples from another policy. Where vLLM repacks weights at
-load (its CPU backend moves linear weights into oneDNN kernels) the model's `load_weights` cannot reach them;
-`sync_path="auto"` then uses the worker's `reload_weights` (restores the checkpoint layout, loads, re-runs post-load
-processing).
+parameter matched), then vLLM's log-probs of answers it sampled against the trainer's (`scpo.rollout.sync_probe`:
+distinct prompts of recent calls, positions past the format's opening tag, mean |difference| within a tolerance of
+vLLM's dtype); `reset_prefix_cache()` must return True. Any failure raises `WeightSyncError`, so a run never samples
+from another policy. Where vLLM repacks weights at load (its CPU backend moves linear weights into oneDNN kernels) the
+model's `load_weights` cannot reach them; `sync_path="auto"` then uses the worker's `reload_weights` (restores the
+checkpoint layout, loads, re-runs post-load processing).
 
 Sleep mode (`sleep_mode=True`, TRL's `enable_sleep_mode`): `with engine.memory_released(): <update>` puts vLLM to sleep
 at level 2 (weights and KV cache freed) for the update, and the next `sync_weights` wakes it and loads the new weights.
@@ -46,10 +51,9 @@ from pathlib import Path
 from scpo.policy.interface import PolicyLike
 from scpo.rollout.generation import Generation
 
-__all__ = ["VLLMEngine", "WeightSyncError", "SYNC_PROBES", "MIN_SYNC_AGREEMENT", "outside_autocast"]
+__all__ = ["VLLMEngine", "WeightSyncError", "SYNC_PROBES", "outside_autocast"]
 
-SYNC_PROBES = 8  # prompts whose next token is compared after every weight sync
-MIN_SYNC_AGREEMENT = 0.5  # below this share of agreeing probes the sync is taken as failed
+SYNC_PROBES = 16  # (prompt, answer) pairs whose log-probs are compared after every weight sync
 
 
 class WeightSyncError(RuntimeError):
@@ -135,6 +139,8 @@ def _vllm_config_context(worker):
 class VLLMEngine:
     """Sampling with vLLM on the same GPU as the trainer (module docstring)."""
 
+    prompt_style = "verl_agent"  # free text: verl-agent's prompts and projection (scpo.rollout.collector)
+
     def __init__(
         self,
         policy: PolicyLike,
@@ -150,6 +156,9 @@ class VLLMEngine:
         prompt_overflow: str = "truncate_left",
         check_parameters: bool = True,
         sleep_mode: bool = False,
+        max_num_seqs: int | None = None,
+        max_num_batched_tokens: int | None = None,
+        kv_cache_memory_bytes: int | None = None,
     ):
         if model_runner not in ("v1", "default"):
             raise ValueError(f"model_runner={model_runner!r} is not one of 'v1', 'default'")
@@ -162,7 +171,9 @@ class VLLMEngine:
             os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)  # vLLM's own choice
         from vllm import LLM
 
+        from scpo.envs.prompting import ANSWER_TAGS
         from scpo.policy.profiles import torch_dtype
+        from scpo.rollout.sync_probe import SyncProbes
 
         source = str(model_dir) if model_dir is not None else policy.profile
         self.policy = policy
@@ -173,6 +184,8 @@ class VLLMEngine:
         self.check_parameters = check_parameters
         self.sleep_mode = sleep_mode
         self.asleep = False
+        sizes = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+                 "kv_cache_memory_bytes": kv_cache_memory_bytes}  # fmt: skip
         with outside_autocast():
             self.llm = LLM(
                 model=source,
@@ -185,6 +198,8 @@ class VLLMEngine:
                 max_model_len=max_prompt_tokens + max_new_tokens,
                 enable_sleep_mode=sleep_mode,
                 logprobs_mode="processed_logprobs",
+                generation_config="vllm",  # vLLM's neutral sampling defaults, never the checkpoint's
+                **{k: v for k, v in sizes.items() if v is not None},
             )
         if self._on_worker(_worker_pid) != os.getpid():
             raise RuntimeError(
@@ -195,8 +210,8 @@ class VLLMEngine:
         self.dtype, self.model_runner_kind = facts["dtype"], facts["runner"]
         if self.dtype != torch_dtype(dtype):
             raise ValueError(f"vLLM runs the model in {self.dtype} but policy.dtype={dtype!r} was asked")
-        self.probe_ids: list[list[int]] = []  # the first prompts generated for, kept to check each weight sync
-        self.last_sync_agreement: float | None = None
+        opening = policy.tokenizer(ANSWER_TAGS[0], add_special_tokens=False)["input_ids"]
+        self.probes = SyncProbes(size=SYNC_PROBES, opening=opening)  # answers it sampled, to check each sync
         self.last_sync: dict = {}
 
     def _on_worker(self, fn, *args):
@@ -211,19 +226,25 @@ class VLLMEngine:
         top_p: float = 1.0,
         admissible: Sequence[Sequence[str]] | None = None,
     ) -> list[Generation]:
-        """Free-text sampling (`admissible` is not used: large models answer in the `<think>/<action>` format); each
-        Generation carries vLLM's log-prob of every sampled token (`sampler_logprobs`)."""
+        """Free-text sampling from softmax(logits / T) (`admissible` is not used: large models answer in the
+        `<think>/<action>` format); each Generation carries vLLM's log-prob of every sampled token (`sampler_logprobs`).
+        The answers are offered to the sync probes."""
         from vllm import SamplingParams
+
+        from scpo.rollout.sampling import neutral_sampling_kwargs
 
         if not prompts:
             return []
         if self.asleep:
             raise RuntimeError("vLLM sleeps (memory_released); sync_weights() wakes it with the new weights")
         ids = self.policy.encode_prompts(prompts, self.max_prompt_tokens, self.prompt_overflow)
-        if not self.probe_ids:
-            self.probe_ids = [list(x) for x in ids[:SYNC_PROBES]]
         params = SamplingParams(
-            temperature=temperature, top_p=top_p, max_tokens=self.max_new_tokens, detokenize=False, logprobs=0
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=self.max_new_tokens,
+            detokenize=False,
+            logprobs=0,
+            **neutral_sampling_kwargs(),
         )
         with outside_autocast():
             outputs = self.llm.generate([{"prompt_token_ids": x} for x in ids], sampling_params=params, use_tqdm=False)
@@ -241,6 +262,7 @@ class VLLMEngine:
                     sampler_logprobs=logprobs,
                 )
             )
+        self.probes.offer([g.prompt_ids for g in out], [g.response_ids for g in out])
         return out
 
     # ------------------------------------------------------------------------------------------------ memory, sync
@@ -308,40 +330,58 @@ class VLLMEngine:
                     f"{len(report['unused'])} trainer weights not taken {report['unused'][:3]}, shape mismatches "
                     f"{report['shape_mismatch'][:3]}, largest {report['largest']}. Use rollout.engine=transformers"
                 )
-        if self.probe_ids:
-            self.last_sync_agreement = self.next_token_agreement(policy)
-            self.last_sync["probe_agreement"] = self.last_sync_agreement
-            if self.last_sync_agreement < MIN_SYNC_AGREEMENT:
+        if self.probes.probes:
+            report = self.probe_report(policy)
+            self.last_sync["probe"] = report
+            tol = report["tolerance"]
+            if not report["mean_abs_diff"] <= tol:
                 raise WeightSyncError(
-                    f"vLLM weight sync check failed: after the trainer's weights were pushed, vLLM's greedy next token "
-                    f"agrees with the trainer's on {self.last_sync_agreement:.0%} of {len(self.probe_ids)} probe "
-                    f"prompts (bfloat16 rounding alone leaves ~94%); vLLM would sample from another policy. "
-                    f"Use rollout.engine=transformers"
+                    f"vLLM weight sync check failed: after the sync vLLM's log-probs of {report['probes']} sampled "
+                    f"answers ({report['tokens']} tokens past the format's opening tag) differ from the trainer's by "
+                    f"{report['mean_abs_diff']:.3g} nats on average (max {report['max_abs_diff']:.3g}; tolerance "
+                    f"{tol:g} in {self.last_sync['dtype']}): vLLM samples from other weights than the trainer's. "
+                    "Use rollout.engine=transformers"
                 )
         self.last_sync["total_s"] = time.perf_counter() - t0
 
-    def next_token_agreement(self, policy: PolicyLike) -> float:
-        """Share of the probe prompts whose greedy next token is the same in vLLM and in the trainer's model (its
-        forward passes in their own autocast block: `scpo.policy.placement.autocast_each_forward`)."""
+    def probe_report(self, policy: PolicyLike) -> dict:
+        """vLLM's and the trainer's log-probs of the probe answers (`scpo.rollout.sync_probe`) -> the comparison and
+        its tolerance. vLLM scores prompt + answer (`prompt_logprobs`, temperature 1); the trainer runs
+        `response_logprobs` as the update does (its forward passes in their own autocast blocks)."""
         import torch
         from vllm import SamplingParams
 
-        with outside_autocast():
-            outs = self.llm.generate(
-                [{"prompt_token_ids": x} for x in self.probe_ids],
-                use_tqdm=False,
-                sampling_params=SamplingParams(temperature=0.0, max_tokens=1, detokenize=False),
-            )
+        from scpo.policy.logprobs import response_logprobs
+        from scpo.rollout.sampling import neutral_sampling_kwargs
+        from scpo.rollout.sync_probe import probe_tolerance
+
+        probes = self.probes.probes
+        params = SamplingParams(
+            temperature=1.0, max_tokens=1, detokenize=False, prompt_logprobs=0, **neutral_sampling_kwargs()
+        )
+        with outside_autocast():  # one probe per call: its prompt log-probs are (context + answer) x V floats
+            outs = [
+                self.llm.generate(
+                    [{"prompt_token_ids": list(p.prompt_ids + p.answer_ids)}], use_tqdm=False, sampling_params=params
+                )[0]
+                for p in probes
+            ]
+        theirs = []
+        for p, o in zip(probes, outs):
+            steps = list(o.prompt_logprobs)[len(p.prompt_ids) :]
+            theirs.append([float(d[t].logprob) if d is not None else float("nan") for t, d in zip(p.answer_ids, steps)])
         model = policy.model
         was_training = model.training
         model.eval()
         try:
             with torch.no_grad():
-                mine = [
-                    int(model(input_ids=torch.tensor([x], device=policy.device)).logits[0, -1].argmax())
-                    for x in self.probe_ids
-                ]
+                logp, _, _ = response_logprobs(
+                    model,
+                    [list(p.prompt_ids) for p in probes],
+                    [list(p.answer_ids) for p in probes],
+                    policy.tokenizer.pad_token_id,
+                )
         finally:
             model.train(was_training)
-        theirs = [o.outputs[0].token_ids[0] if o.outputs[0].token_ids else -1 for o in outs]
-        return sum(a == b for a, b in zip(mine, theirs)) / len(mine)
+        mine = [logp[row, : len(p.answer_ids)].float().cpu().tolist() for row, p in enumerate(probes)]
+        return {**self.probes.compare(theirs, mine), "tolerance": probe_tolerance(self.dtype)}

@@ -27,10 +27,10 @@ def test_repo_params_yaml_validates_for_every_profile(repo_root):
     assert smoke.rollout.n_tasks * smoke.rollout.group_size < cpu.rollout.n_tasks * cpu.rollout.group_size
     assert smoke.train.iterations < cpu.train.iterations
     gpu = load_config(repo_root / "params.yaml", profile="gpu")
-    # free-text answers in mixed precision, micro-batched; generation by the transformers engine while vLLM's weight
-    # sync fails its check (checks/gpu/results/vllm_engine_check)
+    # free-text answers in mixed precision, micro-batched; generation by vLLM (verl-agent's engine), each weight sync
+    # checked exactly (scpo.rollout.vllm_engine), the transformers engine the fallback
     assert (gpu.rollout.action_choice, gpu.policy.dtype, gpu.train.micro_batch_size) == ("generate", "bfloat16", 8)
-    assert gpu.rollout.engine == "transformers"
+    assert gpu.rollout.engine == "vllm"
 
 
 @pytest.mark.parametrize("env, prompt_tokens, minibatch", [("alfworld", 2048, 256), ("webshop", 4096, 64)])

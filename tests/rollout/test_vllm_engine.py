@@ -3,7 +3,8 @@ API, the engine core in this process; prompts truncated like the CPU engine's, s
 sampler's log-probs kept, the V1 model runner unless asked otherwise, and a weight sync that runs in the worker
 (`collective_rpc`) under no_grad in vLLM's config context with detached tensors in the engine's dtype, skips tied
 weights, merges LoRA out of place, checks `reset_prefix_cache()`, and is verified by an exact parameter comparison and
-probe prompts, failing loudly; sleep mode frees vLLM's memory for the update and the sync brings the weights back."""
+the log-probs of answers it sampled, failing loudly; sleep mode frees vLLM's memory for the update and the sync brings
+the weights back."""
 
 from __future__ import annotations
 
@@ -49,9 +50,9 @@ def standin(monkeypatch):
     _drop_vllm_modules()
 
 
-def _policy(tie: bool = True, seed: int = 0) -> Policy:
+def _policy(tie: bool = True, seed: int = 0, layers: int = 1) -> Policy:
     tok = train_tokenizer(CORPUS, vocab_size=300)
-    model = build_tiny_model(tok, hidden_size=16, layers=1, heads=2, seed=seed)
+    model = build_tiny_model(tok, hidden_size=16, layers=layers, heads=2, seed=seed)
     if not tie:  # an untied output layer: lm_head is a parameter of its own
         model.config.tie_word_embeddings = False
         model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone() + 0.01)
@@ -172,27 +173,27 @@ def test_a_failed_sync_stops_with_an_error(standin, tmp_path, fault, message):
 
 
 @pytest.mark.parametrize("broken", [False, True], ids=["in_sync", "weights_not_taken"])
-def test_each_sync_is_checked_on_probe_prompts(standin, tmp_path, broken):
-    """After a sync, vLLM's greedy next token on the first prompts it served must match the trainer's (checked even with
-    the parameter comparison off)."""
-    from scpo.rollout.vllm_engine import SYNC_PROBES, WeightSyncError
+def test_each_sync_is_checked_on_the_logprobs_of_sampled_answers(standin, tmp_path, broken):
+    """After a sync, vLLM's log-probs of answers it sampled must be the trainer's within the dtype's tolerance (checked
+    even with the parameter comparison off)."""
+    from scpo.rollout.vllm_engine import WeightSyncError
 
     policy = _policy()
     engine = _engine(policy, tmp_path, check_parameters=False)
     engine.generate([f"{c} step {i}" for i, c in enumerate(CORPUS * 2)], temperature=1.0)
-    assert len(engine.probe_ids) == SYNC_PROBES
+    assert len(engine.probes.probes) == 4  # per call: 4 of its distinct prompts
     torch.manual_seed(0)
     with torch.no_grad():
         for p in policy.model.parameters():
             p.copy_(torch.randn_like(p))
     standin.FAULTS["drop_weights"] = broken
     if broken:
-        with pytest.raises(WeightSyncError, match=r"sync check failed.*agrees with the trainer's on \d+% of 8"):
+        with pytest.raises(WeightSyncError, match=r"log-probs of 4 sampled answers .* differ from the trainer's by"):
             engine.sync_weights(policy)
-        assert engine.last_sync_agreement < 0.5
+        assert engine.last_sync["probe"]["mean_abs_diff"] > 0.1
     else:
         engine.sync_weights(policy)
-        assert engine.last_sync_agreement == 1.0 and "parameters" not in engine.last_sync
+        assert engine.last_sync["probe"]["mean_abs_diff"] < 1e-4 and "parameters" not in engine.last_sync
 
 
 def test_repacked_weights_go_through_reload_and_are_read_back_exactly(standin, tmp_path):
@@ -298,13 +299,14 @@ def test_sleep_mode_frees_vllm_for_the_update_and_the_sync_restores_the_weights(
     assert standin.INSTANCES[-1].sleeping is None and not plain.asleep
 
 
-@pytest.mark.parametrize("fault", ["skipped_sync", "stale_weights"])
-def test_the_two_planted_faults_of_the_gpu_check_are_caught(standin, tmp_path, fault):
+@pytest.mark.parametrize("fault", ["skipped_sync", "stale_weights", "stale_layer"])
+def test_the_planted_faults_of_the_gpu_check_are_caught(standin, tmp_path, fault):
     """skipped_sync (the weights never reach vLLM's model): the parameter comparison; stale_weights (the parameters
-    change, generation keeps the old weights): the probe check, as the parameters then match."""
+    change, generation keeps the old weights) and stale_layer (the same for one decoder layer): the probes' log-probs,
+    as the parameters then match."""
     from scpo.rollout.vllm_engine import WeightSyncError
 
-    policy = _policy()
+    policy = _policy(layers=2)
     engine = _engine(policy, tmp_path)
     engine.generate([f"{c} step {i}" for i, c in enumerate(CORPUS * 2)], temperature=1.0)
     torch.manual_seed(0)
@@ -312,9 +314,10 @@ def test_the_two_planted_faults_of_the_gpu_check_are_caught(standin, tmp_path, f
         for p in policy.model.parameters():
             p.copy_(torch.randn_like(p))
     standin.FAULTS[fault] = True
-    match = r"max \|diff\| [0-9.e-]+ \(must be 0\)" if fault == "skipped_sync" else r"agrees with the trainer's on"
-    with pytest.raises(WeightSyncError, match=match):
+    match = r"max \|diff\| [0-9.e-]+ \(must be 0\)" if fault == "skipped_sync" else r"differ from the trainer's by"
+    with pytest.raises(WeightSyncError, match=match) as caught:
         engine.sync_weights(policy)
+    assert "\n" not in str(caught.value)  # one line
 
 
 def test_lora_merge_is_out_of_place_on_a_bfloat16_base(standin, tmp_path):
@@ -339,3 +342,34 @@ def test_lora_merge_is_out_of_place_on_a_bfloat16_base(standin, tmp_path):
     assert all(torch.equal(base[n], p) for n, p in policy.model.named_parameters() if n in base)
     merged = policy.model.merge_and_unload()  # peft's own merge, once, as the reference
     assert compare_with_trainer(engine.vllm_model(), merged, torch.bfloat16)["max_abs_diff"] == 0.0
+
+
+def test_make_engine_sizes_vllm_by_the_memory_plan(standin, tmp_path):
+    """rollout.engine=vllm builds vLLM with the plan's max_num_seqs (one iteration's sequences),
+    max_num_batched_tokens and KV cache bytes (`scpo.policy.memory_plan.vllm_sizes`), never the checkpoint's sampling
+    defaults."""
+    from scpo.config import load_config
+    from scpo.policy.memory_plan import model_shape, vllm_sizes
+    from scpo.rollout.engine import make_engine
+
+    policy = _policy()
+    policy.save(tmp_path / "model")
+    cfg = load_config(
+        REPO / "params.yaml",
+        overrides={"rollout.engine": "vllm", "policy.profile": str(tmp_path / "model"), "policy.dtype": "float32",
+                   "rollout.n_tasks": 3, "rollout.group_size": 4, "policy.max_prompt_tokens": 24,
+                   "policy.max_new_tokens": 8, "rollout.action_choice": "generate"},
+    )  # fmt: skip
+    make_engine(cfg, policy, tmp_path / "model")
+    kwargs = standin.INSTANCES[-1].kwargs
+    sizes = vllm_sizes(cfg, model_shape(policy.model.config))
+    assert (
+        (kwargs["max_num_seqs"], kwargs["max_num_batched_tokens"])
+        == (12, 12 * 32)
+        == (
+            sizes.max_num_seqs,
+            sizes.step_tokens,
+        )
+    )
+    assert kwargs["kv_cache_memory_bytes"] == sizes.kv_cache_bytes == 12 * 32 * 1 * 2 * 16 * 4
+    assert kwargs["generation_config"] == "vllm" and kwargs["max_model_len"] == 32

@@ -17,9 +17,15 @@ parent on PYTHONPATH). It behaves like vLLM where the engine depends on it, with
 - `LLM.sleep(level)` / `wake_up(tags)` as vLLM's sleep mode (`enable_sleep_mode=True`): level 1 keeps the weights (on
   the CPU), level 2 discards them (garbage after `wake_up` until weights are loaded again); generating asleep fails.
 
+- sampling as vLLM's sampler: penalties (repetition on prompt and output tokens, presence, frequency), temperature,
+  top-k, top-p, the log-probs of the processed logits (`processed_logprobs`), `prompt_logprobs` (raw, T = 1);
+  `LLM(generation_config="auto")` (vLLM's default) takes the sampling defaults of the checkpoint's
+  generation_config.json for `generate(sampling_params=None)` only, "vllm" never (`get_default_sampling_params`).
+
 `FAULTS` injects failures: weights dropped, NaN written, `reset_prefix_cache()` returning False, weights repacked, and
-the two faults the GPU check must catch: `skipped_sync` (no weight the trainer sends reaches the model) and
-`stale_weights` (the parameters take the new weights but generation keeps running on the weights loaded at start).
+the faults the GPU check must catch: `skipped_sync` (no weight the trainer sends reaches the model), `stale_weights`
+(the parameters take the new weights but generation keeps running on the weights loaded at start), `stale_layer` (the
+same for the first decoder layer only) and `sampler_penalty` (every request samples with a repetition penalty of 1.1).
 `SCPO_STANDIN_FAULTS` (comma-separated names) sets faults for every `LLM` built in the process (run.sh --dry --plant).
 """
 
@@ -33,9 +39,10 @@ import torch
 
 __version__ = "0.25.1+standin"
 
-FAULT_NAMES = ("drop_weights", "nan", "reset_returns", "repack", "skipped_sync", "stale_weights")
+FAULT_NAMES = ("drop_weights", "nan", "reset_returns", "repack", "skipped_sync", "stale_weights", "stale_layer",
+               "sampler_penalty")  # fmt: skip
 FAULTS = {"drop_weights": False, "nan": False, "reset_returns": True, "repack": False, "skipped_sync": False,
-          "stale_weights": False}  # fmt: skip
+          "stale_weights": False, "stale_layer": False, "sampler_penalty": False}  # fmt: skip
 INSTANCES: list[LLM] = []
 PACKED = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"]}
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -43,7 +50,7 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 def reset_faults() -> None:
     FAULTS.update(drop_weights=False, nan=False, reset_returns=True, repack=False, skipped_sync=False,
-                  stale_weights=False)  # fmt: skip
+                  stale_weights=False, stale_layer=False, sampler_penalty=False)  # fmt: skip
 
 
 def _faults_from_env() -> None:
@@ -57,10 +64,58 @@ def _faults_from_env() -> None:
 class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
-    max_tokens: int = 16
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    min_tokens: int = 0
+    logit_bias: dict | None = None
+    allowed_token_ids: list | None = None
+    bad_words: list | None = None
+    max_tokens: int | None = 16
     logprobs: int | None = None
+    prompt_logprobs: int | None = None
     seed: int | None = None
     detokenize: bool = True
+
+    def __post_init__(self):
+        unmodelled = {"min_p": 0.0, "min_tokens": 0, "logit_bias": None, "allowed_token_ids": None, "bad_words": None}
+        odd = [k for k, v in unmodelled.items() if getattr(self, k) != v]
+        if odd:
+            raise NotImplementedError(f"standin: SamplingParams {odd} are not modelled")
+
+    @classmethod
+    def from_optional(cls, **kwargs) -> SamplingParams:
+        return cls(**{k: v for k, v in kwargs.items() if v is not None})
+
+
+_SAMPLING_DEFAULTS = ("repetition_penalty", "temperature", "top_k", "top_p", "min_p", "max_new_tokens")
+
+
+def _process(logits: torch.Tensor, seen_prompt: list[int], seen_output: list[int], params) -> torch.Tensor:
+    """vLLM's sampler on one row of float32 logits: penalties, then temperature, top-k and top-p (-inf outside)."""
+    logits = logits.clone()
+    rep = 1.1 if FAULTS["sampler_penalty"] else params.repetition_penalty
+    if rep != 1.0:
+        seen = torch.tensor(sorted(set(seen_prompt) | set(seen_output)), dtype=torch.long)
+        if len(seen):
+            x = logits[seen]
+            logits[seen] = torch.where(x > 0, x / rep, x * rep)
+    if seen_output and (params.presence_penalty or params.frequency_penalty):
+        counts = torch.bincount(torch.tensor(seen_output), minlength=logits.numel()).float()
+        logits -= params.frequency_penalty * counts + params.presence_penalty * (counts > 0).float()
+    t = params.temperature
+    if t > 0:
+        logits = logits / t
+    if params.top_k and params.top_k > 0:
+        kth = torch.topk(logits, min(params.top_k, logits.numel())).values[-1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if params.top_p < 1.0:
+        probs, order = torch.softmax(logits, -1).sort(descending=True)
+        drop = probs.cumsum(-1) - probs > params.top_p
+        logits[order[drop]] = float("-inf")
+    return logits
 
 
 def _vllm_name(hf_name: str) -> str:
@@ -149,7 +204,7 @@ class FusedModel(torch.nn.Module):
         if FAULTS["nan"]:
             next(p for p in self.parameters() if p.numel()).data.view(-1)[0] = float("nan")
         if not FAULTS["stale_weights"]:  # stale: the parameters are new, generation keeps the start's weights
-            self.refresh_twin()
+            self.refresh_twin(keep_layer="model.layers.0." if FAULTS["stale_layer"] else None)
         return loaded
 
     def repack(self) -> None:
@@ -171,10 +226,13 @@ class FusedModel(torch.nn.Module):
                 module.weight = torch.nn.Parameter(w.clone(), requires_grad=False)
                 del module.cpu_linear
 
-    def refresh_twin(self) -> None:
-        """The transformers twin gets the fused weights split back (what generation runs on)."""
+    def refresh_twin(self, keep_layer: str | None = None) -> None:
+        """The transformers twin gets the fused weights split back (what generation runs on); the weights under
+        `keep_layer` stay as they were (FAULTS["stale_layer"])."""
         with torch.no_grad():
             for name, (fused, start) in self._offsets.items():
+                if keep_layer and name.startswith(keep_layer):
+                    continue
                 target = self.twin.get_parameter(name)
                 target.copy_(self.weight(fused)[start : start + target.shape[0]].to(target.dtype))
 
@@ -237,6 +295,7 @@ class LLM:
         self.prefix_resets = 0
         self.calls: list[tuple[list, SamplingParams]] = []
         self.in_process = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0"
+        self.generation_config = kwargs.get("generation_config", "auto")
         self.worker = _Worker(model, _auto_dtype(model) if dtype == "auto" else _DTYPES[dtype])
         self._wrapper = _WorkerWrapper(self.worker)
         self.sleep_mode = bool(kwargs.get("enable_sleep_mode", False))
@@ -265,6 +324,17 @@ class LLM:
     def apply_model(self, func):
         return self.collective_rpc("apply_model", args=(func,))
 
+    def get_default_sampling_params(self) -> SamplingParams:
+        """vLLM's: the checkpoint's generation_config.json sampling fields unless generation_config="vllm"."""
+        if self.generation_config == "vllm":
+            return SamplingParams()
+        gen = self.model.twin.generation_config
+        found = {k: getattr(gen, k, None) for k in _SAMPLING_DEFAULTS}
+        if found.get("max_new_tokens") is not None:
+            found["max_tokens"] = found.pop("max_new_tokens")
+        found.pop("max_new_tokens", None)
+        return SamplingParams.from_optional(**found)
+
     def reset_prefix_cache(self, reset_running_requests: bool = False, reset_connector: bool = False) -> bool:
         self.prefix_resets += 1
         return FAULTS["reset_returns"]
@@ -283,11 +353,13 @@ class LLM:
         if {"weights", "kv_cache"} <= self.awake_tags:
             self.sleeping = None
 
-    def generate(self, prompts, sampling_params: SamplingParams, use_tqdm: bool = True):
-        """Greedy or sampled answers of the twin; log-probs of the sampled tokens after temperature (vLLM's
-        processed log-probs) when `logprobs` is set."""
+    def generate(self, prompts, sampling_params: SamplingParams | None = None, use_tqdm: bool = True):
+        """Greedy or sampled answers of the twin (vLLM's sampler: `_process`); log-probs of the sampled tokens after
+        processing (vLLM's processed log-probs) when `logprobs` is set; the prompt tokens' raw log-probs (T = 1, the
+        first None) when `prompt_logprobs` is set. Without `sampling_params`: `get_default_sampling_params()`."""
         if self.sleeping is not None:
             raise RuntimeError(f"standin: generate() while the engine sleeps (level {self.sleeping}); wake_up() first")
+        sampling_params = sampling_params if sampling_params is not None else self.get_default_sampling_params()
         self.calls.append((prompts, sampling_params))
         self.generate_autocast.append(torch.is_autocast_enabled("cpu"))
         twin = self.model.twin
@@ -298,12 +370,19 @@ class LLM:
         with torch.no_grad():
             for p in prompts:
                 ids = list(p["prompt_token_ids"])
+                prompt_logprobs = None
+                if sampling_params.prompt_logprobs is not None:
+                    logp = torch.log_softmax(twin(input_ids=torch.tensor([ids])).logits[0].float(), -1)
+                    prompt_logprobs = [None] + [
+                        {t: types.SimpleNamespace(logprob=float(logp[k, t]), rank=1)} for k, t in enumerate(ids[1:])
+                    ]
                 tokens, logprobs = [], []
-                for _ in range(sampling_params.max_tokens):
+                for _ in range(sampling_params.max_tokens or 16):
                     logits = twin(input_ids=torch.tensor([ids + tokens]), logits_to_keep=1).logits[0, -1].float()
                     t = sampling_params.temperature
-                    logp = torch.log_softmax(logits / (t if t > 0 else 1.0), -1)
-                    nxt = int(logits.argmax()) if t == 0 else int(torch.multinomial(logp.exp(), 1, generator=gen))
+                    processed = _process(logits, ids, tokens, sampling_params)
+                    logp = torch.log_softmax(processed, -1)
+                    nxt = int(processed.argmax()) if t == 0 else int(torch.multinomial(logp.exp(), 1, generator=gen))
                     tokens.append(nxt)
                     logprobs.append({nxt: types.SimpleNamespace(logprob=float(logp[nxt]), rank=1)})
                     if nxt == eos:
@@ -313,5 +392,7 @@ class LLM:
                     text=None if not sampling_params.detokenize else "",
                     logprobs=logprobs if sampling_params.logprobs is not None else None,
                 )
-                out.append(types.SimpleNamespace(outputs=[completion], prompt_token_ids=ids))
+                out.append(
+                    types.SimpleNamespace(outputs=[completion], prompt_token_ids=ids, prompt_logprobs=prompt_logprobs)
+                )
         return out
