@@ -112,7 +112,6 @@ def test_group_view_lists_q_beside_each_estimator():
         group_view(_batch(), {"x": ADV}, group=7)
 
 
-
 def test_benchmark_on_two_tasks_puts_the_oracle_on_top(alfworld_data_root, tmp_path):
     """noisy_fidelity end to end (2 games, 2 seeds, eps 0.5): the oracle separates q perfectly and never credits a
     q <= 0 step (no wrong-sign credit); the sweep returns one summary per option set, and its tau calibration a row
@@ -161,9 +160,6 @@ def test_report_names_run_folders_relative_to_the_repository(tmp_path, monkeypat
     assert _shown(tmp_path / "runs" / "alfworld" / "scpo" / "seed0") == "runs/alfworld/scpo/seed0"
     assert _shown("runs/alfworld/scpo/seed0") == "runs/alfworld/scpo/seed0"
     assert _shown("/elsewhere/run") == "/elsewhere/run"
-
-
-
 
 
 def _sweep_rows(tau, source, wrong_sign, auc, kind="mixed", step_text="action_next_obs"):
