@@ -43,7 +43,7 @@ def prompt_last_hidden(model, prompt_ids: Sequence[Sequence[int]], pad_token_id:
     """[B, H]: the final (normed) hidden state of a transformers causal LM's trunk (`model.model`, e.g. Llama's
     decoder) at the last token of each prompt, right-padded in one batch. Gradients flow unless the caller disables
     them (a frozen trunk: `torch.no_grad()`)."""
-    if not prompt_ids or any(len(p) == 0 for p in prompt_ids):
+    if len(prompt_ids) == 0 or any(len(p) == 0 for p in prompt_ids):
         raise ValueError("prompt_last_hidden needs at least one prompt, each with at least one token")
     device = next(model.parameters()).device
     rows = [torch.as_tensor(list(p), dtype=torch.long) for p in prompt_ids]

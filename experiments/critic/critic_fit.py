@@ -1,0 +1,194 @@
+"""Does the critic learn? PPO's critic for the tiny policy, fitted by the clipped value loss on the corridor's
+rollouts, iteration after iteration; its value loss and explained variance on each fresh batch, measured before the
+critic has seen that batch (CPU, no trainer: experiments/critic/README.md).
+
+Per seed: a freshly initialised tiny policy (its tokenizer trained on the corridor's expert prompts), frozen: it only
+plays. The critic: a copy of the policy's trunk (verl-agent's recipe: a critic model from the same base) with a
+`ValueHead` at each prompt's last token, both trained (`--trunk frozen`: the policy's own trunk, the head alone).
+Per iteration: `tasks` tasks drawn from the corridor's `train` split, `group_size` episodes each (the
+admissible-choice sampler at temperature 1); V(s_t) from the critic, the returns G_t by GAE from those values
+(`scpo.credit.ppo.gae_advantages`, gamma and lambda as given, the invalid penalty a reward); the metrics on the fresh
+batch; then `epochs` passes of Adam on the clipped value loss (`scpo.policy.critic.clipped_value_loss`, weighted by
+the answers' token counts: verl's token-mean) in minibatches.
+
+    python experiments/critic/critic_fit.py --quick                       # 2 seeds x 3 iterations
+    python experiments/critic/critic_fit.py --seeds 10 --out experiments/critic/results
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy import stats
+from tqdm.auto import tqdm
+
+from scpo.batch import RolloutBatch
+from scpo.config import PolicyConfig
+from scpo.credit.grouping import invalid_penalty
+from scpo.credit.ppo import answer_token_counts, explained_variance, gae_advantages
+from scpo.envs import corridor
+from scpo.envs.demos import expert_demonstrations
+from scpo.policy import create_policy
+from scpo.policy.critic import ValueHead, clipped_value_loss, prompt_last_hidden
+from scpo.rollout import TransformersEngine, collect_rollouts
+
+LAMBDA_INVALID = 0.1  # credit.norm.lambda_invalid's default
+
+
+def frozen_policy(seed: int, hidden: int, history_length: int, max_steps: int):
+    """A freshly initialised tiny policy whose tokenizer knows the corridor's prompts; no gradient reaches it."""
+    tasks = corridor.list_tasks("train")
+    demos, _ = expert_demonstrations(
+        corridor, tasks, max_steps=max_steps, history_length=history_length, progress=False
+    )
+    torch.manual_seed(seed)
+    cfg = PolicyConfig(tiny_hidden_size=hidden, tiny_layers=1, tiny_heads=2, tiny_vocab_size=400)
+    policy = create_policy(cfg, corpus=[d.prompt for d in demos] + [d.response for d in demos], seed=seed)
+    policy.model.eval().requires_grad_(False)
+    return policy
+
+
+def fit_one_seed(seed: int, args: argparse.Namespace, bar: tqdm) -> list[dict]:
+    policy = frozen_policy(seed, args.hidden, args.history_length, args.max_steps)
+    engine = TransformersEngine(policy, 1024, 32, batch_size=64, action_choice="admissible")
+    torch.manual_seed(seed)
+    head = ValueHead(args.hidden, hidden=args.head_hidden)
+    # the critic's trunk: a copy of the policy's (verl-agent's recipe: a critic model from the same base), trained
+    # with the head; or the policy's own frozen trunk, the head alone trained
+    trunk = copy.deepcopy(policy.model).requires_grad_(True) if args.trunk == "trained" else policy.model
+    params = [*head.parameters(), *(trunk.parameters() if args.trunk == "trained" else ())]
+    opt = torch.optim.Adam(params, lr=args.critic_lr)
+    pad = policy.tokenizer.pad_token_id
+    rng = np.random.default_rng(seed)
+    tasks = corridor.list_tasks("train")
+    rows = []
+    for it in range(args.iterations):
+        t0 = time.perf_counter()
+        drawn = list(rng.choice(tasks, size=args.tasks, replace=False))
+        trajs, _ = collect_rollouts(
+            corridor,
+            drawn,
+            args.group_size,
+            engine,
+            env_name="corridor",
+            seed=seed * 1000 + it,
+            max_steps=args.max_steps,
+            history_length=args.history_length,
+            temperature=1.0,
+            progress=False,
+        )
+        batch = RolloutBatch.from_trajectories(trajs)
+        prompts = list(batch.prompt_ids)
+        with torch.no_grad():
+            old = head(prompt_last_hidden(trunk, prompts, pad))
+        reward = batch.reward - invalid_penalty(batch.valid, LAMBDA_INVALID)
+        _, returns, _ = gae_advantages(
+            reward, old.numpy(), batch.traj_id, batch.step, batch.done, gamma=args.gamma, lam=args.lam
+        )
+        weights = torch.tensor(answer_token_counts(batch))
+        target = torch.tensor(returns, dtype=old.dtype)
+        with torch.no_grad():
+            fresh_loss = float(0.5 * (weights * (old - target) ** 2).sum() / weights.sum())
+        row = {
+            "seed": seed,
+            "iteration": it,
+            "value_loss": fresh_loss,
+            "explained_variance": explained_variance(old.numpy(), returns),
+            "success": float(batch.won[batch.step == 0].mean()),
+            "rows": batch.n_rows,
+        }
+        clipfracs = []
+        for _ in range(args.epochs):
+            order = torch.randperm(batch.n_rows, generator=torch.Generator().manual_seed(seed * 7919 + it))
+            for idx in order.split(args.minibatch):
+                vpreds = head(prompt_last_hidden(trunk, [prompts[i] for i in idx.tolist()], pad))
+                loss, clipfrac = clipped_value_loss(vpreds, target[idx], old[idx], args.cliprange_value, weights[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                clipfracs.append(float(clipfrac))
+        row["clipfrac"] = float(np.mean(clipfracs)) if clipfracs else 0.0
+        row["seconds"] = time.perf_counter() - t0
+        rows.append(row)
+        bar.update(1)
+    return rows
+
+
+def summarize(per_iter: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Per iteration: mean over seeds of each metric with its t-interval (seeds are independent)."""
+    out = []
+    for it, part in per_iter.groupby("iteration"):
+        row = {"iteration": it, "seeds": len(part)}
+        for col in ("value_loss", "explained_variance", "success"):
+            x = part[col].to_numpy()
+            mean = float(x.mean())
+            half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * stats.sem(x)) if len(x) > 1 else float("nan")
+            row.update({col: mean, f"{col}_lo": mean - half, f"{col}_hi": mean + half})
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def first_vs_last(per_iter: pd.DataFrame) -> dict:
+    """Paired over seeds: the last iteration minus the first, for the value loss and the explained variance."""
+    first = per_iter[per_iter["iteration"] == per_iter["iteration"].min()].set_index("seed")
+    last = per_iter[per_iter["iteration"] == per_iter["iteration"].max()].set_index("seed")
+    out = {}
+    for col in ("value_loss", "explained_variance"):
+        d = (last[col] - first[col]).to_numpy()
+        if len(d) > 1:
+            res = stats.ttest_1samp(d, 0.0)
+            lo, hi = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
+            out[col] = {"diff": float(d.mean()), "ci": [float(lo), float(hi)], "p_paired_t": float(res.pvalue)}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="2 seeds x 3 iterations (a smoke run)")
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--iterations", type=int, default=8)
+    ap.add_argument("--tasks", type=int, default=4, help="tasks per iteration")
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--max-steps", type=int, default=8)
+    ap.add_argument("--history-length", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=32, help="the tiny trunk's hidden size")
+    ap.add_argument(
+        "--trunk", choices=("trained", "frozen"), default="trained", help="the critic's trunk: a trained copy of the "
+        "policy's (verl-agent's recipe) or the policy's own, frozen (the head alone learns)"
+    )
+    ap.add_argument("--head-hidden", type=int, default=64, help="the value head's hidden layer (0: linear)")
+    ap.add_argument("--gamma", type=float, default=1.0)
+    ap.add_argument("--lam", type=float, default=1.0)
+    ap.add_argument("--critic-lr", type=float, default=1e-3)
+    ap.add_argument("--cliprange-value", type=float, default=0.5)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--minibatch", type=int, default=128)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    if args.quick:
+        args.seeds, args.iterations = 2, 3
+    bar = tqdm(total=args.seeds * args.iterations, desc="critic fit", unit="iteration")
+    per_iter = pd.DataFrame([r for s in range(args.seeds) for r in fit_one_seed(s, args, bar)])
+    bar.close()
+    summary = summarize(per_iter)
+    paired = first_vs_last(per_iter)
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(summary.round(3).to_string(index=False))
+    print(json.dumps(paired, indent=1))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        per_iter.to_csv(args.out / "per_iteration.csv", index=False)
+        summary.to_csv(args.out / "summary.csv", index=False)
+        settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+        (args.out / "run.json").write_text(json.dumps({"settings": settings, "last_minus_first": paired}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
