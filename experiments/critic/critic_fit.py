@@ -160,8 +160,11 @@ def main() -> None:
     ap.add_argument("--history-length", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=32, help="the tiny trunk's hidden size")
     ap.add_argument(
-        "--trunk", choices=("trained", "frozen"), default="trained", help="the critic's trunk: a trained copy of the "
-        "policy's (verl-agent's recipe) or the policy's own, frozen (the head alone learns)"
+        "--trunk",
+        choices=("trained", "frozen"),
+        default="trained",
+        help="the critic's trunk: a trained copy of the "
+        "policy's (verl-agent's recipe) or the policy's own, frozen (the head alone learns)",
     )
     ap.add_argument("--head-hidden", type=int, default=64, help="the value head's hidden layer (0: linear)")
     ap.add_argument("--gamma", type=float, default=1.0)
