@@ -31,19 +31,23 @@ from tqdm.auto import tqdm
 
 from scpo.batch import RolloutBatch
 from scpo.config import PolicyConfig
+from scpo.credit import CreditConfig, compute_advantages
 from scpo.credit.grouping import invalid_penalty
-from scpo.credit.ppo import answer_token_counts, explained_variance, gae_advantages
+from scpo.credit.ppo import PPOOptions, answer_token_counts, compute_ppo, explained_variance, gae_advantages
 from scpo.envs import corridor
 from scpo.envs.demos import expert_demonstrations
 from scpo.policy import create_policy
 from scpo.policy.critic import ValueHead, clipped_value_loss, prompt_last_hidden
 from scpo.rollout import TransformersEngine, collect_rollouts
+from scpo.rollout.exact_values import choice_inputs, exact_graph, policy_log_probs, row_nodes, solve
+from scpo.testbeds.policy_gradients import cosine, task_gradients, update_gradients
 
 LAMBDA_INVALID = 0.1  # credit.norm.lambda_invalid's default
+SUCCESS_REWARD = 10.0  # the corridor's reward of a win
 
 
 def frozen_policy(seed: int, hidden: int, history_length: int, max_steps: int):
-    """A freshly initialised tiny policy whose tokenizer knows the corridor's prompts; no gradient reaches it."""
+    """A freshly initialised tiny policy whose tokenizer knows the corridor's prompts (never updated here)."""
     tasks = corridor.list_tasks("train")
     demos, _ = expert_demonstrations(
         corridor, tasks, max_steps=max_steps, history_length=history_length, progress=False
@@ -51,8 +55,35 @@ def frozen_policy(seed: int, hidden: int, history_length: int, max_steps: int):
     torch.manual_seed(seed)
     cfg = PolicyConfig(tiny_hidden_size=hidden, tiny_layers=1, tiny_heads=2, tiny_vocab_size=400)
     policy = create_policy(cfg, corpus=[d.prompt for d in demos] + [d.response for d in demos], seed=seed)
-    policy.model.eval().requires_grad_(False)
+    policy.model.eval()
     return policy
+
+
+class Fidelity:
+    """The exact gradient of success on the corridor (`scpo.rollout.exact_values`, `scpo.testbeds.policy_gradients`)
+    for the frozen policy, and the cosine of each estimator's update on a batch with it (the gradient fidelity of
+    docs/algorithms.md, `cos_tasks`: with the exact gradient of the batch's own tasks)."""
+
+    def __init__(self, policy, tasks: list[str], args: argparse.Namespace):
+        graph = exact_graph("corridor", tasks, max_steps=args.max_steps, history_length=args.history_length)
+        inputs = choice_inputs(policy, graph, 1024, "truncate_left")
+        self.table = solve(graph, policy_log_probs(policy.model, inputs, 1.0, False), 1.0)
+        self.per_task = task_gradients(policy, self.table, 1024, "truncate_left", False)
+        self.index = {t: k for k, t in enumerate(graph.tasks)}
+        self.policy = policy
+
+    def cosines(self, batch: RolloutBatch, drawn: list[str], critic_values: np.ndarray, args) -> dict[str, float]:
+        opts = PPOOptions(gamma=args.gamma, lam=args.lam)
+        exact_v = SUCCESS_REWARD * self.table.v[row_nodes(batch, self.table.graph)[0]]
+        advantages = {
+            "ppo_critic": compute_ppo(batch, CreditConfig(), values=critic_values, options=opts).advantages,
+            "ppo_exact_v": compute_ppo(batch, CreditConfig(), values=exact_v, options=opts).advantages,
+            "grpo": compute_advantages("grpo", batch).advantages,
+        }
+        grads = update_gradients(self.policy.model, batch, advantages, self.policy.tokenizer.pad_token_id, 1.0)
+        own = self.per_task[[self.index[t] for t in drawn]].mean(0)
+        cos = {m: cosine(g, own) for m, g in grads.items()}
+        return {f"cos_{m}": 0.0 if np.isnan(c) else c for m, c in cos.items()}  # no update: cosine 0, as the testbed
 
 
 def fit_one_seed(seed: int, args: argparse.Namespace, bar: tqdm) -> list[dict]:
@@ -62,63 +93,75 @@ def fit_one_seed(seed: int, args: argparse.Namespace, bar: tqdm) -> list[dict]:
     head = ValueHead(args.hidden, hidden=args.head_hidden)
     # the critic's trunk: a copy of the policy's (verl-agent's recipe: a critic model from the same base), trained
     # with the head; or the policy's own frozen trunk, the head alone trained
-    trunk = copy.deepcopy(policy.model).requires_grad_(True) if args.trunk == "trained" else policy.model
-    params = [*head.parameters(), *(trunk.parameters() if args.trunk == "trained" else ())]
-    opt = torch.optim.Adam(params, lr=args.critic_lr)
+    trained = args.trunk == "trained"
+    trunk = copy.deepcopy(policy.model) if trained else policy.model
+    opt = torch.optim.Adam([*head.parameters(), *(trunk.parameters() if trained else ())], lr=args.critic_lr)
     pad = policy.tokenizer.pad_token_id
     rng = np.random.default_rng(seed)
-    tasks = corridor.list_tasks("train")
+    tasks = corridor.list_tasks("train")[: args.panel]
+    fidelity = Fidelity(policy, tasks, args) if args.fidelity else None
+    play = {"env_name": "corridor", "max_steps": args.max_steps, "history_length": args.history_length}
+    held_out, _ = collect_rollouts(
+        corridor, tasks, args.eval_group, engine, seed=seed * 1000 + 999, progress=False, **play
+    )
+    held_out = RolloutBatch.from_trajectories(held_out)
     rows = []
-    for it in range(args.iterations):
+    for it in range(args.iterations + 1):
         t0 = time.perf_counter()
+        row = {"seed": seed, "iteration": it, **critic_metrics(head, trunk, held_out, pad, args)}
+        if it == args.iterations:  # the critic after the last update, measured once more
+            rows.append(row)
+            break
         drawn = list(rng.choice(tasks, size=args.tasks, replace=False))
         trajs, _ = collect_rollouts(
-            corridor,
-            drawn,
-            args.group_size,
-            engine,
-            env_name="corridor",
-            seed=seed * 1000 + it,
-            max_steps=args.max_steps,
-            history_length=args.history_length,
-            temperature=1.0,
-            progress=False,
+            corridor, drawn, args.group_size, engine, seed=seed * 1000 + it, progress=False, **play
         )
         batch = RolloutBatch.from_trajectories(trajs)
         prompts = list(batch.prompt_ids)
         with torch.no_grad():
             old = head(prompt_last_hidden(trunk, prompts, pad))
-        reward = batch.reward - invalid_penalty(batch.valid, LAMBDA_INVALID)
-        _, returns, _ = gae_advantages(
-            reward, old.numpy(), batch.traj_id, batch.step, batch.done, gamma=args.gamma, lam=args.lam
-        )
+        returns = critic_returns(batch, old.numpy(), args)
         weights = torch.tensor(answer_token_counts(batch))
         target = torch.tensor(returns, dtype=old.dtype)
-        with torch.no_grad():
-            fresh_loss = float(0.5 * (weights * (old - target) ** 2).sum() / weights.sum())
-        row = {
-            "seed": seed,
-            "iteration": it,
-            "value_loss": fresh_loss,
-            "explained_variance": explained_variance(old.numpy(), returns),
-            "success": float(batch.won[batch.step == 0].mean()),
-            "rows": batch.n_rows,
-        }
+        row["success"] = float(batch.won[batch.step == 0].mean())
+        if fidelity is not None:
+            row.update(fidelity.cosines(batch, drawn, old.numpy().astype(np.float64), args))
         clipfracs = []
         for _ in range(args.epochs):
             order = torch.randperm(batch.n_rows, generator=torch.Generator().manual_seed(seed * 7919 + it))
             for idx in order.split(args.minibatch):
-                vpreds = head(prompt_last_hidden(trunk, [prompts[i] for i in idx.tolist()], pad))
-                loss, clipfrac = clipped_value_loss(vpreds, target[idx], old[idx], args.cliprange_value, weights[idx])
+                with torch.set_grad_enabled(trained):
+                    states = prompt_last_hidden(trunk, [prompts[i] for i in idx.tolist()], pad)
+                loss, clipfrac = clipped_value_loss(
+                    head(states), target[idx], old[idx], args.cliprange_value, weights[idx]
+                )
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
                 clipfracs.append(float(clipfrac))
-        row["clipfrac"] = float(np.mean(clipfracs)) if clipfracs else 0.0
+        row["clipfrac"] = float(np.mean(clipfracs))
         row["seconds"] = time.perf_counter() - t0
         rows.append(row)
         bar.update(1)
     return rows
+
+
+def critic_returns(batch: RolloutBatch, values: np.ndarray, args: argparse.Namespace) -> np.ndarray:
+    """G_t = A_t + V(s_t) by GAE from `values` (the invalid penalty a reward)."""
+    reward = batch.reward - invalid_penalty(batch.valid, LAMBDA_INVALID)
+    return gae_advantages(reward, values, batch.traj_id, batch.step, batch.done, gamma=args.gamma, lam=args.lam)[1]
+
+
+def critic_metrics(head, trunk, batch: RolloutBatch, pad: int, args: argparse.Namespace) -> dict[str, float]:
+    """The critic's value loss (1/2 token-weighted mean squared error) and explained variance on `batch`."""
+    with torch.no_grad():
+        v = head(prompt_last_hidden(trunk, list(batch.prompt_ids), pad)).numpy().astype(np.float64)
+    g = critic_returns(batch, v, args)
+    w = answer_token_counts(batch)
+    return {
+        "value_loss": float(0.5 * np.dot(w, (v - g) ** 2) / w.sum()),
+        "explained_variance": explained_variance(v, g),
+    }
 
 
 def summarize(per_iter: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
@@ -126,8 +169,10 @@ def summarize(per_iter: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     out = []
     for it, part in per_iter.groupby("iteration"):
         row = {"iteration": it, "seeds": len(part)}
-        for col in ("value_loss", "explained_variance", "success"):
-            x = part[col].to_numpy()
+        for col in [c for c in per_iter.columns if c in ("value_loss", "explained_variance", "success")] + [
+            c for c in per_iter.columns if c.startswith("cos_")
+        ]:
+            x = part[col].dropna().to_numpy()  # the last row (the final critic) has no training batch
             mean = float(x.mean())
             half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * stats.sem(x)) if len(x) > 1 else float("nan")
             row.update({col: mean, f"{col}_lo": mean - half, f"{col}_hi": mean + half})
@@ -135,17 +180,25 @@ def summarize(per_iter: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def first_vs_last(per_iter: pd.DataFrame) -> dict:
-    """Paired over seeds: the last iteration minus the first, for the value loss and the explained variance."""
+def _paired(d: np.ndarray) -> dict:
+    res = stats.ttest_1samp(d, 0.0)
+    lo, hi = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
+    return {"diff": float(d.mean()), "ci": [float(lo), float(hi)], "p_paired_t": float(res.pvalue), "seeds": len(d)}
+
+
+def paired_comparisons(per_iter: pd.DataFrame) -> dict:
+    """Paired over seeds (paired t, 95 % t-interval): the last iteration minus the first for the value loss and the
+    explained variance; with cosines, each estimator's cosine (mean over a seed's iterations) minus GRPO's."""
+    if per_iter["seed"].nunique() < 2:
+        return {}
     first = per_iter[per_iter["iteration"] == per_iter["iteration"].min()].set_index("seed")
     last = per_iter[per_iter["iteration"] == per_iter["iteration"].max()].set_index("seed")
-    out = {}
-    for col in ("value_loss", "explained_variance"):
-        d = (last[col] - first[col]).to_numpy()
-        if len(d) > 1:
-            res = stats.ttest_1samp(d, 0.0)
-            lo, hi = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
-            out[col] = {"diff": float(d.mean()), "ci": [float(lo), float(hi)], "p_paired_t": float(res.pvalue)}
+    out = {
+        f"{c}_last_minus_first": _paired((last[c] - first[c]).to_numpy()) for c in ("value_loss", "explained_variance")
+    }
+    by_seed = per_iter.groupby("seed").mean(numeric_only=True)
+    for col in [c for c in per_iter.columns if c.startswith("cos_") and c != "cos_grpo"]:
+        out[f"{col}_minus_grpo"] = _paired((by_seed[col] - by_seed["cos_grpo"]).to_numpy())
     return out
 
 
@@ -153,8 +206,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="2 seeds x 3 iterations (a smoke run)")
     ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--iterations", type=int, default=8)
-    ap.add_argument("--tasks", type=int, default=4, help="tasks per iteration")
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--tasks", type=int, default=6, help="tasks per iteration")
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--max-steps", type=int, default=8)
     ap.add_argument("--history-length", type=int, default=2)
@@ -169,10 +222,15 @@ def main() -> None:
     ap.add_argument("--head-hidden", type=int, default=64, help="the value head's hidden layer (0: linear)")
     ap.add_argument("--gamma", type=float, default=1.0)
     ap.add_argument("--lam", type=float, default=1.0)
-    ap.add_argument("--critic-lr", type=float, default=1e-3)
+    ap.add_argument("--critic-lr", type=float, default=2e-3)
     ap.add_argument("--cliprange-value", type=float, default=0.5)
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--minibatch", type=int, default=128)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--minibatch", type=int, default=32)
+    ap.add_argument("--eval-group", type=int, default=4, help="held-out episodes per panel task (fixed per seed)")
+    ap.add_argument("--panel", type=int, default=24, help="the first tasks of the train split drawn from (24: all)")
+    ap.add_argument(
+        "--fidelity", action="store_true", help="also the cosine of PPO's and GRPO's updates with the exact gradient"
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if args.quick:
@@ -181,7 +239,7 @@ def main() -> None:
     per_iter = pd.DataFrame([r for s in range(args.seeds) for r in fit_one_seed(s, args, bar)])
     bar.close()
     summary = summarize(per_iter)
-    paired = first_vs_last(per_iter)
+    paired = paired_comparisons(per_iter)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(summary.round(3).to_string(index=False))
     print(json.dumps(paired, indent=1))
@@ -190,7 +248,7 @@ def main() -> None:
         per_iter.to_csv(args.out / "per_iteration.csv", index=False)
         summary.to_csv(args.out / "summary.csv", index=False)
         settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-        (args.out / "run.json").write_text(json.dumps({"settings": settings, "last_minus_first": paired}, indent=1))
+        (args.out / "run.json").write_text(json.dumps({"settings": settings, "paired": paired}, indent=1))
 
 
 if __name__ == "__main__":

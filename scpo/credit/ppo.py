@@ -74,19 +74,18 @@ def td_errors(
 
     V(s_{t+1}) is the next row's value within the trajectory; at a trajectory's last row it is `final_value[traj_id]`
     (the value of the state the episode was cut in) or 0 without one. Shapes: reward, values, traj_id, done (n,);
-    final_value (n_trajectories,) indexed by the dense `traj_id`, read only where the last row is not done (NaN
-    elsewhere is fine). -> float64 (n,).
+    final_value (n_trajectories,) indexed by the dense `traj_id`, read only where the last row is not done (NaN or
+    None elsewhere is fine). -> float64 (n,).
     """
-    reward = np.asarray(reward, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
-    traj_id = np.asarray(traj_id, dtype=np.int64)
+    traj_id = np.asarray(traj_id)
     not_done = ~np.asarray(done, dtype=bool)
     nxt = next_row_in_trajectory(traj_id)
-    last = nxt < 0
+    last = nxt == -1
     next_value = np.zeros_like(values)
     next_value[~last] = values[nxt[~last]]
     if final_value is not None:
-        final_value = np.asarray(final_value, dtype=np.float64).reshape(-1)
+        final_value = np.ravel(np.asarray(final_value, dtype=np.float64))
         if len(final_value) != int(traj_id.max()) + 1:
             raise ValueError(
                 f"final_value has {len(final_value)} entries, expected one per trajectory ({int(traj_id.max()) + 1})"
@@ -95,7 +94,7 @@ def td_errors(
         if not np.all(np.isfinite(final_value[traj_id[cut]])):
             raise ValueError("final_value is not finite for a truncated trajectory (last row not done)")
         next_value[cut] = final_value[traj_id[cut]]
-    return reward + gamma * np.where(not_done, next_value, 0.0) - values
+    return np.asarray(reward, dtype=np.float64) + gamma * np.where(not_done, next_value, 0.0) - values
 
 
 def gae_advantages(
@@ -113,7 +112,6 @@ def gae_advantages(
     errors (`td_errors`). Rows grouped by trajectory and ordered by step (`grouping.check_rows`). Unwhitened."""
     if not (0 <= gamma <= 1 and 0 <= lam <= 1):
         raise ValueError(f"gamma={gamma} and lam={lam} must lie in [0, 1]")
-    values = np.asarray(values, dtype=np.float64)
     delta = td_errors(reward, values, traj_id, done, gamma, final_value)
     adv = discounted_returns(delta, traj_id, step, gamma * lam)
     return adv, adv + values, delta
@@ -124,8 +122,8 @@ def whiten(x: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
     (its answer's token count; None: once): (x - m) / sqrt(v + 1e-8), m = sum w x / (n + 1e-8),
     v = sum w (x - m)^2 / (n + 1e-8) * n / (n - 1), n = sum w (verl's masked_mean keeps its 1e-8 in the
     denominators). verl needs n >= 2 (its unbiased variance divides by n - 1): so does this. x, weights (n,) -> (n,)."""
-    x = np.asarray(x, dtype=np.float64)
-    w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=np.float64)
+    x = np.asarray(x)
+    w = np.ones(len(x)) if weights is None else np.asarray(weights)
     n = float(w.sum())
     if n < 2:
         raise ValueError(f"whitening needs at least 2 weighted entries (tokens or steps), got {n:g}")
@@ -137,8 +135,7 @@ def whiten(x: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
 def explained_variance(values: np.ndarray, returns: np.ndarray) -> float:
     """1 - var(G - V) / (var(G) + 1e-5), unbiased variances, as verl's `critic/vf_explained_var`: 1 when the critic
     predicts every return, 0 when it predicts no better than their mean, below 0 when worse."""
-    values = np.asarray(values, dtype=np.float64)
-    returns = np.asarray(returns, dtype=np.float64)
+    values, returns = np.asarray(values), np.asarray(returns)
     if len(values) != len(returns) or len(values) < 2:
         raise ValueError(
             f"explained_variance needs two arrays of the same length >= 2, got {len(values)}, {len(returns)}"
@@ -153,7 +150,7 @@ def answer_token_counts(batch: RolloutBatch) -> np.ndarray:
             "ppo whiten='tokens' weights each step by its answer's token count, and the batch has no response_ids "
             "(rollouts without the policy's tokens): set the ppo option whiten='steps'"
         )
-    return np.fromiter((len(r) for r in batch.response_ids), dtype=np.float64, count=batch.n_rows)
+    return np.array([len(r) for r in batch.response_ids], dtype=np.int64)
 
 
 def compute_ppo(
@@ -173,7 +170,7 @@ def compute_ppo(
             "ppo needs values (n_rows,): the critic's V(s_t) of each step's state, computed by the trainer's value "
             "head, passed as compute_advantages('ppo', batch, values=...)"
         )
-    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    v = np.ravel(np.asarray(values, dtype=np.float64))
     if len(v) != batch.n_rows or not np.all(np.isfinite(v)):
         raise ValueError(
             f"values must be {batch.n_rows} finite values (one per row), got shape {np.shape(values)} with "
@@ -200,6 +197,6 @@ def compute_ppo(
         "value": v,
         "td_error": delta,
     }
-    ev = explained_variance(v, returns) if batch.n_rows >= 2 else float("nan")
+    ev = explained_variance(v, returns) if batch.n_rows >= 2 else np.nan
     stats = {**group_stats(batch), "value_explained_variance": ev}
     return CreditResult("ppo", adv, returns, diag, stats)

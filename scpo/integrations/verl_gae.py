@@ -86,15 +86,15 @@ def aggregate_loss(loss_mat: torch.Tensor, loss_mask: torch.Tensor, loss_agg_mod
     width (response_length)."""
     if loss_agg_mode == "token-mean":
         return _masked_sum(loss_mat, loss_mask) / loss_mask.sum()
-    tokens = loss_mask.sum(dim=-1)
-    has_tokens = (tokens > 0).to(loss_mat.dtype)
-    seq = (loss_mat * loss_mask).sum(dim=-1)
+    tokens = loss_mask.sum(dim=1)
+    has_tokens = tokens > 0
+    seq = (loss_mat * loss_mask).sum(dim=1)
     if loss_agg_mode == "seq-mean-token-sum":
         return _masked_sum(seq, has_tokens) / has_tokens.sum()
     if loss_agg_mode == "seq-mean-token-mean":
         return _masked_sum(seq / (tokens + 1e-8), has_tokens) / has_tokens.sum()
     if loss_agg_mode == "seq-mean-token-sum-norm":
-        return seq.sum() / loss_mask.shape[-1]
+        return seq.sum() / loss_mask.shape[1]
     raise ValueError(f"loss_agg_mode={loss_agg_mode!r} is not one of {', '.join(LOSS_AGG_MODES)}")
 
 

@@ -249,3 +249,72 @@ def test_gae_equals_a_backward_loop_and_lambda_one_gamma_one_is_return_to_go_min
     bootstrap = np.where(done_last, 0.0, final)
     to_go = np.concatenate([np.cumsum(reward[traj == i][::-1])[::-1] + bootstrap[i] for i in range(len(lengths))])
     np.testing.assert_allclose(adv1, to_go - values, atol=1e-9)
+
+
+def test_inputs_of_other_types_give_the_same_float_results():
+    expected = gae_advantages(REWARD, VALUES, TRAJ, STEP, DONE, gamma=0.5, lam=0.5, final_value=[0.0, 6.5])
+    ints = gae_advantages(
+        [0, 0, 10, 0, 0], [4, 6, 8, 1, 2], TRAJ, STEP, [0, 0, 1, 0, 0], gamma=0.5, lam=0.5, final_value=[0, 6.5]
+    )
+    for a, b in zip(expected, ints):
+        np.testing.assert_array_equal(a, b)
+        assert b.dtype == np.float64
+    np.testing.assert_allclose(ints[2], [-1, -2, 2, 0, 1.25], rtol=0, atol=1e-15)  # 0 + .5*6.5 - 2: 6.5 kept whole
+    # None for a terminal trajectory's final value (never read), a column of final values
+    column = gae_advantages(
+        REWARD, VALUES, TRAJ, STEP, DONE, gamma=0.5, lam=0.5, final_value=np.array([[None], [6.5]], dtype=object)
+    )
+    np.testing.assert_array_equal(column[0], expected[0])
+
+
+def test_error_messages_name_the_problem():
+    with pytest.raises(ValueError, match=r"^final_value has 1 entries, expected one per trajectory \(2\)$"):
+        td_errors(REWARD, VALUES, TRAJ, DONE, 0.5, np.array([0.0]))
+    with pytest.raises(
+        ValueError, match=r"^final_value is not finite for a truncated trajectory \(last row not done\)$"
+    ):
+        td_errors(REWARD, VALUES, TRAJ, DONE, 0.5, np.array([0.0, np.nan]))
+    with pytest.raises(ValueError, match=r"^gamma=1.0 and lam=1.5 must lie in \[0, 1\]$"):
+        gae_advantages(REWARD, VALUES, TRAJ, STEP, DONE, gamma=1.0, lam=1.5)
+    with pytest.raises(ValueError, match=r"^gamma=-0.5 and lam=1.0 must lie in \[0, 1\]$"):
+        gae_advantages(REWARD, VALUES, TRAJ, STEP, DONE, gamma=-0.5, lam=1.0)
+    no_tokens = (
+        r"^ppo whiten='tokens' weights each step by its answer's token count, and the batch has no response_ids "
+        r"\(rollouts without the policy's tokens\): set the ppo option whiten='steps'$"
+    )
+    with pytest.raises(ValueError, match=no_tokens):
+        answer_token_counts(_batch([0] * 5))
+    needs = (
+        r"^ppo needs values \(n_rows,\): the critic's V\(s_t\) of each step's state, computed by the trainer's value "
+        r"head, passed as compute_advantages\('ppo', batch, values=\.\.\.\)$"
+    )
+    with pytest.raises(ValueError, match=needs):
+        compute_ppo(_batch([0] * 5), CreditConfig(), options=PPOOptions())
+    with pytest.raises(ValueError, match=r"^values must be 5 finite values \(one per row\), got shape \(4,\) with 0 "):
+        compute_ppo(_batch([0] * 5), CreditConfig(), values=VALUES[:4], options=PPOOptions())
+
+
+def test_compute_ppo_reads_its_options_from_the_config_and_passes_final_values_on():
+    from types import SimpleNamespace
+
+    from scpo.credit.options import NormOptions
+
+    cfg = SimpleNamespace(ppo=PPOOptions(gamma=0.5, lam=0.5, whiten="none"), norm=NormOptions())
+    res = compute_ppo(_batch([0] * 5), cfg, values=[[v] for v in VALUES], final_value=[100.0, 6.0])
+    assert res.method == "ppo"
+    np.testing.assert_allclose(res.advantages, [-1.375, -1.5, 2, 0.25, 1], rtol=0, atol=1e-15)  # a terminal, b cut
+    ints = compute_ppo(_batch([0] * 5), cfg, values=[4, 6, 8, 1, 2])
+    assert ints.diagnostics["value"].dtype == np.float64
+    np.testing.assert_array_equal(ints.diagnostics["value"], VALUES)
+    assert answer_token_counts(_batch([0] * 5, response_lengths=[3, 1, 2, 4, 2])).dtype == np.int64
+
+
+def test_the_explained_variance_statistic_needs_two_rows():
+    cfg = CreditConfig()
+    raw = PPOOptions(whiten="none")
+    one = RolloutBatch.from_columns(group_id=[0], traj_id=[0], step=[0], reward=[10.0])
+    assert np.isnan(compute_ppo(one, cfg, values=[4.0], options=raw).stats["value_explained_variance"])
+    two = RolloutBatch.from_columns(group_id=[0, 0], traj_id=[0, 0], step=[0, 1], reward=[0.0, 10.0])
+    # G = (10, 10): var 0 -> 1 - var(G - V) / 1e-5 with V = (4, 6): G - V = (6, 4), var 2
+    ev = compute_ppo(two, cfg, values=[4.0, 6.0], options=raw).stats["value_explained_variance"]
+    assert ev == pytest.approx(1 - 2 / 1e-5)

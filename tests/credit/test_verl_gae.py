@@ -81,7 +81,11 @@ def test_value_loss_by_hand():
     )
     norm_loss = compute_value_loss(vpreds, returns, values, mask, 0.5, "seq-mean-token-sum-norm")[0]
     assert float(norm_loss) == pytest.approx(by_seq / 3)
-    with pytest.raises(ValueError, match="token-mean"):
+    with pytest.raises(
+        ValueError,
+        match=r"^loss_agg_mode='sum' is not one of token-mean, seq-mean-token-sum, seq-mean-token-mean, "
+        r"seq-mean-token-sum-norm$",
+    ):
         aggregate_loss(vpreds, mask, "sum")
 
 
