@@ -3,19 +3,30 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from scpo.policy.critic import ValueHead, clipped_value_loss, prompt_last_hidden
-from scpo.policy.tiny import build_tiny_model, train_tokenizer
+from scpo.policy.tiny import build_tiny_model
 
-CORPUS = ["You are in room 1 of 3. Admissible actions: look, go east, go west", "You see a key here."] * 5
+# token-id prompts of a 50-token vocabulary (0 pads): no tokenizer needed
+PROMPTS = [[5, 9, 13, 4], [7, 3, 3, 21, 8, 30, 11, 6], [12], [40, 41]]
+PAD = 0
+
+
+class Vocabulary:
+    """What build_tiny_model reads of a tokenizer."""
+
+    pad_token_id, bos_token_id, eos_token_id = PAD, 1, 2
+
+    def __len__(self) -> int:
+        return 50
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    tok = train_tokenizer(CORPUS, vocab_size=300)
-    return build_tiny_model(tok, hidden_size=16, layers=1, heads=2).eval(), tok
+def model():
+    return build_tiny_model(Vocabulary(), hidden_size=16, layers=1, heads=2).eval()
 
 
 def test_value_head_shapes_and_an_untrained_head_predicts_zero():
@@ -33,27 +44,25 @@ def test_value_head_shapes_and_an_untrained_head_predicts_zero():
         ValueHead(16, hidden=-1)
 
 
-def test_prompt_last_hidden_is_each_prompts_own_last_state_whatever_the_padding(tiny):
-    model, tok = tiny
-    prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in ("You see a key", CORPUS[0], "look")]
-    batched = prompt_last_hidden(model, prompts, tok.pad_token_id)
+def test_prompt_last_hidden_is_each_prompts_own_last_state_whatever_the_padding(model):
+    batched = prompt_last_hidden(model, np.array(PROMPTS[:3], dtype=object), PAD)  # a batch column: an object array
     assert batched.shape == (3, 16)
-    for k, ids in enumerate(prompts):
+    for k, ids in enumerate(PROMPTS[:3]):
         alone = model.model(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
         torch.testing.assert_close(batched[k], alone, rtol=1e-5, atol=1e-5)
     assert not torch.allclose(batched[0], batched[1])
     with pytest.raises(ValueError, match="at least one token"):
-        prompt_last_hidden(model, [[1], []], tok.pad_token_id)
+        prompt_last_hidden(model, [[1], []], PAD)
+    with pytest.raises(ValueError, match="at least one prompt"):
+        prompt_last_hidden(model, [], PAD)
 
 
 def test_the_value_loss_reaches_the_trunk_and_the_head():
-    tok = train_tokenizer(CORPUS, vocab_size=300)
-    model = build_tiny_model(tok, hidden_size=16, layers=1, heads=2)
+    model = build_tiny_model(Vocabulary(), hidden_size=16, layers=1, heads=2)
     head = ValueHead(16)
-    ids = [tok(t, add_special_tokens=False)["input_ids"] for t in CORPUS[:2]]
     with torch.no_grad():
         head.out.weight.fill_(0.1)  # a non-zero head, so the trunk gets a gradient
-    v = head(prompt_last_hidden(model, ids, tok.pad_token_id))
+    v = head(prompt_last_hidden(model, PROMPTS[:2], PAD))
     loss, _ = clipped_value_loss(v, torch.tensor([1.0, -1.0]), v.detach(), 0.5)
     loss.backward()
     assert head.out.bias.grad is not None and float(head.out.bias.grad.abs()) > 0
@@ -61,12 +70,10 @@ def test_the_value_loss_reaches_the_trunk_and_the_head():
     assert trunk is not None and float(trunk.abs().sum()) > 0
 
 
-def test_a_head_fitted_by_the_clipped_loss_learns_the_values_of_distinct_states(tiny):
-    model, tok = tiny
-    texts = ["You are in room 1 of 3.", "You see a key here.", "go east", "go west"]
+def test_a_head_fitted_by_the_clipped_loss_learns_the_values_of_distinct_states(model):
     target = torch.tensor([0.0, 10.0, 2.0, 5.0])
     with torch.no_grad():
-        states = prompt_last_hidden(model, [tok(t, add_special_tokens=False)["input_ids"] for t in texts], 0)
+        states = prompt_last_hidden(model, PROMPTS, PAD)
     head = ValueHead(16, hidden=32)
     opt = torch.optim.Adam(head.parameters(), lr=1e-2)
     first = None
