@@ -173,6 +173,8 @@ def summarize(per_iter: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
             c for c in per_iter.columns if c.startswith("cos_")
         ]:
             x = part[col].dropna().to_numpy()  # the last row (the final critic) has no training batch
+            if len(x) == 0:
+                continue
             mean = float(x.mean())
             half = float(stats.t.ppf(0.5 + level / 2, len(x) - 1) * stats.sem(x)) if len(x) > 1 else float("nan")
             row.update({col: mean, f"{col}_lo": mean - half, f"{col}_hi": mean + half})

@@ -94,7 +94,7 @@ def td_errors(
         if not np.all(np.isfinite(final_value[traj_id[cut]])):
             raise ValueError("final_value is not finite for a truncated trajectory (last row not done)")
         next_value[cut] = final_value[traj_id[cut]]
-    return np.asarray(reward, dtype=np.float64) + gamma * np.where(not_done, next_value, 0.0) - values
+    return np.add(reward, gamma * np.where(not_done, next_value, 0.0)) - values
 
 
 def gae_advantages(
@@ -150,7 +150,7 @@ def answer_token_counts(batch: RolloutBatch) -> np.ndarray:
             "ppo whiten='tokens' weights each step by its answer's token count, and the batch has no response_ids "
             "(rollouts without the policy's tokens): set the ppo option whiten='steps'"
         )
-    return np.array([len(r) for r in batch.response_ids], dtype=np.int64)
+    return np.array([len(r) for r in batch.response_ids])
 
 
 def compute_ppo(

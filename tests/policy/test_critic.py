@@ -37,6 +37,7 @@ def test_value_head_shapes_and_an_untrained_head_predicts_zero():
         assert torch.equal(head(states), torch.zeros(5))
         assert head(torch.randn(2, 3, 16)).shape == (2, 3)
     assert len(list(ValueHead(16).parameters())) == 2  # linear: one weight, one bias
+    assert ValueHead(1)(torch.ones(3, 1)).shape == (3,)  # the smallest trunk
     assert len(list(ValueHead(16, hidden=8).parameters())) == 4
     with pytest.raises(ValueError, match="hidden_size >= 1"):
         ValueHead(0)
