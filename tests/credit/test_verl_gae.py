@@ -48,9 +48,13 @@ def test_gae_drop_in_equals_verls_code_on_random_inputs(dtype, gamma, lam):
 
 def test_gae_drop_in_checks_shapes_and_whitening_needs_two_positions():
     r, v, m = random_inputs(0, torch.float32)
-    with pytest.raises(ValueError, match="one shape"):
+    with pytest.raises(
+        ValueError,
+        match=r"^token_level_rewards \(16, 40\), values \(16, 39\) and response_mask \(16, 40\) must have one shape "
+        r"\(batch, response_length\)$",
+    ):
         compute_gae_advantage_return(r, v[:, :-1], m, 1.0, 1.0)
-    with pytest.raises(ValueError, match="at least 2"):
+    with pytest.raises(ValueError, match=r"^whitening needs at least 2 positions in the mask, got 1$"):
         masked_whiten(torch.ones(1, 3), torch.tensor([[0.0, 1.0, 0.0]]))
 
 
@@ -123,7 +127,10 @@ def test_turn_level_value_loss_is_verls_token_mean_with_one_value_per_turn():
     per_turn = clipped_value_loss(vpreds, returns, old, 0.5)  # each turn once: verl's seq-mean-token-mean
     theirs = verl.compute_value_loss(wide(vpreds), wide(returns), wide(old), mask, 0.5, "seq-mean-token-mean")
     torch.testing.assert_close(per_turn[0], theirs[0], rtol=1e-7, atol=0)
-    with pytest.raises(ValueError, match="cliprange_value"):
+    with pytest.raises(ValueError, match=r"^cliprange_value=0.0 must be > 0$"):
         clipped_value_loss(vpreds, returns, old, 0.0)
-    with pytest.raises(ValueError, match="positive total weight"):
+    with pytest.raises(ValueError, match=r"^clipped_value_loss needs a positive total weight$"):
         clipped_value_loss(vpreds, returns, old, 0.5, weights=torch.zeros(5))
+    one = torch.tensor([1, 0, 0, 0, 0])  # a total weight of 1: the first turn's loss alone
+    single = clipped_value_loss(vpreds[:1], returns[:1], old[:1], 0.5)
+    torch.testing.assert_close(clipped_value_loss(vpreds, returns, old, 0.5, weights=one)[0], single[0])

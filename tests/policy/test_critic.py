@@ -39,9 +39,9 @@ def test_value_head_shapes_and_an_untrained_head_predicts_zero():
     assert len(list(ValueHead(16).parameters())) == 2  # linear: one weight, one bias
     assert ValueHead(1)(torch.ones(3, 1)).shape == (3,)  # the smallest trunk
     assert len(list(ValueHead(16, hidden=8).parameters())) == 4
-    with pytest.raises(ValueError, match="hidden_size >= 1"):
+    with pytest.raises(ValueError, match=r"^ValueHead needs hidden_size >= 1 and hidden >= 0, got 0, 0$"):
         ValueHead(0)
-    with pytest.raises(ValueError, match="hidden >= 0"):
+    with pytest.raises(ValueError, match=r"^ValueHead needs hidden_size >= 1 and hidden >= 0, got 16, -1$"):
         ValueHead(16, hidden=-1)
 
 
@@ -52,10 +52,12 @@ def test_prompt_last_hidden_is_each_prompts_own_last_state_whatever_the_padding(
         alone = model.model(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
         torch.testing.assert_close(batched[k], alone, rtol=1e-5, atol=1e-5)
     assert not torch.allclose(batched[0], batched[1])
-    with pytest.raises(ValueError, match="at least one token"):
+    message = r"^prompt_last_hidden needs at least one prompt, each with at least one token$"
+    with pytest.raises(ValueError, match=message):
         prompt_last_hidden(model, [[1], []], PAD)
-    with pytest.raises(ValueError, match="at least one prompt"):
+    with pytest.raises(ValueError, match=message):
         prompt_last_hidden(model, [], PAD)
+    assert prompt_last_hidden(model, [[7]], PAD).shape == (1, 16)  # a one-token prompt
 
 
 def test_the_value_loss_reaches_the_trunk_and_the_head():
