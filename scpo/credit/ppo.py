@@ -24,7 +24,7 @@ one pass per step position, never per row.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -32,7 +32,6 @@ from pydantic import Field
 from scpo.batch import RolloutBatch
 from scpo.credit.grouping import discounted_returns, invalid_penalty, next_row_in_trajectory, segment_sizes
 from scpo.credit.grpo import group_stats
-from scpo.credit.options import CreditConfig
 from scpo.credit.result import CreditResult
 from scpo.strict_model import StrictModel
 
@@ -155,7 +154,7 @@ def answer_token_counts(batch: RolloutBatch) -> np.ndarray:
 
 def compute_ppo(
     batch: RolloutBatch,
-    cfg: CreditConfig,
+    cfg: Any,
     *,
     values: np.ndarray | None = None,
     final_value: np.ndarray | None = None,
@@ -163,7 +162,8 @@ def compute_ppo(
     **_: object,
 ) -> CreditResult:
     """PPO's advantages on `batch` from the critic's `values` V(s_t) (n_rows,), with `final_value` (n_trajectories,)
-    for truncated trajectories (module docstring). `options` default to `cfg.ppo`. Returns G_t = A_t + V(s_t), the
+    for truncated trajectories (module docstring). `cfg` is the credit config (its `norm` section; `options` default
+    to its `ppo` section). Returns G_t = A_t + V(s_t), the
     critic's targets; diagnostics "value" (V(s_t)) and "td_error" (delta_t)."""
     if values is None:
         raise ValueError(
