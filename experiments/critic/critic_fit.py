@@ -96,7 +96,6 @@ def fit_one_seed(seed: int, args: argparse.Namespace, bar: tqdm) -> list[dict]:
     trained = args.trunk == "trained"
     trunk = copy.deepcopy(policy.model) if trained else policy.model
     opt = torch.optim.Adam([*head.parameters(), *(trunk.parameters() if trained else ())], lr=args.critic_lr)
-    pad = policy.tokenizer.pad_token_id
     rng = np.random.default_rng(seed)
     tasks = corridor.list_tasks("train")[: args.panel]
     fidelity = Fidelity(policy, tasks, args) if args.fidelity else None
@@ -108,7 +107,7 @@ def fit_one_seed(seed: int, args: argparse.Namespace, bar: tqdm) -> list[dict]:
     rows = []
     for it in range(args.iterations + 1):
         t0 = time.perf_counter()
-        row = {"seed": seed, "iteration": it, **critic_metrics(head, trunk, held_out, pad, args)}
+        row = {"seed": seed, "iteration": it, **critic_metrics(head, trunk, held_out, args)}
         if it == args.iterations:  # the critic after the last update, measured once more
             rows.append(row)
             break
@@ -119,7 +118,7 @@ def fit_one_seed(seed: int, args: argparse.Namespace, bar: tqdm) -> list[dict]:
         batch = RolloutBatch.from_trajectories(trajs)
         prompts = list(batch.prompt_ids)
         with torch.no_grad():
-            old = head(prompt_last_hidden(trunk, prompts, pad))
+            old = head(prompt_last_hidden(trunk, prompts))
         returns = critic_returns(batch, old.numpy(), args)
         weights = torch.tensor(answer_token_counts(batch))
         target = torch.tensor(returns, dtype=old.dtype)
@@ -131,7 +130,7 @@ def fit_one_seed(seed: int, args: argparse.Namespace, bar: tqdm) -> list[dict]:
             order = torch.randperm(batch.n_rows, generator=torch.Generator().manual_seed(seed * 7919 + it))
             for idx in order.split(args.minibatch):
                 with torch.set_grad_enabled(trained):
-                    states = prompt_last_hidden(trunk, [prompts[i] for i in idx.tolist()], pad)
+                    states = prompt_last_hidden(trunk, [prompts[i] for i in idx.tolist()])
                 loss, clipfrac = clipped_value_loss(
                     head(states), target[idx], old[idx], args.cliprange_value, weights[idx]
                 )
@@ -152,10 +151,10 @@ def critic_returns(batch: RolloutBatch, values: np.ndarray, args: argparse.Names
     return gae_advantages(reward, values, batch.traj_id, batch.step, batch.done, gamma=args.gamma, lam=args.lam)[1]
 
 
-def critic_metrics(head, trunk, batch: RolloutBatch, pad: int, args: argparse.Namespace) -> dict[str, float]:
+def critic_metrics(head, trunk, batch: RolloutBatch, args: argparse.Namespace) -> dict[str, float]:
     """The critic's value loss (1/2 token-weighted mean squared error) and explained variance on `batch`."""
     with torch.no_grad():
-        v = head(prompt_last_hidden(trunk, list(batch.prompt_ids), pad)).numpy().astype(np.float64)
+        v = head(prompt_last_hidden(trunk, list(batch.prompt_ids))).numpy().astype(np.float64)
     g = critic_returns(batch, v, args)
     w = answer_token_counts(batch)
     return {

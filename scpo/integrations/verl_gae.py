@@ -30,10 +30,9 @@ __all__ = ["compute_gae_advantage_return", "compute_value_loss", "masked_whiten"
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 
 
-def _masked_sum(values: torch.Tensor, mask: torch.Tensor, dim=None) -> torch.Tensor:
+def _masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """sum of values * mask, a value outside the mask never contributing (not even a NaN)."""
-    inside = torch.where(mask.bool(), values, torch.zeros_like(values)) * mask
-    return inside.sum() if dim is None else inside.sum(dim=dim)
+    return (torch.where(mask.bool(), values, torch.zeros_like(values)) * mask).sum()
 
 
 def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

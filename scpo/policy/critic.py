@@ -39,18 +39,17 @@ class ValueHead(nn.Module):
         return self.out(self.body(states)).squeeze(-1)
 
 
-def prompt_last_hidden(model, prompt_ids: Sequence[Sequence[int]], pad_token_id: int) -> torch.Tensor:
+def prompt_last_hidden(model, prompt_ids: Sequence[Sequence[int]]) -> torch.Tensor:
     """[B, H]: the final (normed) hidden state of a transformers causal LM's trunk (`model.model`, e.g. Llama's
-    decoder) at the last token of each prompt, right-padded in one batch. Gradients flow unless the caller disables
-    them (a frozen trunk: `torch.no_grad()`)."""
+    decoder) at the last token of each prompt, right-padded in one batch: under causal attention a prompt's tokens
+    never see the padding after them, so neither the pad id nor an attention mask changes their states (as
+    `scpo.policy.prompt_pass`). Gradients flow unless the caller disables them (a frozen trunk: `torch.no_grad()`)."""
     if len(prompt_ids) == 0 or any(len(p) == 0 for p in prompt_ids):
         raise ValueError("prompt_last_hidden needs at least one prompt, each with at least one token")
     device = next(model.parameters()).device
-    rows = [torch.as_tensor(list(p), dtype=torch.long) for p in prompt_ids]
+    rows = [torch.as_tensor(list(p)) for p in prompt_ids]
     lengths = torch.tensor([len(r) for r in rows], device=device)
-    ids = pad_sequence(rows, batch_first=True, padding_value=pad_token_id).to(device)
-    mask = (torch.arange(ids.shape[1], device=device)[None] < lengths[:, None]).long()
-    out = model.model(input_ids=ids, attention_mask=mask)
+    out = model.model(input_ids=pad_sequence(rows, batch_first=True).to(device))
     return out.last_hidden_state[torch.arange(len(rows), device=device), lengths - 1]
 
 

@@ -46,7 +46,7 @@ def test_value_head_shapes_and_an_untrained_head_predicts_zero():
 
 
 def test_prompt_last_hidden_is_each_prompts_own_last_state_whatever_the_padding(model):
-    batched = prompt_last_hidden(model, np.array(PROMPTS[:3], dtype=object), PAD)  # a batch column: an object array
+    batched = prompt_last_hidden(model, np.array(PROMPTS[:3], dtype=object))  # a batch column: an object array
     assert batched.shape == (3, 16)
     for k, ids in enumerate(PROMPTS[:3]):
         alone = model.model(input_ids=torch.tensor([ids])).last_hidden_state[0, -1]
@@ -54,10 +54,10 @@ def test_prompt_last_hidden_is_each_prompts_own_last_state_whatever_the_padding(
     assert not torch.allclose(batched[0], batched[1])
     message = r"^prompt_last_hidden needs at least one prompt, each with at least one token$"
     with pytest.raises(ValueError, match=message):
-        prompt_last_hidden(model, [[1], []], PAD)
+        prompt_last_hidden(model, [[1], []])
     with pytest.raises(ValueError, match=message):
-        prompt_last_hidden(model, [], PAD)
-    assert prompt_last_hidden(model, [[7]], PAD).shape == (1, 16)  # a one-token prompt
+        prompt_last_hidden(model, [])
+    assert prompt_last_hidden(model, [[7]]).shape == (1, 16)  # a one-token prompt
 
 
 def test_the_value_loss_reaches_the_trunk_and_the_head():
@@ -65,7 +65,7 @@ def test_the_value_loss_reaches_the_trunk_and_the_head():
     head = ValueHead(16)
     with torch.no_grad():
         head.out.weight.fill_(0.1)  # a non-zero head, so the trunk gets a gradient
-    v = head(prompt_last_hidden(model, PROMPTS[:2], PAD))
+    v = head(prompt_last_hidden(model, PROMPTS[:2]))
     loss, _ = clipped_value_loss(v, torch.tensor([1.0, -1.0]), v.detach(), 0.5)
     loss.backward()
     assert head.out.bias.grad is not None and float(head.out.bias.grad.abs()) > 0
@@ -76,7 +76,7 @@ def test_the_value_loss_reaches_the_trunk_and_the_head():
 def test_a_head_fitted_by_the_clipped_loss_learns_the_values_of_distinct_states(model):
     target = torch.tensor([0.0, 10.0, 2.0, 5.0])
     with torch.no_grad():
-        states = prompt_last_hidden(model, PROMPTS, PAD)
+        states = prompt_last_hidden(model, PROMPTS)
     head = ValueHead(16, hidden=32)
     opt = torch.optim.Adam(head.parameters(), lr=1e-2)
     first = None
