@@ -46,11 +46,10 @@ def prompt_last_hidden(model, prompt_ids: Sequence[Sequence[int]]) -> torch.Tens
     `scpo.policy.prompt_pass`). Gradients flow unless the caller disables them (a frozen trunk: `torch.no_grad()`)."""
     if len(prompt_ids) == 0 or any(len(p) == 0 for p in prompt_ids):
         raise ValueError("prompt_last_hidden needs at least one prompt, each with at least one token")
-    device = next(model.parameters()).device
     rows = [torch.as_tensor(list(p)) for p in prompt_ids]
-    lengths = torch.tensor([len(r) for r in rows], device=device)
-    out = model.model(input_ids=pad_sequence(rows, batch_first=True).to(device))
-    return out.last_hidden_state[torch.arange(len(rows), device=device), lengths - 1]
+    last = torch.tensor([len(r) for r in rows]) - 1  # CPU indices index a tensor on any device
+    out = model.model(input_ids=pad_sequence(rows, batch_first=True).to(next(model.parameters()).device))
+    return out.last_hidden_state[torch.arange(len(rows)), last]
 
 
 def clipped_value_loss(
@@ -71,5 +70,5 @@ def clipped_value_loss(
     unclipped_loss = (vpreds - returns) ** 2
     clipped_loss = (clipped - returns) ** 2
     loss = 0.5 * (w * torch.max(unclipped_loss, clipped_loss)).sum() / w.sum()
-    clipfrac = (w * (clipped_loss > unclipped_loss).to(w.dtype)).sum() / w.sum()
+    clipfrac = (w * (clipped_loss > unclipped_loss)).sum() / w.sum()
     return loss, clipfrac
