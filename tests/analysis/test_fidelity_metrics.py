@@ -1,4 +1,4 @@
-"""Credit-fidelity metrics worked by hand, and the oracle estimator."""
+"""Credit-fidelity metrics worked by hand (the oracle estimator itself: tests/credit/test_oracle.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from scpo.analysis.fidelity_metrics import (
     wrong_sign_shares,
 )
 from scpo.batch import RolloutBatch
-from scpo.credit import available_methods, compute_advantages
 
 
 def _batch(seed_of_group=(0, 0, 0)):
@@ -113,25 +112,6 @@ def test_group_view_lists_q_beside_each_estimator():
         group_view(_batch(), {"x": ADV}, group=7)
 
 
-def test_oracle_estimator_by_hand():
-    b = RolloutBatch.from_columns(
-        group_id=[0] * 4,
-        traj_id=[0, 0, 1, 1],
-        step=[0, 1, 0, 1],
-        reward=[0, 10, 0, 0],
-        valid=[True, True, False, True],
-        oracle_progress=[1, 1, 0, -np.inf],
-    )
-    assert "oracle" in available_methods()
-    res = compute_advantages("oracle", b)
-    np.testing.assert_allclose(res.advantages, [1, 1, -0.1, -10])
-    res = compute_advantages("oracle", b, omega=2.0, dead_end=3.0, episode_weight=1.0)
-    ep = compute_advantages("grpo", b).advantages
-    np.testing.assert_allclose(res.advantages, ep + 2 * np.array([1, 1, -0.1, -3]))
-    with pytest.raises(ValueError, match="oracle_progress"):
-        compute_advantages("oracle", RolloutBatch.from_columns(group_id=[0], traj_id=[0], step=[0], reward=[0]))
-
-
 def test_benchmark_on_two_tasks_puts_the_oracle_on_top(alfworld_data_root, tmp_path):
     """noisy_fidelity end to end (2 games, 2 seeds, eps 0.5): the oracle separates q perfectly and never credits a
     q <= 0 step (no wrong-sign credit); the sweep returns one summary per option set, and its tau calibration a row
@@ -180,66 +160,6 @@ def test_report_names_run_folders_relative_to_the_repository(tmp_path, monkeypat
     assert _shown(tmp_path / "runs" / "alfworld" / "scpo" / "seed0") == "runs/alfworld/scpo/seed0"
     assert _shown("runs/alfworld/scpo/seed0") == "runs/alfworld/scpo/seed0"
     assert _shown("/elsewhere/run") == "/elsewhere/run"
-
-
-def test_oracle_group_mean_baseline_by_hand():
-    """baseline group_mean: the step term minus its mean over the group's rows (group 0: q 1, 0, -1 and an invalid
-    step's 0 - 0.1; group 1: q 1, 1)."""
-    b = RolloutBatch.from_columns(
-        group_id=[0, 0, 0, 0, 1, 1],
-        traj_id=[0, 0, 1, 1, 2, 2],
-        step=[0, 1, 0, 1, 0, 1],
-        reward=[0, 10, 0, 0, 0, 10],
-        valid=[True, True, False, True, True, True],
-        oracle_progress=[1, 0, 0, -1, 1, 1],
-    )
-    plain = compute_advantages("oracle", b).advantages
-    np.testing.assert_allclose(plain, [1, 0, -0.1, -1, 1, 1])
-    res = compute_advantages("oracle", b, baseline="group_mean", omega=2.0)
-    g0 = 2 * np.array([1, 0, -0.1, -1])
-    np.testing.assert_allclose(res.advantages, np.concatenate([g0 - g0.mean(), [0.0, 0.0]]))
-    assert res.advantages[:4].sum() == pytest.approx(0.0)
-    with pytest.raises(ValueError, match="baseline"):
-        compute_advantages("oracle", b, baseline="batch")
-
-
-def test_oracle_optimal_baseline_is_the_optimal_advantage():
-    """baseline optimal: omega (q - 1 - pen), A* = Q* - V* in steps: 0 on optimal steps, -1 on a step that changes
-    nothing, -2 on a step away, -dead_end - 1 into a dead end."""
-    b = RolloutBatch.from_columns(
-        group_id=[0, 0, 0, 0],
-        traj_id=[0, 0, 1, 1],
-        step=[0, 1, 0, 1],
-        reward=[0, 10, 0, 0],
-        valid=[True, True, False, True],
-        oracle_progress=[1, 0, -1, -np.inf],
-    )
-    res = compute_advantages("oracle", b, baseline="optimal", omega=0.5, dead_end=4.0)
-    np.testing.assert_allclose(res.advantages, 0.5 * np.array([0, -1, -2.1, -5]))
-
-
-def test_oracle_trajectory_level_is_grpo_on_the_shaped_return():
-    """level trajectory: every row of trajectory i gets norm(R_i + omega sum_t max(q_t, -dead_end) - pen_t) over its
-    group's rows (group 0: a win with progress 2, a failure with 1, a failure into a dead end after an invalid step;
-    group 1: one row, so 0)."""
-    b = RolloutBatch.from_columns(
-        group_id=[0, 0, 0, 0, 0, 0, 0, 1],
-        traj_id=[0, 0, 1, 1, 1, 2, 2, 3],
-        step=[0, 1, 0, 1, 2, 0, 1, 0],
-        reward=[0, 10, 0, 0, 0, 0, 0, 10],
-        valid=[True, True, True, True, True, False, True, True],
-        oracle_progress=[1, 1, 1, -1, 1, 0, -np.inf, 1],
-    )
-    res = compute_advantages("oracle", b, level="trajectory", omega=0.5, dead_end=4.0)
-    # shaped returns: 10 + 0.5 * 2 = 11, 0 + 0.5 * 1 = 0.5, 0 + 0.5 * (0 - 4) = -2; the invalid row -2 - 0.1
-    score = np.array([11, 11, 0.5, 0.5, 0.5, -2.1, -2])
-    np.testing.assert_allclose(res.advantages[:7], (score - score.mean()) / (score.std(ddof=1) + 1e-6))
-    assert res.advantages[7] == 0.0
-    assert np.all(res.advantages[:2] == res.advantages[0]) and np.all(res.advantages[2:5] == res.advantages[2])
-    with pytest.raises(ValueError, match="level=trajectory .* baseline=none and episode_weight=0"):
-        compute_advantages("oracle", b, level="trajectory", baseline="group_mean")
-    with pytest.raises(ValueError, match="level=trajectory"):
-        compute_advantages("oracle", b, level="trajectory", episode_weight=1.0)
 
 
 def _sweep_rows(tau, source, wrong_sign, auc, kind="mixed", step_text="action_next_obs"):

@@ -111,3 +111,18 @@ def test_without_values_the_need_is_named_and_estimate_can_skip_it():
         estimate(_batch(), ["exact_advantage"])
     assert list(estimate(_batch(), ["grpo", "exact_advantage"], unmet="skip")) == ["grpo"]
     assert list(estimate(_batch(exact_value=V), ["grpo", "exact_advantage"])) == ["grpo", "exact_advantage"]
+
+
+def test_q_of_a_one_step_trajectory_is_its_outcome():
+    # the smallest batch: no row has a next row, so Q is the outcome alone
+    for won in (True, False):
+        one = RolloutBatch.from_columns(group_id=[0], traj_id=[0], step=[0], reward=[0], won=[won])
+        assert success_q(one, np.asarray([0.3])).tolist() == [float(won)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.longdouble])
+def test_q_is_float64_whatever_the_values_dtype(dtype):
+    v = np.asarray([0.5, 0.75, 0.25, 0.5, 0.0] if dtype != np.int64 else [0, 1, 1, 0, 0], dtype=dtype)
+    q = success_q(_batch(), v)
+    assert q.dtype == np.float64
+    assert q.tolist() == [float(v[1]), float(v[2]), 1.0, float(v[4]), 0.0]

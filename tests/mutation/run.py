@@ -40,7 +40,8 @@ KILLED = {"killed", "caught by type check"}
 
 def mutmut(*args: str) -> int:
     """Run the mutmut CLI of this interpreter's environment in the repository root (one worker)."""
-    env = {**os.environ, "SCPO_HYPOTHESIS_PROFILE": "mutation"}
+    # one intra-op thread: mutmut forks its test runs, and a torch thread pool made before a fork hangs in the child
+    env = {**os.environ, "SCPO_HYPOTHESIS_PROFILE": "mutation", "OMP_NUM_THREADS": "1"}
     env.pop("PYTHONPATH", None)  # mutmut puts mutants/ first; the tree itself must not shadow it
     exe = Path(sys.executable).with_name("mutmut")
     return subprocess.call([str(exe), *args], cwd=ROOT, env=env)
