@@ -27,6 +27,7 @@ import platform
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,8 +98,8 @@ def start_model(env: dict, s: dict, start: str, seed: int):
     return model
 
 
-def _init_worker(s: dict) -> None:
-    _WORKER.update(setup(s), settings=s, starts={})
+def _init_worker(s: dict, env: dict | None = None) -> None:
+    _WORKER.update(env or setup(s), settings=s, starts={})
 
 
 def _run(job: tuple[str, int, str]) -> tuple[tuple[str, int, str], pd.DataFrame, float]:
@@ -129,13 +130,16 @@ def _run(job: tuple[str, int, str]) -> tuple[tuple[str, int, str], pd.DataFrame,
     return job, curve, time.perf_counter() - t0
 
 
-def learning_runs(s: dict, seeds: int, methods: list[str], out: Path, workers: int) -> pd.DataFrame:
-    """Every (start, seed, method) curve, finished ones read back from OUT/runs/."""
+def learning_runs(
+    s: dict, env: dict, starts: list[str], seeds: int, methods: list[str], out: Path, workers: int
+) -> pd.DataFrame:
+    """Every (start, seed, method) curve, finished ones read back from OUT/runs/; with one worker in this process
+    (on `env`), else in `workers` processes that each set up their own."""
     from tqdm.auto import tqdm
 
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    jobs = [(st, seed, m) for seed in range(seeds) for st in STARTS for m in methods]  # seed by seed
+    jobs = [(st, seed, m) for seed in range(seeds) for st in starts for m in methods]  # seed by seed
     todo = [j for j in jobs if not (runs / f"{j[0]}_{j[1]}_{j[2]}.csv").exists()]
 
     def save(done) -> None:
@@ -144,7 +148,7 @@ def learning_runs(s: dict, seeds: int, methods: list[str], out: Path, workers: i
             (runs / f"{st}_{seed}_{m}.csv.tmp").rename(runs / f"{st}_{seed}_{m}.csv")
 
     if workers <= 1:
-        _init_worker(s)
+        _init_worker(s, env)
         save(map(_run, todo))
     else:
         with mp.get_context("spawn").Pool(workers, _init_worker, (s,)) as pool:
@@ -153,14 +157,14 @@ def learning_runs(s: dict, seeds: int, methods: list[str], out: Path, workers: i
     return pd.concat(frames, ignore_index=True)
 
 
-def fidelity_runs(s: dict, env: dict, batches: int) -> pd.DataFrame:
+def fidelity_runs(s: dict, env: dict, batches: int, starts: list[str]) -> pd.DataFrame:
     """Per start (seed 0's policy): every estimator's cosines over `batches` batches."""
     from scpo.credit import available_methods
-    from scpo.testbeds.tabular_learning import fidelity
+    from scpo.testbeds.tabular_learning import fidelity, room_gradient_cosines
 
     methods = [m for m in available_methods() if m not in NO_FIDELITY]
     frames = []
-    for start in STARTS:
+    for start in starts:
         model = start_model(env, s, start, 0)
         per_batch = fidelity(
             env["world"],
@@ -173,7 +177,15 @@ def fidelity_runs(s: dict, env: dict, batches: int) -> pd.DataFrame:
             seed=0,
             data_root=env["cfg"].data.root,
         )
-        frames.append(per_batch.assign(start=start, success=float(env["world"].table(model).success.mean())))
+        pairs = room_gradient_cosines(env["world"], model)
+        frames.append(
+            per_batch.assign(
+                start=start,
+                success=float(env["world"].table(model).success.mean()),
+                room_cos_mean=float(pairs.mean()),
+                room_cos_median=float(np.median(pairs)),
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -217,7 +229,7 @@ def comparisons(curves: pd.DataFrame, reference: str = "grpo") -> tuple[pd.DataF
 
 def markdown(table: pd.DataFrame, diffs: pd.DataFrame, fid: pd.DataFrame, corr: list[dict]) -> str:
     lines = []
-    for start in STARTS:
+    for start in table["start"].unique():
         t = table[table["start"] == start].sort_values("aulc", ascending=False)
         d = diffs[diffs["start"] == start].set_index("method")
         f = fid[fid["start"] == start].set_index("method")
@@ -262,8 +274,10 @@ def figure(curves: pd.DataFrame, path: Path) -> None:
 
     from scpo.analysis.learning_stats import t_band
 
-    fig, axes = plt.subplots(1, len(STARTS), figsize=(12, 4.5))
-    for ax, start in zip(axes, STARTS):
+    starts = curves["start"].unique()
+    fig, axes = plt.subplots(1, len(starts), figsize=(6 * len(starts), 4.5), squeeze=False)
+    axes = axes[0]
+    for ax, start in zip(axes, starts):
         part = curves[curves["start"] == start]
         for method, c in part.groupby("method", sort=False):
             wide = c.pivot(index="seed", columns="iteration", values="success")
@@ -289,6 +303,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--methods", nargs="+", default=LEARNING_METHODS)
+    ap.add_argument("--starts", nargs="+", choices=STARTS, default=list(STARTS))
     ap.add_argument("--cold-iterations", type=int, default=200)
     ap.add_argument("--warm-iterations", type=int, default=120)
     ap.add_argument("--cold-lr", type=float, default=3e-3)
@@ -327,25 +342,28 @@ def main(argv: list[str] | None = None) -> None:
     if fid_path.exists():
         per_batch = pd.read_csv(fid_path)
     else:
-        per_batch = fidelity_runs(s, env, args.fidelity_batches)
+        per_batch = fidelity_runs(s, env, args.fidelity_batches, list(STARTS))
         per_batch.to_csv(fid_path, index=False)
     fid = pd.concat(
         [
-            summarize_cosines(p.drop(columns="start")).assign(start=st)
+            summarize_cosines(p.drop(columns="start")).assign(start=st, panel_success=p["success"].iloc[0])
             for st, p in per_batch.groupby("start", sort=False)
         ]
     )
     fid.to_csv(args.out / "fidelity_summary.csv", index=False)
+    fidelity_script = _sibling_script("gradient_fidelity")  # its table and figure, for the same summary columns
+    (args.out / "fidelity.md").write_text(fidelity_script.table(fid) + "\n")
+    fidelity_script.figure(fid, args.out / "gradient_fidelity.png", "Sokoban 6x6 (1 box), the MLP policy")
     t_fid = time.perf_counter() - t0
 
-    curves = learning_runs(s, args.seeds, args.methods, args.out, args.workers)
+    curves = learning_runs(s, env, args.starts, args.seeds, args.methods, args.out, args.workers)
     curves.to_csv(args.out / "curves.csv", index=False)
     table, diffs, per_run = comparisons(curves)
     table.to_csv(args.out / "learning.csv", index=False)
     diffs.to_csv(args.out / "differences.csv", index=False)
     per_run.to_csv(args.out / "aulc_per_seed.csv", index=False)
     corr = []
-    for start in STARTS:
+    for start in args.starts:
         runs = per_run[per_run["start"] == start]
         per_seed = {m: p.sort_values("seed")["aulc"].tolist() for m, p in runs.groupby("method")}
         for col in ("cos_panel", "cos_tasks"):
@@ -355,6 +373,7 @@ def main(argv: list[str] | None = None) -> None:
                 corr.append({"start": start, "fidelity": col, **rank_correlation(fixed, per_seed)})
     pd.DataFrame(corr).to_csv(args.out / "rank_correlation.csv", index=False)
     success = per_batch.groupby("start")["success"].first().to_dict()
+    room_cos = per_batch.groupby("start")[["room_cos_mean", "room_cos_median"]].first().to_dict("index")
     info = {
         "settings": s,
         "seeds": args.seeds,
@@ -364,6 +383,7 @@ def main(argv: list[str] | None = None) -> None:
         "states": int(env["world"].features.shape[0]),
         "demonstration_steps": len(env["demos"]),
         "fidelity_policy_success": success,
+        "fidelity_policy_room_gradient_cosines": room_cos,
         "seconds": {"fidelity": round(t_fid, 1), "total": round(time.perf_counter() - t0, 1)},
         "run_seconds_mean": float(curves.groupby(["start", "seed", "method"])["seconds"].first().mean()),
         "cpu": _cpu(),
@@ -374,6 +394,18 @@ def main(argv: list[str] | None = None) -> None:
     figure(curves, args.out / "learning_curves.png")
     print(text)
     print(f"fidelity policies' exact success: {success}; {info['seconds']}")
+
+
+def _sibling_script(name: str):
+    """experiments/<name>/<name>.py as a module."""
+    import importlib.util
+    import sys
+
+    if name not in sys.modules:  # registered before it runs: its dataclasses look their module up
+        spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / name / f"{name}.py")
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
 
 
 def _cpu() -> str:

@@ -19,7 +19,10 @@ first batch with the same tasks and random stream, so runs are paired by seed.
 
 **Gradient fidelity** (`fidelity`): per batch of the fixed policy, the cosine of each method's update with grad J of
 the panel (`cos_panel`) and with the exact gradient of the batch's own tasks (`cos_tasks`), as
-`scpo.testbeds.gradient_fidelity` measures the language-model policy (`summarize_cosines` summarises both).
+`scpo.testbeds.gradient_fidelity` measures the language-model policy (`summarize_cosines` summarises both); beside
+the methods, the row `exact_batch_gradient` is that exact gradient of the drawn tasks itself, whose `cos_panel` is
+the most any update from those tasks' episodes can reach (`room_gradient_cosines` says why it is low where rooms
+share little).
 """
 
 from __future__ import annotations
@@ -41,7 +44,9 @@ from scpo.testbeds.policy_gradients import cosine, trainable
 from scpo.testbeds.tabular_policy import BatchRows, TabularWorld
 from scpo.train.rl_loop import sample_tasks
 
-__all__ = ["method_advantages", "imitate", "fidelity", "learn"]
+__all__ = ["EXACT_BATCH", "method_advantages", "imitate", "fidelity", "learn", "room_gradient_cosines"]
+
+EXACT_BATCH = "exact_batch_gradient"  # fidelity's reference row: the exact gradient of the batch's drawn tasks
 
 
 def method_advantages(
@@ -114,7 +119,9 @@ def fidelity(
         )
         own = np.mean([per_task[index[t]] for t in drawn], axis=0)
         success = float(batch.won[batch.step == 0].mean())
-        for m, g in world.update_direction(model, rows, adv).items():
+        updates = world.update_direction(model, rows, adv)
+        updates[EXACT_BATCH] = own  # the best a batch of these tasks can do for the panel (cos_tasks 1)
+        for m, g in updates.items():
             rows_out.append(
                 {
                     "batch": b,
@@ -126,6 +133,16 @@ def fidelity(
                 }
             )
     return pd.DataFrame(rows_out)
+
+
+def room_gradient_cosines(world: TabularWorld, model: torch.nn.Module) -> np.ndarray:
+    """The cosines between the exact success gradients of the world's tasks, pair by pair (the off-diagonal of the
+    [K, K] matrix, row by row): near 0 when what the policy learns for one room does not move its success on another."""
+    table = world.table(model)
+    grads = np.stack([world.success_gradient(model, table, [k]) for k in range(len(world.graph.tasks))])
+    unit = grads / np.linalg.norm(grads, axis=1, keepdims=True)
+    cos = unit @ unit.T
+    return cos[~np.eye(len(cos), dtype=bool)]
 
 
 def learn(
