@@ -33,6 +33,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 STARTS = ("random", "imitation")
 LEARNING_METHODS = ["exact_advantage", "oracle", "grpo", "gigpo", "scpo", "rloo", "shuffled"]
+EXTRA_COMPARISONS = [("scpo", "gigpo")]  # besides every method against GRPO: the issue's SCPO - GiGPO
 NO_FIDELITY = {"hcapo"}  # needs a language model's hindsight scores
 _WORKER: dict = {}
 
@@ -192,7 +193,8 @@ def fidelity_runs(s: dict, env: dict, batches: int, starts: list[str]) -> pd.Dat
 def comparisons(curves: pd.DataFrame, reference: str = "grpo") -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Per (start, method): AULC and final success (mean and 95% t-interval over seeds); per (start, method !=
     reference): the paired difference of AULC from the reference (paired t CI and p, exact sign-flip p, both
-    Holm-adjusted within the start's family, MDE from the comparison's own sd); per run: AULC and final success."""
+    Holm-adjusted within the start's family, MDE from the comparison's own sd), and each of EXTRA_COMPARISONS as a
+    family of its own; per run: AULC and final success."""
     from scpo.analysis.learning_stats import aulc, holm, paired_difference, t_band
 
     per_run = (
@@ -220,10 +222,17 @@ def comparisons(curves: pd.DataFrame, reference: str = "grpo") -> tuple[pd.DataF
         family = []
         for method in [m for m in wide.columns if m != reference]:
             d = (wide[method] - wide[reference]).to_numpy()
-            family.append({"start": start, "method": method, **paired_difference(d)})
+            family.append({"start": start, "method": method, "reference": reference, **paired_difference(d)})
         for row, p, p_t in zip(family, holm([r["p_signflip"] for r in family]), holm([r["p_t"] for r in family])):
             row["p_signflip_holm"], row["p_t_holm"] = float(p), float(p_t)
         diffs.extend(family)
+        for method, other in EXTRA_COMPARISONS:  # a family of one each
+            if {method, other} <= set(wide.columns):
+                d = paired_difference((wide[method] - wide[other]).to_numpy())
+                diffs.append(
+                    {"start": start, "method": method, "reference": other, **d}
+                    | {"p_signflip_holm": d["p_signflip"], "p_t_holm": d["p_t"]}
+                )
     return pd.DataFrame(rows), pd.DataFrame(diffs), per_run
 
 
@@ -231,7 +240,7 @@ def markdown(table: pd.DataFrame, diffs: pd.DataFrame, fid: pd.DataFrame, corr: 
     lines = []
     for start in table["start"].unique():
         t = table[table["start"] == start].sort_values("aulc", ascending=False)
-        d = diffs[diffs["start"] == start].set_index("method")
+        d = diffs[(diffs["start"] == start) & (diffs["reference"] == "grpo")].set_index("method")
         f = fid[fid["start"] == start].set_index("method")
         lines += [
             f"### {start}",
@@ -257,6 +266,11 @@ def markdown(table: pd.DataFrame, diffs: pd.DataFrame, fid: pd.DataFrame, corr: 
                 f"{r['final']:.3f} [{r['final_lo']:.3f}, {r['final_hi']:.3f}] | {diff} |"
             )
         lines.append("")
+        for _, x in diffs[(diffs["start"] == start) & (diffs["reference"] != "grpo")].iterrows():
+            lines.append(
+                f"AULC {x['method']} - {x['reference']}: {x['mean']:+.3f} [{x['lo']:+.3f}, {x['hi']:+.3f}] "
+                f"(95% paired t), p_t {x['p_t']:.2g}, sign-flip p {x['p_signflip']:.2g}, MDE {x['mde']:.3f}."
+            )
         for c in (c for c in corr if c["start"] == start):
             lines.append(
                 f"Rank correlation over the {c['n_methods']} estimators between fidelity ({c['fidelity']}) and mean "
