@@ -32,7 +32,10 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTS = ("random", "imitation")
-LEARNING_METHODS = ["exact_advantage", "oracle", "grpo", "gigpo", "scpo", "rloo", "shuffled"]
+LEARNING_METHODS = [  # every registered estimator but HCAPO (it needs a language model's hindsight scores)
+    *("exact_advantage", "oracle", "grpo", "gigpo", "scpo", "rloo", "shuffled", "mc_advantage"),
+    *("progpo_c", "progpo_r", "g2po", "hgpo", "graphgpo"),
+]
 EXTRA_COMPARISONS = [("scpo", "gigpo")]  # besides every method against GRPO: the SCPO - GiGPO
 NO_FIDELITY = {"hcapo"}  # needs a language model's hindsight scores
 _WORKER: dict = {}
@@ -274,7 +277,8 @@ def markdown(table: pd.DataFrame, diffs: pd.DataFrame, fid: pd.DataFrame, corr: 
         for c in (c for c in corr if c["start"] == start):
             lines.append(
                 f"Rank correlation over the {c['n_methods']} estimators between fidelity ({c['fidelity']}) and mean "
-                f"AULC: Spearman rho {c['rho']:+.3f}, exact permutation p {c['p']:.3g} (floor {c['p_floor']:.2g})."
+                f"AULC: Spearman rho {c['rho']:+.3f}, permutation p {c['p']:.3g} "
+                f"({'exact' if c['exact'] else 'pairings drawn'}; floor {c['p_floor']:.2g})."
             )
         lines.append("")
     return "\n".join(lines)
