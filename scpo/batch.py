@@ -251,7 +251,8 @@ class RolloutBatch:
         for t_code, traj in enumerate(trajectories):
             if not traj.steps:
                 raise ValueError(f"trajectory {traj.traj_uid} (task {traj.task_id!r}, index {traj.index}) has no steps")
-            g_code = group_codes.setdefault(traj.group_uid, len(group_codes))
+            g_uid, t_uid = traj.group_uid, traj.traj_uid  # content hashes: once per trajectory
+            g_code = group_codes.setdefault(g_uid, len(group_codes))
             ret = traj.episode_return
             for t, s in enumerate(traj.steps):
                 cols["group_id"].append(g_code)
@@ -269,8 +270,8 @@ class RolloutBatch:
                 cols["action"].append(s.action)
                 cols["next_observation"].append(s.next_observation)
                 cols["response"].append(s.response)
-                cols["group_uid"].append(traj.group_uid)
-                cols["traj_uid"].append(traj.traj_uid)
+                cols["group_uid"].append(g_uid)
+                cols["traj_uid"].append(t_uid)
                 cols["task_id"].append(traj.task_id)
                 cols["task_type"].append(traj.task_type)
                 cols["env_name"].append(traj.env_name)

@@ -13,7 +13,8 @@ The state space, for exact dynamic programming (pure functions; nothing here dep
                                           #    move; done = won (the step limit is the episode's, not the state's)
     observation(s)                        # the grid the env shows in s (render)
     state_space(s)                        # every state reachable from s: successor[i, a], won[i], V*[i] as arrays
-    optimal_cost(s), is_deadlock(s), expert_plan(s)
+    optimal_cost(s), is_deadlock(s), expert_plan(s), optimal_action(s)
+    tabular_model(task_id)                # the same functions as a `scpo.envs.tabular.TabularModel` (SPEC.tabular)
 
 With `env.history_length: 0` the prompt is `build_prompt` of the grid alone, so a policy's action probabilities are a
 function of the state. An answer that names no move plays NO_OP ("still"): nothing moves, reward 0.
@@ -27,6 +28,7 @@ from typing import Literal
 from pydantic import Field
 
 from scpo.envs.sokoban.env import DEFAULT_MAX_STEPS, GOAL, SokobanEnv
+from scpo.envs.sokoban.model import SokobanModel, tabular_model
 from scpo.envs.sokoban.prompts import PROMPT_PHRASES, build_prompt, project_action
 from scpo.envs.sokoban.room import ACTIONS, NO_OP, REWARDS, State, render, room_from_text, step
 from scpo.envs.sokoban.solver import (
@@ -34,6 +36,7 @@ from scpo.envs.sokoban.solver import (
     expert_plan,
     is_deadlock,
     label_progress,
+    optimal_action,
     optimal_cost,
     oracle_progress,
     state_space,
@@ -66,10 +69,13 @@ __all__ = [
     "optimal_cost",
     "is_deadlock",
     "expert_plan",
+    "optimal_action",
     "oracle_progress",
     "label_progress",
     "parse_task_id",
     "DEFAULT_MAX_STEPS",
+    "SokobanModel",
+    "tabular_model",
 ]
 
 
@@ -122,4 +128,5 @@ SPEC = EnvSpec(
     options=SokobanOptions,
     tokenizer_phrases=PROMPT_PHRASES,
     oracle_progress="scpo.envs.sokoban.solver:label_progress",
+    tabular="scpo.envs.sokoban.model:tabular_model",
 )

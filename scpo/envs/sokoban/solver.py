@@ -32,6 +32,7 @@ __all__ = [
     "optimal_cost",
     "is_deadlock",
     "expert_plan",
+    "optimal_action",
     "oracle_progress",
     "label_progress",
 ]
@@ -56,6 +57,14 @@ class StateSpace:
     def value(self, state: State) -> float:
         """V* of a state of this space; KeyError for a state not reachable from its start."""
         return float(self.v_star[self.index[state]])
+
+    def optimal_action(self, state: State) -> str | None:
+        """The planner's move in a state of this space: the first action in ACTIONS order whose successor has V* one
+        lower (the expert plan's); None in a deadlock (no move leads to a win) and in a won state."""
+        k = self.index[state]
+        if self.won[k] or self.v_star[k] == math.inf:
+            return None
+        return next(a for a, nxt in zip(ACTIONS, self.successor[k]) if self.v_star[nxt] == self.v_star[k] - 1)
 
 
 @lru_cache(maxsize=1024)
@@ -137,6 +146,11 @@ def is_deadlock(state: State) -> bool:
     return optimal_cost(state) == math.inf
 
 
+def optimal_action(state: State) -> str | None:
+    """The planner's move in `state` (`StateSpace.optimal_action`); None in a deadlock and in a won state."""
+    return state_space(state).optimal_action(state)
+
+
 def expert_plan(state: State) -> list[str]:
     """An optimal plan from `state` (V*(state) moves; the first optimal action in ACTIONS order at each state);
     ValueError in a deadlock."""
@@ -146,11 +160,8 @@ def expert_plan(state: State) -> list[str]:
         raise ValueError(f"no plan wins from a deadlocked state:\n{render(state)}")
     plan = []
     while not space.won[k]:
-        for a, nxt in zip(ACTIONS, space.successor[k]):
-            if space.v_star[nxt] == space.v_star[k] - 1:
-                plan.append(a)
-                k = int(nxt)
-                break
+        plan.append(space.optimal_action(space.states[k]))
+        k = int(space.successor[k, ACTIONS.index(plan[-1])])
     return plan
 
 
