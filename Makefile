@@ -46,7 +46,7 @@ repro: $(STAMP)
 	env $(PIN) PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
 	# DVC keeps the lock entries of stages dvc.yaml no longer defines, and rewrites them all after every stage
 	$(BIN)/python -m scpo.pipeline.lockfile
-	env $(PIN) $(BIN)/python -m scpo.environment report runs reports/environment.json
+	env $(PIN) $(BIN)/python -m scpo.software report runs reports/environment.json
 
 # refresh requirements/cpu.txt, cpu-torch.txt and gpu.txt (requirements/lock.py; LOCK_UPGRADE=1: newest versions)
 lock: $(STAMP)

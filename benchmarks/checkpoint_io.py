@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from scpo.train.checkpoint import read_training_state, rng_state, write_training_state
+from scpo.run.checkpoint import read_training_state, rng_state, write_training_state
 
 
 def _touch(x) -> float:

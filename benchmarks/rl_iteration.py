@@ -63,9 +63,14 @@ except ImportError:  # the baseline's layout
     from scpo.train.runner import run_training
 import pandas as pd
 spec = json.loads(os.environ["BENCH_SPEC"])
-# process CPU seconds spent collecting and updating, per iteration (wall time counts the waits for a busy core)
+# process CPU seconds spent collecting and updating, per iteration (wall time counts the waits for a busy core); the
+# module that calls them: the trainer, or an older checkout's loop
 loop = sys.modules[run_training.__module__]
-loop = sys.modules.get("scpo.train.rl_loop", loop)
+for name in ("scpo.train.trainer", "scpo.train.rl_loop"):
+    if hasattr(sys.modules.get(name), "ppo_update"):
+        loop = sys.modules[name]
+        break
+collect = sys.modules.get("scpo.train.collect", loop)  # where iteration_rollouts lives (and is called from)
 cpu = {"collect": [], "update": []}
 def cpu_timed(fn, key):
     def wrapped(*a, **k):
@@ -75,7 +80,7 @@ def cpu_timed(fn, key):
         finally:
             cpu[key].append(time.process_time() - c0)
     return wrapped
-loop.iteration_rollouts = cpu_timed(loop.iteration_rollouts, "collect")
+collect.iteration_rollouts = cpu_timed(collect.iteration_rollouts, "collect")
 loop.ppo_update = cpu_timed(loop.ppo_update, "update")
 flops = {"collect": [], "update": []}
 if spec.get("flops"):
@@ -107,7 +112,7 @@ if spec.get("flops"):
             flops[key].append({"mm": mm, "attention": fc.get_total_flops() - mm})
             return out
         return wrapped
-    loop.iteration_rollouts = counted(loop.iteration_rollouts, "collect")
+    collect.iteration_rollouts = counted(collect.iteration_rollouts, "collect")
     loop.ppo_update = counted(loop.ppo_update, "update")
 cfg = load_config(os.path.join(os.environ["BENCH_CODE"], "params.yaml"), profile="cpu", overrides=spec["overrides"])
 profiler = cProfile.Profile() if spec["profile"] else None

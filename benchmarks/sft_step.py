@@ -26,10 +26,11 @@ from pathlib import Path
 import torch
 
 from scpo.config import load_config
-from scpo.envs.demos import expert_demonstrations
+from scpo.envs.demos import demo_tasks, expert_demonstrations
+from scpo.envs.registry import env_settings
 from scpo.policy import load_policy
 from scpo.policy.logprobs import bucketed_batches, pack, response_logprobs
-from scpo.train.setup import demo_tasks, fresh_policy, run_env
+from scpo.train.models import fresh_policy
 from scpo.train.sft import encode_demos
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,14 +64,14 @@ def main() -> None:
         overrides["data.root"] = str(REPO / "tests" / "fixtures")  # its 15 ALFWorld games and WebShop sample
     torch.set_num_threads(1)
     cfg = load_config(REPO / "params.yaml", profile="cpu", overrides=overrides)
-    env = run_env(cfg)
-    s = env.settings
+    env = env_settings(cfg)
+    split = env.package.list_tasks(env.train_split, data_root=env.data_root)
     demos, _ = expert_demonstrations(
-        s.package,
-        demo_tasks(s, cfg)[: args.demos],
-        data_root=s.data_root,
-        max_steps=s.max_steps,
-        history_length=cfg.env.history_length,
+        env.package,
+        demo_tasks(split, cfg.train.sft.n_demos, cfg.train.seed)[: args.demos],
+        data_root=env.data_root,
+        max_steps=env.max_steps,
+        history_length=env.history_length,
     )
     warm = REPO / "runs" / args.env / "sft" / "seed0" / "model"
     if warm.exists():

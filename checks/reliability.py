@@ -1198,7 +1198,7 @@ def data_root_a_file(c: Checkout, base: Path) -> dict:
 
 FULL_DISK = """
 import errno, sys
-from scpo.train import checkpoint
+from scpo.run import checkpoint
 real, calls = checkpoint.write_training_state, []
 def full(*a, **k):
     calls.append(1)

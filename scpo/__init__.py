@@ -1,4 +1,4 @@
-"""scpo: credit assignment for group-based RL post-training of LLM agents (SCPO, GRPO, GiGPO, HGPO, G2PO, ProGPO,
-HCAPO)."""
+"""scpo: credit assignment for group-based RL post-training of LLM agents: SCPO and the estimators it is compared with,
+side by side (`scpo.credit.available_methods()`, `scpo methods`)."""
 
 __version__ = "0.1.0"

@@ -127,7 +127,7 @@ _NUM_COLUMNS = {
     "done": np.bool_,
     "won": np.bool_,
 }
-# columns a batch may lack (files written before they existed stay readable): name -> dtype
+# columns a batch may lack (None when absent, in memory and in a file): name -> dtype
 _OPTIONAL_COLUMNS = {
     "oracle_progress": np.float64,
     "policy_value": np.float64,

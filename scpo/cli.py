@@ -1,5 +1,5 @@
-"""The `scpo` command: config, prepare-data, train, eval, sweep, credit-map, import, parity, convert-checkpoint,
-fidelity, provenance.
+"""The `scpo` command: config, methods, prepare-data, train, eval, sweep, credit-map, import, parity, fidelity,
+provenance.
 
 Every command reads params.yaml (`--params`), a profile (`--profile`) and dotted overrides (`--set key=value`,
 repeatable), validated by the same typed config as Papermill parameters. Heavy modules are imported inside each command.
@@ -21,13 +21,11 @@ from pathlib import Path
 import typer
 
 from scpo.config import Config, ConfigError, load_config, parse_overrides
+from scpo.credit.registry import available_methods
 from scpo.errors import ExpectedError, write_problem
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    help="Credit assignment for group-based RL of LLM agents (SCPO, GRPO, GiGPO, HGPO, G2PO, ProGPO, HCAPO).",
-)
+ABOUT = "Credit assignment for group-based RL of LLM agents: SCPO and the estimators it is compared with."
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=ABOUT)
 
 ParamsOpt = typer.Option(Path("params.yaml"), "--params", help="params.yaml to read")
 ProfileOpt = typer.Option(None, "--profile", help="smoke | cpu | gpu (default: params.yaml's `profile`)")
@@ -37,9 +35,8 @@ DebugOpt = typer.Option(False, "--debug", help="show the traceback of an error i
 _DEBUG = {"on": False}  # set by the callback on every invocation
 
 
-@app.callback()
+@app.callback(help=ABOUT)
 def _main(debug: bool = DebugOpt) -> None:
-    """Credit assignment for group-based RL of LLM agents (SCPO, GRPO, GiGPO, HGPO, G2PO, ProGPO, HCAPO)."""
     _DEBUG["on"] = debug or os.environ.get("SCPO_DEBUG", "") not in ("", "0")
 
 
@@ -67,6 +64,19 @@ def _config(
         overrides = parse_overrides(sets)
         overrides.update(extra or {})
         return load_config(params, profile=profile, overrides=overrides)
+
+
+@app.command("methods")
+def methods() -> None:
+    """Every registered credit method: its name, what it is (its module's first line), the option sections it reads
+    and what it needs besides the rollouts."""
+    from scpo.credit.registry import METHODS
+
+    for name, spec in METHODS.items():
+        typer.echo(f"{name}: {spec.summary}")
+        extra = ", ".join([*spec.columns, *(["the policy's scores"] if spec.policy_scores else [])])
+        role = f"; {spec.bound}" if spec.bound else ""
+        typer.echo(f"    reads credit.{', credit.'.join(spec.sections)}" + (f"; needs {extra}" if extra else "") + role)
 
 
 @app.command("prepare-data")
@@ -125,7 +135,9 @@ def train(
     profile: str | None = ProfileOpt,
     sets: list[str] | None = SetOpt,
     stage: str = typer.Option("rl", help="sft (behaviour-cloning warm start) | rl"),
-    method: str | None = typer.Option(None, help="credit method (default: credit.method)"),
+    method: str | None = typer.Option(
+        None, help=f"credit method: {', '.join(available_methods())} (default: credit.method)"
+    ),
     env: str | None = typer.Option(None, help="alfworld | webshop (default: env.name)"),
     seed: int | None = typer.Option(None, help="train.seed"),
     out: Path | None = typer.Option(None, help="run directory (default: <train.out_dir>/<env>/<method>/seed<seed>)"),
@@ -335,7 +347,9 @@ def fidelity(
     eps: str | None = typer.Option(None, help="noise levels, comma-separated (default: fidelity.eps)"),
     tasks: int | None = typer.Option(None, help="first N games of fidelity.split (default: fidelity.n_tasks)"),
     seeds: str | None = typer.Option(None, help="task seeds, comma-separated (default: fidelity.seeds)"),
-    estimators: str | None = typer.Option(None, help="credit methods, comma-separated (default: fidelity.methods)"),
+    estimators: str | None = typer.Option(
+        None, help=f"credit methods, comma-separated, of {', '.join(available_methods())} (default: fidelity.methods)"
+    ),
     trained: bool = typer.Option(True, "--trained/--no-trained", help="also the trained runs' saved rollouts"),
     sweep: bool = typer.Option(False, "--sweep/--no-sweep", help="also sweep SCPO's options"),
     reports_dir: Path = typer.Option(Path("reports"), help="where tables/ and figures/ go"),
@@ -376,31 +390,6 @@ def _number_list(option: str, text: str | None, kind: type) -> list | None:
     return out
 
 
-@app.command("convert-checkpoint")
-def convert_checkpoint(
-    path: Path = typer.Argument(..., help="a checkpoint folder, or a run folder (all its checkpoints)"),
-) -> None:
-    """Rewrite old checkpoints' optimizer.pt / rng.pt (pickles) as safetensors; only for checkpoints you trust."""
-    from scpo.train.checkpoint import CheckpointError
-    from scpo.train.legacy_checkpoint import WARNING, legacy_checkpoints
-    from scpo.train.legacy_checkpoint import convert_checkpoint as convert
-
-    typer.secho(f"WARNING: {WARNING}", fg=typer.colors.YELLOW, err=True)
-    todo = legacy_checkpoints(path)
-    if not todo:
-        typer.secho(f"no checkpoint with optimizer.pt and rng.pt to convert at {path}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(1)
-    try:
-        for ckpt in todo:
-            convert(ckpt)
-            typer.echo(
-                f"converted {ckpt}: optimizer.safetensors, rng.safetensors written; optimizer.pt, rng.pt removed"
-            )
-    except CheckpointError as err:
-        typer.secho(str(err), fg=typer.colors.RED, err=True)
-        raise typer.Exit(1) from None
-
-
 provenance_app = typer.Typer(no_args_is_help=True, help="What runs were computed with, and what differs between two.")
 app.add_typer(provenance_app, name="provenance")
 
@@ -413,7 +402,7 @@ def provenance_diff(
     """One line per difference between two results' records, grouped (packages, lock, python, cpu, numerics, config,
     git); exit 0 when they agree, 1 when they differ (docs/reproducibility.md says which differences break bit
     identity)."""
-    from scpo.environment import GROUPS, differences, load_record
+    from scpo.software import GROUPS, differences, load_record
 
     try:
         ra, rb = load_record(a), load_record(b)

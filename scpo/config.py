@@ -2,9 +2,9 @@
 
     cfg = load_config("params.yaml", profile="smoke", overrides={"credit.scpo.tau": 0.8})
 
-Every default lives here once (the credit options in `scpo.credit.options`, each environment's in its package's options
-model); params.yaml lists the same values (tests/project/test_config.py checks that they agree) and the profiles change
-them.
+Every default lives here once (each credit method's options beside its function in `scpo/credit/`, each environment's
+in its package's options model); params.yaml lists the values the pipeline runs with (tests/project/test_config.py
+checks that each agrees with the default here) and the profiles change them.
 Environment and credit-method names are checked against their registries (`scpo.envs.registry`, `scpo.credit.registry`).
 
 Resolution order: the stage sections of params.yaml -> the chosen profile's dotted overrides (`profiles:`) -> explicit
@@ -22,8 +22,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, create_model, field_validator, model_validator
 
-from scpo.credit.options import CreditConfig
-from scpo.credit.registry import check_method, method_spec
+from scpo.credit.registry import CreditConfig, check_method, compared_methods, method_spec, methods_and_bounds
 from scpo.envs import registry as env_registry
 from scpo.errors import ExpectedError
 from scpo.strict_model import StrictModel
@@ -33,12 +32,6 @@ __all__ = ["Config", "ConfigError", "load_config", "validate_config", "apply_ove
 PROFILES = ("smoke", "cpu", "gpu")
 PositiveInt = Annotated[int, Field(ge=1)]
 Seed = Annotated[int, Field(ge=0, description="a seed (numpy's generators take non-negative ints)")]
-
-
-# the estimators the reports compare by default; the fidelity and learning benchmarks add their bounds (oracle:
-# ground-truth credit, shuffled: none)
-EVERY_METHOD = ("grpo", "gigpo", "scpo", "progpo_c", "progpo_r", "g2po", "hgpo", "hcapo", "graphgpo", "rloo")
-EVERY_METHOD_AND_BOUND = (*EVERY_METHOD, "oracle", "shuffled")
 
 
 class ConfigError(ExpectedError, ValueError):
@@ -289,7 +282,7 @@ class TrainConfig(StrictModel):
         None,
         ge=1,
         description="RL draws its tasks from a fixed panel of this many training tasks, stratified over task types "
-        "(scpo.train.panel); None: from the whole training split",
+        "(scpo.envs.panel); None: from the whole training split",
     )
     panel_seed: int = Field(0, description="which tasks make the panel (train.panel_size)")
     checkpoint_every: int = Field(5, ge=1)
@@ -340,7 +333,11 @@ class EvalConfig(StrictModel):
 
 
 class ReportConfig(StrictModel):
-    methods: tuple[str, ...] = EVERY_METHOD
+    methods: tuple[str, ...] = Field(
+        default_factory=compared_methods,
+        description="the estimators the pipeline trains and compares (default: every registered one that is not a "
+        "bound; scpo.credit.registry)",
+    )
     envs: tuple[str, ...] = ("alfworld", "webshop")
     seeds: tuple[Seed, ...] = (0, 1, 2)
     parallel_runs: Annotated[int, Field(ge=1)] | Literal["per_gpu"] = Field(
@@ -395,7 +392,11 @@ class FidelityConfig(StrictModel):
         description="episode limit of the noisy-optimal rollouts (15, the cpu profile's: "
         "at 50 nearly every episode wins and mixed groups vanish)",
     )
-    methods: tuple[str, ...] = EVERY_METHOD_AND_BOUND
+    methods: tuple[str, ...] = Field(
+        default_factory=methods_and_bounds,
+        description="estimators scored (default: every registered one whose needs saved rollouts meet, the bounds "
+        "among them)",
+    )
     hindsight_policy: str | None = Field(
         None,
         description="policy whose hindsight scores HCAPO uses (None: the warm "
@@ -463,10 +464,10 @@ class LearningConfig(StrictModel):
 
     envs: tuple[str, ...] = Field(("alfworld",), min_length=1)
     methods: tuple[str, ...] = Field(
-        EVERY_METHOD_AND_BOUND,
+        default_factory=methods_and_bounds,
         min_length=1,
-        description="estimators compared, the bounds among them: oracle (ground-truth credit; environments with a "
-        "planner) and shuffled (no information)",
+        description="estimators compared, the bounds among them (default: every registered one whose needs saved "
+        "rollouts meet: the oracle's ground-truth credit on environments with a planner, shuffled credit)",
     )
     reference_methods: tuple[str, ...] = Field(
         ("grpo", "gigpo"), min_length=1, description="every method's AULC difference from each of these"
@@ -577,7 +578,9 @@ class Config(StrictModel):
 
 # -------------------------------------------------------------------------------------------------------- loading
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
-    """['a.b=1', 'c=[1,2]'] -> {'a.b': 1, 'c': [1, 2]} (values parsed as YAML)."""
+    """['a.b=1', 'c=[1,2]'] -> {'a.b': 1, 'c': [1, 2]} (values parsed as YAML, the grammar of params.yaml and of
+    `dvc exp run -S`; OmegaConf's dotlist grammar differs: `1e-3` is a float there, a string in YAML 1.1, and `${...}`
+    an interpolation)."""
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, value = item.partition("=")

@@ -29,7 +29,7 @@ from scpo.config import load_config, parse_overrides
 from scpo.envs.registry import env_settings
 from scpo.policy import load_policy, resolve_model_dir
 from scpo.rollout import make_engine
-from scpo.train.rl_loop import iteration_rollouts
+from scpo.train.collect import iteration_rollouts
 from scpo.train.seeding import iteration_seed, seed_everything, set_threads
 
 

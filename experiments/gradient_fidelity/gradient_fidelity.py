@@ -61,8 +61,8 @@ SETTINGS = {
 
 def panel_of(env_name: str, cfg, panel_size: int | None, min_v_star: float | None) -> list[str]:
     """The measurement's panel (the `Setting`'s, or the command line's size and V* threshold)."""
+    from scpo.envs.panel import task_panel
     from scpo.envs.registry import env_settings
-    from scpo.train.panel import task_panel
 
     size = panel_size or cfg.learning.panel_size
     if min_v_star:

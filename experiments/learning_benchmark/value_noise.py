@@ -28,15 +28,16 @@ from scpo.credit import CreditConfig, compute_advantages
 def seed_table(run: Path, rollouts: int, seed: int) -> dict:
     import torch
 
+    from scpo.envs.registry import env_settings
     from scpo.rollout import make_engine
     from scpo.rollout.branches import policy_values
-    from scpo.train.rl_loop import play_settings
-    from scpo.train.setup import run_env, trained_policy
+    from scpo.train.collect import play_settings
+    from scpo.train.models import trained_policy
 
     torch.set_num_threads(1)
     cfg = Config(**json.loads((run / "provenance.json").read_text())["config"])
     batch = RolloutBatch.read(run / "rollouts" / "iter_0000.parquet")
-    env = run_env(cfg).settings
+    env = env_settings(cfg)
     policy = trained_policy(cfg, Path(cfg.train.init_from), "cpu")
     torch.manual_seed(10_000 + seed)
     values, timing = policy_values(

@@ -261,15 +261,15 @@ def credit_map_figure(
     label: str | None = None,
 ) -> tuple[Path, RolloutView, dict]:
     """Draw the credit maps of saved rollouts: `choose_view(source, iteration, group)`, every estimator of `methods`
-    (default: report.methods) whose needs the rollouts meet (`scpo.estimators.estimate`), after the advantages the
+    (default: report.methods) whose needs the rollouts meet (`scpo.credit.estimate`), after the advantages the
     run was trained with when the rollouts carry them (`trained_with`), one figure at `out`.
     Returns (figure path, the view drawn, {method: CreditResult}). Notebook 04 and `scpo credit-map` both draw
     through this."""
-    from scpo.estimators import estimate
+    from scpo.credit import estimate
 
     view = choose_view(source, iteration, group)
     batch, g = view.batch, view.group
-    results = estimate(batch, methods or cfg.report.methods, cfg, unmet="skip")
+    results = estimate(batch, methods or cfg.report.methods, cfg.credit, unmet="skip")
     anchor = results["gigpo"].diagnostics.get("anchor_group_size") if "gigpo" in results else None
     matches = scpo_matches(batch, g, results["scpo"].diagnostics) if "scpo" in results else None
     trained = trained_with(batch)

@@ -5,7 +5,7 @@
 
 Controls: run, iteration, group (with its outcome mix), the estimators to show, and SCPO's options (one control per
 field of the SCPO options model, so new options appear by themselves), which recompute credit live through
-`scpo.estimators.estimate` (results cached per option set; the scorer is built once per process by the registry).
+`scpo.credit.estimate` (results cached per option set; the scorer is built once per process by the registry).
 The figure (`explorer_figure`): per-step heat maps on one shared colour scale with hover text, GiGPO's anchor sizes,
 oracle progress q when the rollouts have it, SCPO's match lines. Clicking a cell shows that trajectory's text in the
 side panel. Widgets: ipywidgets + plotly's FigureWidget (plotly >= 6 renders it through anywidget).

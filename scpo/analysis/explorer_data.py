@@ -24,9 +24,8 @@ from scpo.analysis.credit_maps import TRAINED_WITH, group_step_matrix, scpo_matc
 from scpo.analysis.fidelity_metrics import credit_sign
 from scpo.analysis.rollout_files import iteration_files, iteration_of
 from scpo.batch import RolloutBatch
-from scpo.credit import CreditConfig, CreditResult
+from scpo.credit import CreditConfig, CreditResult, estimate, unmet_need
 from scpo.credit.registry import method_spec
-from scpo.estimators import estimate, unmet_need
 
 __all__ = [
     "RolloutCatalogue",
@@ -188,7 +187,7 @@ class CreditCache:
     """{method: CreditResult} per (run, iteration, options): a control change recomputes only what it changes.
 
     `options` are SCPO's (keys of `SCPOOptions`); a method is recomputed for new options only when it reads the scpo
-    section (its registry spec's `sections`). Credit comes from `scpo.estimators.estimate` (the environment's
+    section (its registry spec's `sections`). Credit comes from `scpo.credit.estimate` (the environment's
     reference scale read from the batch); a method whose needs the batch does not meet (HCAPO without a policy, the
     oracle without oracle progress) is left out. The scorer is built once per (name, model) by the registry, so its
     pair cache survives every redraw."""

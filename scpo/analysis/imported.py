@@ -5,7 +5,7 @@ trainer updated each step with, beside every estimator recomputed on the same ro
     table = run_inconsistency_table(per_iteration)                       # pooled over the iterations
 
 The explorer (`explore(folder)`) and `scpo credit-map` read an imported run as a run of ours and draw the
-trained-with panel themselves; `scpo.estimators.estimate(batch, methods, cfg)` takes its batches as they are.
+trained-with panel themselves; `scpo.credit.estimate(batch, methods, cfg)` takes its batches as they are.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def inconsistency_of_batch_and_trained(batch: RolloutBatch, cfg: Config, semanti
     """Inconsistency counts (`scpo.analysis.inconsistency.inconsistency_counts`) of every rollout-only estimator of
     report.methods recomputed on `batch`, and of the advantages it was trained with (estimator "trained with") when
     the batch carries them."""
-    from scpo.estimators import estimate
+    from scpo.credit import estimate
 
     results = estimate(batch, cfg.report.methods, cfg, unmet="skip")
     trained = trained_with(batch)

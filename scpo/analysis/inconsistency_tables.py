@@ -60,9 +60,9 @@ def control_target(batch: RolloutBatch, gamma: float) -> tuple[np.ndarray, str]:
 
 def inconsistency_of_batch(batch: RolloutBatch, cfg: Config, semantic_scorer=None) -> pd.DataFrame:
     """Counts (see `inconsistency_counts`) of every rollout-only estimator of report.methods on `batch`."""
-    from scpo.estimators import estimate
+    from scpo.credit import estimate
 
-    results = estimate(batch, cfg.report.methods, cfg, unmet="skip")  # HCAPO needs the policy: not recomputed
+    results = estimate(batch, cfg.report.methods, cfg.credit, unmet="skip")  # HCAPO needs the policy: not recomputed
     semantic = (
         semantic_pairs(batch, semantic_scorer, cfg.report.similarity_thresh) if semantic_scorer is not None else None
     )
@@ -174,7 +174,7 @@ def scpo_match_actions(batch: RolloutBatch, cfg: Config, scorer_names: tuple[str
     """Per scorer: SCPO's credited steps on `batch` and the share whose normalised action differs from the matched
     reference step's (a spurious match credits a different action). Columns scorer, n_credited, n_action_differs."""
     from scpo.credit import compute_advantages
-    from scpo.credit.registry import default_scorer
+    from scpo.credit.dispatch import default_scorer
 
     credit = cfg.credit
     rows = []

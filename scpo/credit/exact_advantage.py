@@ -24,14 +24,26 @@ only reward is R_success on a win (the corridor).
 from __future__ import annotations
 
 import numpy as np
+from pydantic import Field
 
 from scpo.batch import RolloutBatch
 from scpo.credit.grouping import invalid_penalty, next_row_in_trajectory, segment_sizes
 from scpo.credit.grpo import group_stats
-from scpo.credit.options import CreditConfig
+from scpo.credit.options import CreditOptions, StrictModel
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 
-__all__ = ["compute_exact_advantage", "success_q"]
+__all__ = ["ExactAdvantageOptions", "compute_exact_advantage", "success_q"]
+
+
+class ExactAdvantageOptions(StrictModel):
+    """[ours] the policy's exact advantage A^pi = Q^pi - V^pi of the success objective (scpo.credit.exact_advantage)."""
+
+    whiten: bool = Field(
+        True,
+        description="true: divided by the standard deviation over the batch's rows (not centred: the direction of "
+        "the batch's update is unchanged); false: in units of the success probability",
+    )
 
 
 def success_q(batch: RolloutBatch, values: np.ndarray) -> np.ndarray:
@@ -41,7 +53,13 @@ def success_q(batch: RolloutBatch, values: np.ndarray) -> np.ndarray:
     return np.where(nxt >= 0, v[np.maximum(nxt, 0)], np.asarray(batch.won, dtype=np.float64))
 
 
-def compute_exact_advantage(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditResult:
+@credit_method(
+    "exact_advantage",
+    ExactAdvantageOptions,
+    columns=("exact_value",),
+    bound="reference: the policy's own advantage (exact values)",
+)
+def compute_exact_advantage(batch: RolloutBatch, cfg: CreditOptions, **_: object) -> CreditResult:
     """Exact on-policy advantage on `batch` (needs its exact_value column)."""
     v = batch.exact_value
     if v is None:

@@ -15,15 +15,24 @@ Deviation: a group of one step row gets A^EC = 0 where the public code divides b
 from __future__ import annotations
 
 import numpy as np
+from pydantic import Field
 
 from scpo.batch import RolloutBatch
 from scpo.credit.gigpo import anchor_groups
 from scpo.credit.grouping import invalid_penalty, next_row_in_trajectory, segment_norm, segment_sizes
-from scpo.credit.grpo import episode_advantage, group_stats
-from scpo.credit.options import CreditConfig
+from scpo.credit.grpo import episode_term, group_stats
+from scpo.credit.options import CreditOptions, StrictModel
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 
-__all__ = ["node_values", "compute_g2po"]
+__all__ = ["G2POOptions", "node_values", "compute_g2po"]
+
+
+class G2POOptions(StrictModel):
+    """G2PO as its public code (docs/algorithms.md, "G2PO")."""
+
+    w: float = Field(1.0, ge=0, description="A = A^E + w (A^NC + A^EC)")
+    success_value: float = Field(10.0, description="value of the success sentinel node (failure: 0)")
 
 
 def node_values(
@@ -35,19 +44,12 @@ def node_values(
     return np.bincount(node, weights=target, minlength=len(counts)) / np.maximum(counts, 1)
 
 
-def compute_g2po(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditResult:
+@credit_method("g2po", G2POOptions, reads=("gigpo", "grpo"))
+def compute_g2po(batch: RolloutBatch, cfg: CreditOptions, **_: object) -> CreditResult:
     """G2PO on `batch`; diagnostics add "node_value" (V of the step's node) and "next_value" (V of the next node)."""
     opts, norm = cfg.g2po, cfg.norm
     pen = invalid_penalty(batch.valid, norm.lambda_invalid)
-    ep_adv = episode_advantage(
-        batch.episode_return,
-        pen,
-        batch.group_id,
-        batch.traj_id,
-        stats_over=cfg.grpo.stats_over,
-        scale=norm.scale,
-        epsilon=norm.epsilon,
-    )
+    ep_adv = episode_term(batch, cfg, pen)
     node = anchor_groups(batch.group_id, batch.observation)
     value = node_values(node, batch.episode_return, batch.step, batch.traj_len, cfg.gigpo.gamma)
     v_curr = value[node]

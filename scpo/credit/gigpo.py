@@ -11,6 +11,7 @@ A_{i,t}   = A^E_{i,t} + omega * A^S_{i,t}                          (Eq. 8)
 from __future__ import annotations
 
 import numpy as np
+from pydantic import Field
 
 from scpo.batch import RolloutBatch
 from scpo.credit.grouping import (
@@ -22,11 +23,45 @@ from scpo.credit.grouping import (
     segment_sizes,
     similarity_clusters,
 )
-from scpo.credit.grpo import episode_advantage, group_stats
-from scpo.credit.options import CreditConfig
+from scpo.credit.grpo import episode_term, group_stats
+from scpo.credit.options import CreditOptions, ScorerName, StrictModel
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 
-__all__ = ["anchor_groups", "similarity_anchor_groups", "gigpo_from_returns", "compute_gigpo"]
+__all__ = [
+    "GiGPOOptions",
+    "similarity_scorer",
+    "anchor_groups",
+    "similarity_anchor_groups",
+    "gigpo_from_returns",
+    "compute_gigpo",
+]
+
+
+class GiGPOOptions(StrictModel):
+    gamma: float = Field(
+        0.95,
+        gt=0,
+        le=1,
+        description="discount of the step return G_t (GiGPO Eq. 5); the one "
+        "discount of every method (G2PO, HGPO, ProGPO, HCAPO read it here)",
+    )
+    step_advantage_w: float = Field(1.0, ge=0, description="omega in A = A^E + omega A^S (GiGPO Eq. 8)")
+    enable_similarity: bool = Field(
+        False, description="merge anchor observations whose similarity >= similarity_thresh"
+    )
+    similarity_thresh: float = Field(0.95, gt=0, le=1)
+    similarity_scorer: ScorerName = Field(
+        "difflib",
+        description="scorer of the similarity option: difflib (SequenceMatcher(None, a, b).ratio(), verl-agent's "
+        "are_similar), lexical (rapidfuzz's Indel ratio, no autojunk) or a model scorer; read by every method built "
+        "on GiGPO's anchors (gigpo, scpo, progpo_c)",
+    )
+
+
+def similarity_scorer(cfg: CreditOptions) -> tuple[str, None] | None:
+    """The scorer GiGPO's similarity anchors need under `cfg` (`gigpo.similarity_scorer`), None without them."""
+    return (cfg.gigpo.similarity_scorer, None) if cfg.gigpo.enable_similarity else None
 
 
 def anchor_groups(group_id: np.ndarray, observation: np.ndarray) -> np.ndarray:
@@ -60,9 +95,10 @@ def gigpo_from_returns(
     return episode_adv + omega * step_adv, step_adv
 
 
+@credit_method("gigpo", GiGPOOptions, reads=("grpo",), scorer=similarity_scorer)
 def compute_gigpo(
     batch: RolloutBatch,
-    cfg: CreditConfig,
+    cfg: CreditOptions,
     *,
     scorer=None,
     rewards: np.ndarray | None = None,
@@ -74,15 +110,7 @@ def compute_gigpo(
     opts, norm = cfg.gigpo, cfg.norm
     pen = invalid_penalty(batch.valid, norm.lambda_invalid)
     ep_ret = batch.episode_return if episode_return is None else episode_return
-    ep_adv = episode_advantage(
-        ep_ret,
-        pen,
-        batch.group_id,
-        batch.traj_id,
-        stats_over=cfg.grpo.stats_over,
-        scale=norm.scale,
-        epsilon=norm.epsilon,
-    )
+    ep_adv = episode_term(batch, cfg, pen, ep_ret)
     r = batch.reward if rewards is None else rewards
     returns = discounted_returns(r, batch.traj_id, batch.step, opts.gamma)
     if opts.enable_similarity:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from pydantic import Field, field_validator
 
 from scpo.batch import RolloutBatch
 from scpo.credit.grouping import (
@@ -38,11 +39,13 @@ from scpo.credit.grouping import (
     similarity_clusters,
 )
 from scpo.credit.grpo import group_stats
-from scpo.credit.options import CreditConfig
+from scpo.credit.options import CreditOptions, Scale, StrictModel
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 from scpo.scorers.sequence_matcher import SequenceMatcherScorer
 
 __all__ = [
+    "GraphGPOOptions",
     "GOAL",
     "state_keys",
     "exact_nodes",
@@ -53,6 +56,53 @@ __all__ = [
     "graphgpo_advantage",
     "compute_graphgpo",
 ]
+
+
+class GraphGPOOptions(StrictModel):
+    """GraphGPO as verl-agent's recipe/GraphGPO computes it (docs/algorithms.md, "GraphGPO")."""
+
+    gamma: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="discount of R_t = goal_value gamma^d for environments not in gamma_by_env (the recipe's "
+        "config default)",
+    )
+    gamma_by_env: dict[str, float] = Field(
+        default_factory=lambda: {"alfworld": 0.1, "webshop": 0.2},
+        description="gamma per environment, as the recipe's run scripts set it (`for_env(name)`)",
+    )
+    scale: Scale = Field(
+        "std",
+        description="norm of both terms: the recipe's scripts use mean_std_norm on every environment (GiGPO's use "
+        "mean_norm on WebShop), so GraphGPO reads this, not norm.scale",
+    )
+    goal_value: float = Field(10.0, gt=0, description="the constant of R_t = goal_value gamma^d(s_{t+1})")
+    normalize_distance: bool = Field(
+        False, description="R_t = goal_value gamma^(d(s_{t+1}) - d(s_t) + 1) instead of goal_value gamma^d(s_{t+1})"
+    )
+    step_advantage_w: float = Field(1.0, ge=0, description="w_s in A = w_s A^S + w_e A^E")
+    episode_advantage_w: float = Field(1.0, ge=0, description="w_e in A = w_s A^S + w_e A^E")
+    enable_similarity: bool = Field(
+        False,
+        description="merge graph nodes whose difflib ratio to a node's first text is >= similarity_thresh (greedy, "
+        "in order of appearance; step groups stay exact)",
+    )
+    similarity_thresh: float = Field(0.95, gt=0, lt=1)
+
+    @field_validator("gamma_by_env")
+    @classmethod
+    def _gammas_in_range(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = {k: g for k, g in v.items() if not 0 < g <= 1}
+        if bad:
+            raise ValueError(f"every gamma must be in (0, 1], got {bad}")
+        return v
+
+    def for_env(self, env: str | None) -> GraphGPOOptions:
+        """These options with `gamma` from `gamma_by_env[env]` (an unlisted environment keeps `gamma`)."""
+        gamma = self.gamma_by_env.get(env, self.gamma) if env else self.gamma
+        return self if gamma == self.gamma else self.model_copy(update={"gamma": gamma})
+
 
 GOAL = "success"  # the goal node's name, as the recipe's rollout loop writes it into next_obs
 
@@ -168,7 +218,8 @@ def graph_distances(
     return hop_distances(state_node, next_node, goal, group_id)
 
 
-def compute_graphgpo(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditResult:
+@credit_method("graphgpo", GraphGPOOptions, state_description=True)
+def compute_graphgpo(batch: RolloutBatch, cfg: CreditOptions, **_: object) -> CreditResult:
     """GraphGPO on `batch`; diagnostics add "graph_distance" (d(s_{t+1})) and "graph_distance_from" (d(s_t))."""
     opts, norm = cfg.graphgpo, cfg.norm
     state, nxt = state_keys(batch)

@@ -8,14 +8,25 @@ long trajectories weigh more; `stats_over="trajectories"` uses one R_i per traje
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
+from pydantic import Field
 
 from scpo.batch import RolloutBatch
 from scpo.credit.grouping import invalid_penalty, segment_norm, segment_sizes, trajectory_first_rows
-from scpo.credit.options import CreditConfig
+from scpo.credit.options import CreditOptions, StrictModel
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 
-__all__ = ["episode_advantage", "episode_statistics", "compute_grpo", "group_stats"]
+__all__ = ["GRPOOptions", "episode_advantage", "episode_term", "episode_statistics", "compute_grpo", "group_stats"]
+
+
+class GRPOOptions(StrictModel):
+    stats_over: Literal["steps", "trajectories"] = Field(
+        "steps",
+        description="episode statistics over all step rows of the group (reference) or one value per trajectory",
+    )
 
 
 def episode_statistics(
@@ -75,17 +86,27 @@ def group_stats(batch: RolloutBatch) -> dict[str, float]:
     }
 
 
-def compute_grpo(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditResult:
-    """GRPO (trajectory level): A = A^E; the step term is 0. Returns are R_i (undiscounted)."""
-    pen = invalid_penalty(batch.valid, cfg.norm.lambda_invalid)
-    adv = episode_advantage(
-        batch.episode_return,
-        pen,
+def episode_term(
+    batch: RolloutBatch, cfg: CreditOptions, penalty: np.ndarray, episode_return: np.ndarray | None = None
+) -> np.ndarray:
+    """A^E per row under `cfg`: `episode_advantage` of `episode_return` (default: the batch's R_i) minus `penalty`,
+    over the statistics `grpo.stats_over` names, with `norm.scale` and `norm.epsilon` (GiGPO Eq. 3). The episode term
+    of GRPO and of every method built on it."""
+    return episode_advantage(
+        batch.episode_return if episode_return is None else episode_return,
+        penalty,
         batch.group_id,
         batch.traj_id,
         stats_over=cfg.grpo.stats_over,
         scale=cfg.norm.scale,
         epsilon=cfg.norm.epsilon,
     )
+
+
+@credit_method("grpo", GRPOOptions)
+def compute_grpo(batch: RolloutBatch, cfg: CreditOptions, **_: object) -> CreditResult:
+    """GRPO (trajectory level): A = A^E; the step term is 0. Returns are R_i (undiscounted)."""
+    pen = invalid_penalty(batch.valid, cfg.norm.lambda_invalid)
+    adv = episode_term(batch, cfg, pen)
     diag = {"episode_adv": adv, "step_adv": np.zeros_like(adv), "anchor_group_size": segment_sizes(batch.group_id)}
     return CreditResult("grpo", adv, batch.episode_return.astype(np.float64).copy(), diag, group_stats(batch))

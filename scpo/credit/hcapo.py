@@ -14,14 +14,25 @@ A^E is GRPO's episode advantage (norm(R_i - pen_t) over the group's steps). Sour
 from __future__ import annotations
 
 import numpy as np
+from pydantic import Field
 
 from scpo.batch import RolloutBatch
 from scpo.credit.grouping import invalid_penalty, segment_norm, segment_sizes
-from scpo.credit.grpo import episode_advantage, group_stats
-from scpo.credit.options import CreditConfig
+from scpo.credit.grpo import episode_term, group_stats
+from scpo.credit.options import CreditOptions, StrictModel
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 
-__all__ = ["hindsight_ratio", "compute_hcapo"]
+__all__ = ["HCAPOOptions", "hindsight_ratio", "compute_hcapo"]
+
+
+class HCAPOOptions(StrictModel):
+    """HCAPO; `temperature` is read by the trainer's hindsight re-scoring, the rest by the pure formula."""
+
+    temperature: float = Field(5.0, gt=0)
+    clip_low: float = Field(0.8, gt=0)
+    clip_high: float = Field(1.2, gt=0)
+    omega: float = Field(1.0, ge=0)
 
 
 def hindsight_ratio(
@@ -38,8 +49,9 @@ def hindsight_ratio(
     return np.clip(p / mean[traj_id], clip_low, clip_high)
 
 
+@credit_method("hcapo", HCAPOOptions, reads=("gigpo", "grpo"), policy_scores=True)
 def compute_hcapo(
-    batch: RolloutBatch, cfg: CreditConfig, *, hindsight_logprob: np.ndarray | None = None, **_: object
+    batch: RolloutBatch, cfg: CreditOptions, *, hindsight_logprob: np.ndarray | None = None, **_: object
 ) -> CreditResult:
     """HCAPO on `batch` with the trainer's `hindsight_logprob` (n_rows,)."""
     if hindsight_logprob is None:
@@ -58,15 +70,7 @@ def compute_hcapo(
     if opts.clip_low > opts.clip_high:
         raise ValueError(f"hcapo clip_low={opts.clip_low} > clip_high={opts.clip_high}")
     pen = invalid_penalty(batch.valid, norm.lambda_invalid)
-    ep_adv = episode_advantage(
-        batch.episode_return,
-        pen,
-        batch.group_id,
-        batch.traj_id,
-        stats_over=cfg.grpo.stats_over,
-        scale=norm.scale,
-        epsilon=norm.epsilon,
-    )
+    ep_adv = episode_term(batch, cfg, pen)
     rho = hindsight_ratio(lp, batch.traj_id, opts.clip_low, opts.clip_high)
     q = rho * cfg.gigpo.gamma ** (batch.traj_len - 1 - batch.step) * batch.episode_return
     step_adv = opts.omega * segment_norm(q, batch.group_id, scale=norm.scale, epsilon=norm.epsilon)

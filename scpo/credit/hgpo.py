@@ -17,7 +17,10 @@ early steps into clusters.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
+from pydantic import Field, model_validator
 
 from scpo.batch import RolloutBatch
 from scpo.credit.grouping import (
@@ -31,10 +34,38 @@ from scpo.credit.grouping import (
     shifted_codes,
 )
 from scpo.credit.grpo import group_stats
-from scpo.credit.options import CreditConfig
+from scpo.credit.options import CreditOptions, StrictModel
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 
-__all__ = ["VERSIONS", "context_clusters", "hgpo_step_advantage", "compute_hgpo"]
+__all__ = ["HGPOOptions", "VERSIONS", "context_clusters", "hgpo_step_advantage", "compute_hgpo"]
+
+
+class HGPOOptions(StrictModel):
+    """HGPO as its two public versions compute it (docs/algorithms.md, "HGPO"): the authors' code (default) and
+    verl-agent's recipe."""
+
+    history_length: int = Field(2, ge=0, description="K: context depths l = 0..K (l earlier observations in the key)")
+    alpha: float = Field(
+        1.0, description="w_l proportional to (l+1)^alpha (version authors) or (l+2)^alpha (version verl_agent)"
+    )
+    version: Literal["authors", "verl_agent"] = Field(
+        "authors",
+        description="authors: the HGPO authors' code, w_l = (l+1)^alpha / sum; verl_agent: verl-agent's recipe/hgpo, "
+        "w_l = (l+2)^alpha / (sum + eps), with the optional base group",
+    )
+    base_group: bool = Field(
+        False,
+        description="version verl_agent: also pool the episode term (verl's, over the group's rows) as a depth with "
+        "weight 1^alpha",
+    )
+
+    @model_validator(mode="after")
+    def _base_group_is_the_recipes(self) -> HGPOOptions:
+        if self.base_group and self.version != "verl_agent":
+            raise ValueError("base_group=True belongs to version='verl_agent' (the recipe); the authors' code has none")
+        return self
+
 
 VERSIONS = {"authors": 1.0, "verl_agent": 2.0}  # version -> the offset c of w_l = (l + c)^alpha
 
@@ -95,7 +126,8 @@ def hgpo_step_advantage(
     return out, diag
 
 
-def compute_hgpo(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditResult:
+@credit_method("hgpo", HGPOOptions, reads=("gigpo",))
+def compute_hgpo(batch: RolloutBatch, cfg: CreditOptions, **_: object) -> CreditResult:
     """HGPO on `batch`; diagnostics add "hgpo_a<l>" and "hgpo_size<l>" per context depth l = 0..K."""
     opts, norm = cfg.hgpo, cfg.norm
     pen = invalid_penalty(batch.valid, norm.lambda_invalid)

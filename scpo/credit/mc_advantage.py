@@ -17,14 +17,29 @@ the scale of GRPO's normalised ones. The batch must carry `policy_value`; the tr
 from __future__ import annotations
 
 import numpy as np
+from pydantic import Field
 
 from scpo.batch import RolloutBatch
 from scpo.credit.grouping import invalid_penalty, next_row_in_trajectory, segment_sizes
 from scpo.credit.grpo import group_stats
-from scpo.credit.options import CreditConfig
+from scpo.credit.options import CreditOptions, StrictModel
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 
-__all__ = ["compute_mc_advantage", "next_values"]
+__all__ = ["MCAdvantageOptions", "compute_mc_advantage", "next_values"]
+
+
+class MCAdvantageOptions(StrictModel):
+    """[ours, after VinePPO] the policy's own advantage from Monte-Carlo continuations (scpo.credit.mc_advantage)."""
+
+    rollouts: int = Field(
+        2, ge=1, description="K: continuations of the current policy per visited state (its value V is their mean)"
+    )
+    whiten: bool = Field(
+        True,
+        description="true: the advantages divided by their standard deviation over the batch (not centred); false: "
+        "in units of the success probability",
+    )
 
 
 def next_values(batch: RolloutBatch, values: np.ndarray) -> np.ndarray:
@@ -33,7 +48,13 @@ def next_values(batch: RolloutBatch, values: np.ndarray) -> np.ndarray:
     return np.where(nxt >= 0, np.asarray(values, dtype=np.float64)[nxt], 0.0)
 
 
-def compute_mc_advantage(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditResult:
+@credit_method(
+    "mc_advantage",
+    MCAdvantageOptions,
+    columns=("policy_value",),
+    bound="reference: the policy's own advantage (Monte-Carlo values)",
+)
+def compute_mc_advantage(batch: RolloutBatch, cfg: CreditOptions, **_: object) -> CreditResult:
     """Monte-Carlo advantage on `batch` (needs its policy_value column)."""
     v = batch.policy_value
     if v is None:

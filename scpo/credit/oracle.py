@@ -26,18 +26,61 @@ scpo.envs.alfworld.oracle_rollouts' noisy-optimal rollouts or `label_progress` o
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
+from pydantic import Field, model_validator
 
 from scpo.batch import RolloutBatch
 from scpo.credit.grouping import invalid_penalty, segment_norm, segment_sizes
-from scpo.credit.grpo import episode_advantage, group_stats
-from scpo.credit.options import CreditConfig
+from scpo.credit.grpo import episode_term, group_stats
+from scpo.credit.options import CreditOptions, StrictModel
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 
-__all__ = ["compute_oracle"]
+__all__ = ["OracleOptions", "compute_oracle"]
 
 
-def compute_oracle(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditResult:
+class OracleOptions(StrictModel):
+    """[ours] credit from the planner's oracle progress q_t (ALFWorld): A = episode_weight A^E + omega (q_t - pen_t)."""
+
+    omega: float = Field(1.0, gt=0, description="weight of the oracle progress q_t")
+    episode_weight: float = Field(0.0, ge=0, description="w_E: weight of GRPO's episode advantage (0: progress only)")
+    dead_end: float = Field(
+        10.0, gt=0, description="a step into a state the goal cannot be reached from (q = -inf) gets q = -dead_end"
+    )
+    baseline: Literal["none", "group_mean", "optimal"] = Field(
+        "none",
+        description="none: the step term uncentred (its sign is q's); group_mean: minus its mean over the group's "
+        "rows (mean-zero advantages, as GRPO's); optimal: minus omega, the optimal advantage "
+        "A*(s, a) = Q*(s, a) - V*(s) = q - 1 (0 on an optimal step, below 0 on every other)",
+    )
+    level: Literal["step", "trajectory"] = Field(
+        "step",
+        description="step: each step credited with its own q_t; trajectory: GRPO on the shaped return, "
+        "A = norm(R_i + omega sum_t q_t - pen_t, group's rows): the progress the whole trajectory made (potential-"
+        "based shaping summed over the episode), every step of it alike",
+    )
+
+    @model_validator(mode="after")
+    def _trajectory_level_has_its_own_baseline(self):
+        if self.level == "trajectory" and (self.baseline != "none" or self.episode_weight):
+            raise ValueError(
+                f"credit.oracle.level=trajectory normalises the shaped return within the group itself: it takes "
+                f"baseline=none and episode_weight=0 (got baseline={self.baseline!r}, "
+                f"episode_weight={self.episode_weight})"
+            )
+        return self
+
+
+@credit_method(
+    "oracle",
+    OracleOptions,
+    reads=("grpo",),
+    columns=("oracle_progress",),
+    bound="reference: ground-truth credit of the fully observed task (V*)",
+)
+def compute_oracle(batch: RolloutBatch, cfg: CreditOptions, **_: object) -> CreditResult:
     """Oracle credit on `batch` (needs its oracle_progress column)."""
     q = batch.oracle_progress
     if q is None:
@@ -59,30 +102,20 @@ def compute_oracle(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> Credi
         step_adv = segment_norm(step_adv, batch.group_id, scale="none")
     ep_adv = np.zeros_like(step_adv)
     if opts.episode_weight:
-        ep_adv = opts.episode_weight * episode_advantage(
-            batch.episode_return,
-            pen,
-            batch.group_id,
-            batch.traj_id,
-            stats_over=cfg.grpo.stats_over,
-            scale=norm.scale,
-            epsilon=norm.epsilon,
-        )
+        ep_adv = opts.episode_weight * episode_term(batch, cfg, pen)
     diag = {"episode_adv": ep_adv, "step_adv": step_adv, "anchor_group_size": segment_sizes(batch.group_id)}
     return CreditResult("oracle", ep_adv + step_adv, q.astype(np.float64).copy(), diag, group_stats(batch))
 
 
-def _trajectory_level(batch: RolloutBatch, cfg: CreditConfig, q: np.ndarray, pen: np.ndarray) -> CreditResult:
+def _trajectory_level(batch: RolloutBatch, cfg: CreditOptions, q: np.ndarray, pen: np.ndarray) -> CreditResult:
     """`level: trajectory`: A_{i,t} = norm(R_i + omega P_i - pen_t, all step rows of group g), with the trajectory's
     progress P_i = sum_t max(q_t, -dead_end) (= V*(s_0) - V*(s_T) without dead ends): GRPO (Eq. 3 of GiGPO) on the
     return shaped by the potential -V* (Ng et al. 1999: sum_t [r_t + Phi(s_t+1) - Phi(s_t)] = R + Phi(s_T) - Phi(s_0),
     where Phi(s_0) is one value per group)."""
-    opts, norm = cfg.oracle, cfg.norm
+    opts = cfg.oracle
     traj = np.asarray(batch.traj_id)
     progress = np.bincount(traj, weights=np.maximum(q, -opts.dead_end).astype(np.float64))[traj]
     shaped = np.asarray(batch.episode_return, dtype=np.float64) + opts.omega * progress
-    adv = episode_advantage(
-        shaped, pen, batch.group_id, traj, stats_over=cfg.grpo.stats_over, scale=norm.scale, epsilon=norm.epsilon
-    )
+    adv = episode_term(batch, cfg, pen, shaped)
     diag = {"episode_adv": adv, "step_adv": np.zeros_like(adv), "anchor_group_size": segment_sizes(batch.group_id)}
     return CreditResult("oracle", adv, q.astype(np.float64).copy(), diag, group_stats(batch))

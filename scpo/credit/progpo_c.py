@@ -15,10 +15,19 @@ order of the trajectories. Groups with a success use GiGPO unchanged. Spec: docs
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
+from pydantic import Field
 
 from scpo.batch import RolloutBatch
-from scpo.credit.gigpo import anchor_groups, compute_gigpo, gigpo_from_returns, similarity_anchor_groups
+from scpo.credit.gigpo import (
+    anchor_groups,
+    compute_gigpo,
+    gigpo_from_returns,
+    similarity_anchor_groups,
+    similarity_scorer,
+)
 from scpo.credit.grouping import (
     combine_codes,
     discounted_returns,
@@ -27,10 +36,18 @@ from scpo.credit.grouping import (
     segment_norm,
     trajectory_first_rows,
 )
-from scpo.credit.options import CreditConfig
+from scpo.credit.options import CreditOptions, StrictModel
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 
-__all__ = ["first_visit_coverage", "coverage_episode_term", "compute_progpo_c"]
+__all__ = ["ProGPOCOptions", "first_visit_coverage", "coverage_episode_term", "compute_progpo_c"]
+
+
+class ProGPOCOptions(StrictModel):
+    """[ours] first-visit coverage in all-failed groups (order-free: simultaneous first visits all count)."""
+
+    kappa_c: float = Field(0.5, ge=0)
+    coverage_scope: Literal["group", "trajectory"] = "group"
 
 
 def first_visit_coverage(
@@ -69,7 +86,8 @@ def coverage_episode_term(
     return kappa_c * segment_norm(coverage_total, traj_group, scale=scale, epsilon=epsilon)
 
 
-def compute_progpo_c(batch: RolloutBatch, cfg: CreditConfig, *, scorer=None, **_: object) -> CreditResult:
+@credit_method("progpo_c", ProGPOCOptions, reads=("gigpo", "grpo"), scorer=similarity_scorer)
+def compute_progpo_c(batch: RolloutBatch, cfg: CreditOptions, *, scorer=None, **_: object) -> CreditResult:
     """ProGPO-C on `batch`: GiGPO in groups with a success, coverage credit in all-failed groups."""
     opts, norm, gopts = cfg.progpo_c, cfg.norm, cfg.gigpo
     base = compute_gigpo(batch, cfg, scorer=scorer, method="progpo_c")

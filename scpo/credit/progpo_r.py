@@ -20,7 +20,10 @@ observations of a group only, and a sparse neighbour list, never a history-by-hi
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
+from pydantic import Field, field_validator
 
 from scpo.batch import RolloutBatch
 from scpo.credit.grouping import (
@@ -33,11 +36,43 @@ from scpo.credit.grouping import (
     segment_sizes,
     shifted_codes,
 )
-from scpo.credit.grpo import episode_advantage, group_stats
-from scpo.credit.options import CreditConfig
+from scpo.credit.grpo import episode_term, group_stats
+from scpo.credit.options import CreditOptions, StrictModel
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 
-__all__ = ["prefix_groups", "ObservationSimilarity", "depth_potential", "fuse_potentials", "compute_progpo_r"]
+__all__ = [
+    "ProGPOROptions",
+    "prefix_groups",
+    "ObservationSimilarity",
+    "depth_potential",
+    "fuse_potentials",
+    "compute_progpo_r",
+]
+
+
+class ProGPOROptions(StrictModel):
+    """[ours] exact-prefix groups + fused multi-depth state potentials, TD transition credit with terminal Phi = 0."""
+
+    depths: tuple[int, ...] = Field((1, 2, 4), min_length=1, description="history depths d of the potentials Phi_d")
+    min_members: int = Field(2, ge=1, description="m: keys with fewer members pool similar keys (semantic expansion)")
+    similarity_thresh: float = Field(0.9, gt=0, le=1)
+    similarity_scorer: Literal["difflib", "lexical", "bi_encoder", "cross_encoder", "none"] = Field(
+        "lexical",
+        description="scorer of the semantic expansion ('none': exact keys only); [ours], so lexical (rapidfuzz's "
+        "Indel ratio) rather than verl-agent's difflib",
+    )
+    prior_variance: float = Field(25.0, gt=0, description="variance given to single-member keys")
+    variance_floor: float = Field(1e-6, gt=0, description="lower bound of var_d(s) (keys whose returns all agree)")
+    omega_p: float = Field(1.0, ge=0, description="weight of the exact-prefix step term A^P")
+    omega_d: float = Field(1.0, ge=0, description="weight of the TD transition term norm(delta)")
+
+    @field_validator("depths")
+    @classmethod
+    def _positive_depths(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if any(d < 1 for d in v):
+            raise ValueError(f"every depth must be >= 1, got {list(v)}")
+        return v
 
 
 def prefix_groups(
@@ -173,19 +208,18 @@ def fuse_potentials(phis: list[np.ndarray], variances: list[np.ndarray]) -> np.n
     return sum(p * wi for p, wi in zip(phis, w)) / sum(w)
 
 
-def compute_progpo_r(batch: RolloutBatch, cfg: CreditConfig, *, scorer=None, **_: object) -> CreditResult:
+def expansion_scorer(cfg: CreditOptions) -> tuple[str, None] | None:
+    """The scorer of the semantic expansion under `cfg` (`progpo_r.similarity_scorer`), None for exact keys only."""
+    name = cfg.progpo_r.similarity_scorer
+    return (name, None) if name != "none" else None
+
+
+@credit_method("progpo_r", ProGPOROptions, reads=("gigpo", "grpo"), scorer=expansion_scorer)
+def compute_progpo_r(batch: RolloutBatch, cfg: CreditOptions, *, scorer=None, **_: object) -> CreditResult:
     """ProGPO-R on `batch`; diagnostics add "potential" (Phi(s_t)), "prefix_adv", "delta"."""
     opts, norm = cfg.progpo_r, cfg.norm
     pen = invalid_penalty(batch.valid, norm.lambda_invalid)
-    ep_adv = episode_advantage(
-        batch.episode_return,
-        pen,
-        batch.group_id,
-        batch.traj_id,
-        stats_over=cfg.grpo.stats_over,
-        scale=norm.scale,
-        epsilon=norm.epsilon,
-    )
+    ep_adv = episode_term(batch, cfg, pen)
     disc = discounted_returns(batch.reward, batch.traj_id, batch.step, cfg.gigpo.gamma)
     g_ret = disc - pen
     obs = combine_codes(batch.group_id, factorize(batch.observation))  # group-specific observation codes

@@ -12,15 +12,29 @@ discount.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
+from pydantic import Field
 
 from scpo.batch import RolloutBatch
 from scpo.credit.grouping import invalid_penalty, segment_sizes, trajectory_first_rows
 from scpo.credit.grpo import group_stats
-from scpo.credit.options import CreditConfig
+from scpo.credit.options import CreditOptions, StrictModel
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 
-__all__ = ["leave_one_out", "compute_rloo"]
+__all__ = ["RLOOOptions", "leave_one_out", "compute_rloo"]
+
+
+class RLOOOptions(StrictModel):
+    """RLOO as verl's `compute_rloo_outcome_advantage` (docs/algorithms.md, "RLOO")."""
+
+    baseline_over: Literal["steps", "trajectories"] = Field(
+        "steps",
+        description="the leave-one-out unit: every step row of the group (verl's default) or one score per "
+        "trajectory (its first row's, as verl's compute_mean_std_cross_steps=False)",
+    )
 
 
 def leave_one_out(score: np.ndarray, group: np.ndarray, baseline_rows: np.ndarray) -> np.ndarray:
@@ -34,7 +48,8 @@ def leave_one_out(score: np.ndarray, group: np.ndarray, baseline_rows: np.ndarra
     return score * factor - mean * factor
 
 
-def compute_rloo(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditResult:
+@credit_method("rloo", RLOOOptions)
+def compute_rloo(batch: RolloutBatch, cfg: CreditOptions, **_: object) -> CreditResult:
     """RLOO on `batch`: the advantage is the leave-one-out term; the step term is 0. Returns are R_i."""
     pen = invalid_penalty(batch.valid, cfg.norm.lambda_invalid)
     if cfg.rloo.baseline_over == "steps":

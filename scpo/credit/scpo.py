@@ -19,11 +19,11 @@ the gap is per trajectory. No discounting, no re-normalisation: uncredited faile
 outcomes and the step term A^S keep GiGPO's values exactly. With kappa = 1 and s_t = 1 a credited step's episode part
 equals the reference's.
 
-mode="returns" (revision 1, kept as an ablation): a bonus b_t = kappa_r R_success (j* - f) / T_ref s_t is added to the
-failed trajectory's step rewards before GiGPO's discounted, anchor-normalised step returns. It cannot make credit
-consistent: normalisation inside an anchor group erases the bonus's scale (an anchor {success, failure} gives +-0.707
-whatever b is), a bonus below R never lifts the failure's negative episode term, discounting leaks it to earlier steps
-that made no progress, and a raised anchor mean lowers the other failed rows of that anchor.
+mode="returns", the ablation (revision 1 in docs/algorithms.md): a bonus b_t = kappa_r R_success (j* - f) / T_ref s_t
+is added to the failed trajectory's step rewards before GiGPO's discounted, anchor-normalised step returns. It cannot
+make credit consistent: normalisation inside an anchor group erases the bonus's scale (an anchor {success, failure}
+gives +-0.707 whatever b is), a bonus below R never lifts the failure's negative episode term, discounting leaks it to
+earlier steps that made no progress, and a raised anchor mean lowers the other failed rows of that anchor.
 
 Reference, chosen by content so that permuting the trajectories of a group changes nothing:
     "shortest": the shortest success; ties -> the one giving the group's failures the largest total credit, then the
@@ -37,17 +37,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from scpo.batch import RolloutBatch, stable_uid
 from scpo.credit.gigpo import compute_gigpo
 from scpo.credit.grouping import invalid_penalty, trajectory_first_rows
 from scpo.credit.grpo import episode_statistics
-from scpo.credit.options import CreditConfig, SCPOOptions
+from scpo.credit.options import CreditOptions, ScorerName, StrictModel
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 
 __all__ = [
+    "SCPOOptions",
+    "SCPO_REVISION_OF_MODE",
     "step_texts",
     "monotone_match",
     "returns_bonus",
@@ -57,6 +62,68 @@ __all__ = [
     "anchor_scorer",
     "compute_scpo",
 ]
+
+SCPO_REVISION_OF_MODE = {"advantage": 2, "returns": 1}
+
+
+class SCPOOptions(StrictModel):
+    """[ours] SCPO revision 2 (docs/algorithms.md, "SCPO"): credit in advantage space for failed steps that make new,
+    monotone progress along a successful sibling."""
+
+    mode: Literal["advantage", "returns"] = Field(
+        "advantage",
+        description="advantage: A' = A + kappa s_t (A^E_ref - A^E_i) on credited failed steps (revision 2); "
+        "returns: a bonus in GiGPO's step returns (the ablation, revision 1: it cannot make credit consistent)",
+    )
+    match: Literal["argmax", "first"] = Field(
+        "argmax",
+        description="candidate j* after the frontier f: the best-scoring j > f, or the first j > f scoring >= tau",
+    )
+    reference: Literal["shortest", "random", "all"] = Field(
+        "shortest",
+        description="the successful sibling matched against: the shortest (ties by content), one drawn by "
+        "content-seeded rng, or per failure the one giving it most credit",
+    )
+    step_text: Literal["action_next_obs", "action", "obs_action"] = "action_next_obs"
+    scorer: ScorerName = Field(
+        "lexical",
+        description="frozen scorer of S[t, j] (cross_encoder is the method's intent; "
+        "bi_encoder and lexical are fallbacks, named in every output)",
+    )
+    scorer_model: str | None = Field(None, description="local path or Hub name for model scorers (None: the default)")
+    tau: float = Field(
+        0.9,
+        ge=0,
+        le=1,
+        description="minimum match score that credits a step (0.9: chosen on credit "
+        "fidelity, notebook 07's SCPO options sweep)",
+    )
+    kappa: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="mode advantage: share of the episode-credit gap moved to a "
+        "credited step (1: fully like the reference's step at s_t = 1)",
+    )
+    kappa_r: float = Field(
+        0.5, ge=0, lt=1, description="mode returns: total bonus of a failed trajectory <= kappa_r R_success"
+    )
+    shape_episode: bool = Field(False, description="mode returns: also shape the episode advantage's returns")
+    seed: int = Field(0, description="seed for reference='random' (combined with the group's uid)")
+
+    @model_validator(mode="after")
+    def _returns_only_options(self) -> SCPOOptions:
+        if self.shape_episode and self.mode != "returns":
+            raise ValueError(
+                "shape_episode=True belongs to mode='returns' (revision 1); mode='advantage' never "
+                "touches the episode term's statistics"
+            )
+        return self
+
+    @property
+    def revision(self) -> int:
+        """The estimator revision this mode is (docs/algorithms.md, "SCPO"): 2 for "advantage", 1 for "returns"."""
+        return SCPO_REVISION_OF_MODE[self.mode]
 
 
 def step_texts(batch: RolloutBatch, mode: str, rows: np.ndarray | None = None) -> np.ndarray:
@@ -132,7 +199,7 @@ def returns_bonus(
     return kappa_r * r_success * advance / np.asarray(ref_len, dtype=np.float64)[:, None] * credited
 
 
-def episode_gap(batch: RolloutBatch, cfg: CreditConfig) -> tuple[np.ndarray, np.ndarray]:
+def episode_gap(batch: RolloutBatch, cfg: CreditOptions) -> tuple[np.ndarray, np.ndarray]:
     """(R per row without penalties, 1 / (sigma_g + eps) per row, or 1 for scale "none"): A^E_ref - A^E_i =
     (R_ref - R_i) * that factor, sigma_g being the std GiGPO's episode term used for the row's group."""
     pen = invalid_penalty(batch.valid, cfg.norm.lambda_invalid)
@@ -261,7 +328,7 @@ def _choose(
 
 
 def scpo_credit(
-    batch: RolloutBatch, cfg: CreditConfig, scorer, texts: np.ndarray | None = None
+    batch: RolloutBatch, cfg: CreditOptions, scorer, texts: np.ndarray | None = None
 ) -> dict[str, np.ndarray]:
     """SCPO's matching and per-row credit on `batch` (`texts`: the step texts, default from `credit.scpo.step_text`).
 
@@ -300,7 +367,7 @@ def _named_scorer(name: str):
     return make_scorer(name)
 
 
-def anchor_scorer(cfg: CreditConfig, scorer):
+def anchor_scorer(cfg: CreditOptions, scorer):
     """The scorer of GiGPO's similarity anchors inside SCPO: `credit.gigpo.similarity_scorer`, as in GiGPO itself
     (SCPO's matching `scorer` when that is the same scorer without a model of its own); None when the anchors are
     exact (`enable_similarity` false)."""
@@ -312,7 +379,8 @@ def anchor_scorer(cfg: CreditConfig, scorer):
     return _named_scorer(opts.similarity_scorer)
 
 
-def compute_scpo(batch: RolloutBatch, cfg: CreditConfig, *, scorer=None, **_: object) -> CreditResult:
+@credit_method("scpo", SCPOOptions, reads=("gigpo", "grpo"), scorer=lambda c: (c.scpo.scorer, c.scpo.scorer_model))
+def compute_scpo(batch: RolloutBatch, cfg: CreditOptions, *, scorer=None, **_: object) -> CreditResult:
     """SCPO on `batch` (mode per `credit.scpo.mode`). Diagnostics add scpo_match (j*), scpo_ref_row, scpo_score (s_t),
     scpo_best_score, scpo_gap, scpo_credit (what SCPO added to GiGPO's advantage) and scpo_bonus (mode "returns")."""
     opts = cfg.scpo

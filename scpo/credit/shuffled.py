@@ -12,13 +12,21 @@ a group may exchange their values). docs/algorithms.md, "Shuffled credit (contro
 from __future__ import annotations
 
 import numpy as np
+from pydantic import Field
 
 from scpo.batch import RolloutBatch, stable_uid
 from scpo.credit.grpo import compute_grpo
-from scpo.credit.options import CreditConfig
+from scpo.credit.options import CreditOptions, StrictModel
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 
-__all__ = ["compute_shuffled", "group_permutation", "trajectory_digests"]
+__all__ = ["ShuffledOptions", "compute_shuffled", "group_permutation", "trajectory_digests"]
+
+
+class ShuffledOptions(StrictModel):
+    """[ours] the learning benchmark's lower bound: GRPO's advantages permuted among each group's rows."""
+
+    seed: int = Field(0, description="seeds each group's permutation (with the group's content id)")
 
 
 def trajectory_digests(batch: RolloutBatch) -> np.ndarray:
@@ -54,7 +62,8 @@ def group_permutation(
     return src
 
 
-def compute_shuffled(batch: RolloutBatch, cfg: CreditConfig, **_: object) -> CreditResult:
+@credit_method("shuffled", ShuffledOptions, reads=("grpo",), bound="lower bound: no information")
+def compute_shuffled(batch: RolloutBatch, cfg: CreditOptions, **_: object) -> CreditResult:
     """GRPO's advantages on `batch`, permuted within each group (`group_permutation` in the rows' content order)."""
     base = compute_grpo(batch, cfg)
     canonical = np.array([f"{d}:{int(s):06d}" for d, s in zip(trajectory_digests(batch), batch.step)], dtype=object)

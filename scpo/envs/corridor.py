@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 from pydantic import Field
 
-from scpo.envs.prompting import extract_action
+from scpo.envs.prompting import extract_action, history_items, history_window
 from scpo.envs.spec import EnvOptions, EnvSpec
 
 __all__ = [
@@ -54,6 +54,7 @@ PROMPT_TEMPLATE = (
     "Admissible actions: {admissible}\n"
     "Think step by step inside <think> </think>, then give one admissible action inside <action> </action>."
 )
+HISTORY_ITEM = "[Observation: {observation} Action: {action}] "
 SPLIT_NAMES = tuple(SPLITS)
 DEFAULT_MAX_STEPS = 10
 MAX_ACTION_CHARS = 100  # an inadmissible action is kept to this many characters
@@ -258,8 +259,7 @@ def build_prompt(
     step: int,
     history_length: int = 2,
 ) -> str:
-    recent = history[-history_length:] if history_length > 0 else []
-    hist = "".join(f"[Observation: {o} Action: {a}] " for o, a in recent)
+    hist = history_items(history_window(history, history_length), step, HISTORY_ITEM)
     return PROMPT_TEMPLATE.format(
         goal=goal,
         step=step,

@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from scpo.envs.base import EnvPackage
 from scpo.envs.prompting import action_answer
 
-__all__ = ["Demo", "expert_demonstrations"]
+__all__ = ["Demo", "demo_tasks", "expert_demonstrations"]
 
 
 @dataclass
@@ -20,6 +21,12 @@ class Demo:
     task_id: str
     prompt: str
     response: str
+
+
+def demo_tasks(split: Sequence[str], n_demos: int, seed: int) -> list[str]:
+    """The `n_demos` tasks of `split` whose demonstrations a run uses, drawn with `seed`, in the split's order."""
+    rng = np.random.default_rng([seed, 7])
+    return [split[i] for i in sorted(rng.permutation(len(split))[:n_demos])]
 
 
 def expert_demonstrations(

@@ -1,11 +1,14 @@
-"""The answer format, once: its tags (`ANSWER_TAGS`), an action-only answer (`action_answer`: SFT targets, the
-admissible-choice sampler's candidates) and reading the action back (`extract_action`); and the fixed phrases of a
-prompt template (the tiny policy's tokenizer keeps each one as a single token).
+"""What every environment's prompt shares, once: the answer format (its tags, `ANSWER_TAGS`; an action-only answer,
+`action_answer`: SFT targets, the admissible-choice sampler's candidates), reading the action back (`extract_action`,
+`project_answer`; verl-agent's own projection, `verl_agent_projection`, for the `verl_agent` prompt style), the window
+of history a prompt shows (`history_window`, `history_items`), and the fixed phrases of a prompt template (the tiny
+policy's tokenizer keeps each one as a single token).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
 __all__ = [
     "ANSWER_TAGS",
@@ -13,6 +16,9 @@ __all__ = [
     "PROMPT_STYLES",
     "action_answer",
     "extract_action",
+    "project_answer",
+    "history_window",
+    "history_items",
     "template_phrases",
     "verl_agent_projection",
 ]
@@ -43,6 +49,49 @@ def extract_action(text: object, max_chars: int) -> str | None:
     if not matches:
         return None
     return _SPACES.sub(" ", matches[-1][: 10 * max_chars]).strip().lower()[:max_chars]
+
+
+def project_answer(
+    text: object,
+    admissible: Sequence[str] | None,
+    max_chars: int,
+    is_admissible: Callable[[str, list[str]], bool] | None = None,
+) -> tuple[str, bool]:
+    """Model text -> (action, valid); never raises. The action is `extract_action`'s; valid when it is admissible
+    (`is_admissible(action, admissible)`, default: one of `admissible`). No tag, or anything that fails, gives
+    ("", False): a string the environment treats as an inadmissible no-op."""
+    try:
+        action = extract_action(text, max_chars)
+        if action is None:
+            return "", False
+        commands = list(admissible or ())
+        return action, is_admissible(action, commands) if is_admissible else action in set(commands)
+    except Exception:
+        return "", False
+
+
+def history_window(history: Sequence[tuple[str, str]], history_length: int) -> list[tuple[str, str]]:
+    """The (observation, action) pairs a prompt shows: the last `history_length` of `history` (oldest first), none for
+    a length of 0; ValueError for a negative one."""
+    if history_length < 0:
+        raise ValueError(f"history_length must be >= 0, got {history_length}")
+    return list(history[-history_length:]) if history_length > 0 else []
+
+
+def history_items(
+    window: Sequence[tuple[str, str]],
+    step: int,
+    item: str,
+    observation: Callable[[str], str] = str,
+    *,
+    one_per_line: bool = False,
+) -> str:
+    """The window's pairs, each formatted by `item` with {index} (its 1-based step number: the window ends at step
+    `step`), {observation} (through `observation`) and {action}, joined as they are (each item brings its own line
+    break), or `one_per_line` (verl-agent's: each item's leading line breaks dropped, the items joined by newlines)."""
+    first = step - len(window) + 1
+    items = [item.format(index=first + k, observation=observation(o), action=a) for k, (o, a) in enumerate(window)]
+    return "\n".join(i.lstrip("\n") for i in items) if one_per_line else "".join(items)
 
 
 def template_phrases(*templates: str, min_words: int = 3, keep_apart: tuple[str, ...] = ANSWER_TAGS) -> tuple[str, ...]:

@@ -2,6 +2,7 @@
 
     scpo.envs.make("alfworld", task_id=..., data_root="data")   # one environment (tests, notebooks)
     env_settings(cfg)                                            # what the trainer, SFT and evaluation need of env.name
+    with_oracle_progress(batch, data_root)                       # a batch labelled by its environment's planner
 
 The config validates `env.name` against the trainable names and builds each `env.<name>` section from the spec's
 options model, so adding an environment is: its package (the `EnvPackage` contract and a `SPEC`) and one line here.
@@ -18,7 +19,17 @@ from typing import Any
 from scpo.envs.base import CONTRACT
 from scpo.envs.spec import EnvSpec
 
-__all__ = ["ENVIRONMENTS", "EnvSettings", "env_spec", "available", "trainable", "env_package", "env_settings", "make"]
+__all__ = [
+    "ENVIRONMENTS",
+    "EnvSettings",
+    "env_spec",
+    "available",
+    "trainable",
+    "env_package",
+    "env_settings",
+    "make",
+    "with_oracle_progress",
+]
 
 # name -> "module:attribute" of its EnvSpec
 ENVIRONMENTS: dict[str, str] = {
@@ -67,9 +78,12 @@ def make(name: str, **options: Any):
     return env_spec(name).factory(**options)
 
 
-@dataclass
+@dataclass(frozen=True)
 class EnvSettings:
-    """What the collector, SFT and evaluation need of the configured environment."""
+    """The configured environment, everything the collector, SFT, the trainer and evaluation read of it: its package,
+    data root, step limit, splits and factory options (its `env.<name>` section), the prompt's history length
+    (`env.history_length`) and the tokenizer hints its spec declares (`EnvSpec.tokenizer_phrases`,
+    `tokenizer_lowercase`)."""
 
     name: str
     package: ModuleType
@@ -78,13 +92,27 @@ class EnvSettings:
     train_split: str
     eval_splits: tuple[str, ...]
     options: dict[str, Any]
+    history_length: int = 2
+    tokenizer_phrases: tuple[str, ...] = ()
+    tokenizer_lowercase: bool = False
+
+    def play_options(self) -> dict[str, Any]:
+        """How an episode of it is played, as the collector's keyword arguments: data root, step limit, history
+        length and factory options (the sampling temperature is the caller's)."""
+        return {
+            "data_root": self.data_root,
+            "max_steps": self.max_steps,
+            "history_length": self.history_length,
+            "env_options": self.options,
+        }
 
 
 def env_settings(cfg) -> EnvSettings:
-    """Package, step limit, training / evaluation splits and factory options of `cfg.env.name`, all from its
-    `env.<name>` section (validated by its spec's options model)."""
+    """The `EnvSettings` of `cfg.env.name`, from its `env.<name>` section (validated by its spec's options model),
+    `env.history_length` and its spec."""
     name = cfg.env.name
     opts = getattr(cfg.env, name)
+    spec = env_spec(name)
     return EnvSettings(
         name,
         env_package(name),
@@ -93,4 +121,22 @@ def env_settings(cfg) -> EnvSettings:
         opts.train_split,
         tuple(opts.eval_splits),
         opts.factory_options(),
+        cfg.env.history_length,
+        spec.tokenizer_phrases,
+        spec.tokenizer_lowercase,
     )
+
+
+def with_oracle_progress(batch, data_root):
+    """`batch` with its `oracle_progress` column, labelled by the planner its environment declares
+    (`EnvSpec.oracle_progress`); ValueError naming the environment when it declares none."""
+    if batch.oracle_progress is not None:
+        return batch
+    name = batch.env
+    spec = env_spec(name) if name else None
+    if spec is None or spec.oracle_progress is None:
+        raise ValueError(
+            f"oracle progress needs an environment with a planner (EnvSpec.oracle_progress); the batch's "
+            f"environment {name!r} declares none"
+        )
+    return spec.label_progress(batch, data_root)

@@ -1,5 +1,5 @@
 """Rollouts of other trainers as rollout files of ours, so that the explorer, `scpo credit-map`, the inconsistency
-analysis and `scpo.estimators.estimate` read them as runs of ours (docs/import.md).
+analysis and `scpo.credit.estimate` read them as runs of ours (docs/import.md).
 
 - `scpo.importers.verl_agent`: `mark_rows` + `write_rollouts`, two calls in verl-agent's trainer;
 - `scpo.importers.jsonl`: a plain JSONL of steps, its schema and its one-line errors;

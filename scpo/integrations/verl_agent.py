@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from scpo.credit.g2po import node_values
-from scpo.credit.gigpo import similarity_anchor_groups
+from scpo.credit.g2po import G2POOptions, node_values
+from scpo.credit.gigpo import GiGPOOptions, similarity_anchor_groups
 from scpo.credit.grouping import (
     combine_codes,
     discounted_returns,
@@ -53,17 +53,10 @@ from scpo.credit.grouping import (
     segment_norm_keep_single,
 )
 from scpo.credit.grpo import episode_statistics
-from scpo.credit.hgpo import hgpo_step_advantage
-from scpo.credit.options import (
-    CreditConfig,
-    G2POOptions,
-    GiGPOOptions,
-    HGPOOptions,
-    NormOptions,
-    SCPOOptions,
-)
+from scpo.credit.hgpo import HGPOOptions, hgpo_step_advantage
+from scpo.credit.options import CreditOptions, NormOptions
 from scpo.credit.rloo import leave_one_out
-from scpo.credit.scpo import match_failures, returns_bonus
+from scpo.credit.scpo import SCPOOptions, match_failures, returns_bonus
 from scpo.integrations.verl_agent_graphgpo import (
     ComplexGraph,
     compute_graph_path_returns,
@@ -99,7 +92,7 @@ __all__ = [
 
 _EPS = NormOptions().epsilon
 _GIGPO = GiGPOOptions()
-_R_SUCCESS = CreditConfig().success_reward
+_R_SUCCESS = CreditOptions().success_reward
 _SCPO = SCPOOptions()
 
 

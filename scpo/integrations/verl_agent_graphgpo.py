@@ -24,9 +24,17 @@ from collections import Counter
 
 import numpy as np
 
-from scpo.credit.graphgpo import GOAL, exact_nodes, graphgpo_advantage, hop_distances, path_returns, similarity_nodes
+from scpo.credit.graphgpo import (
+    GOAL,
+    GraphGPOOptions,
+    exact_nodes,
+    graphgpo_advantage,
+    hop_distances,
+    path_returns,
+    similarity_nodes,
+)
 from scpo.credit.grouping import combine_codes, factorize
-from scpo.credit.options import GraphGPOOptions, NormOptions
+from scpo.credit.options import NormOptions
 from scpo.integrations.verl_rows import as_float64, broadcast, mode_scale, row_keys
 from scpo.scorers.sequence_matcher import sequence_ratio
 

@@ -4,11 +4,12 @@ changes and not when its documentation does.
     python -m scpo.pipeline.code_hash --notebooks notebooks --out reports/code_hash
 
 For every notebook, the `scpo` modules its code cells import are followed transitively (imports anywhere in a module,
-also inside functions, and "scpo.x.y" / "scpo.x.y:NAME" strings, the registries' lazy imports; importing a module also
-runs its parent packages). Each module is parsed, its docstrings dropped and its AST dumped (`ast.dump` has no comments,
-no line numbers, no formatting); `<out>/<notebook>.txt` lists one `module sha256` line per module. A stage depends on
-its notebook's file instead of on `scpo/`: a docstring edit changes no file, a code edit changes the lines of the
-modules it touched (and so re-runs the stages that import them).
+also inside functions, and "scpo.x.y" / "scpo.x.y:NAME" strings, the registries' lazy imports, and "scpo.x.*", a
+package every module of which a registry imports; importing a module also runs its parent packages). Each module is
+parsed, its docstrings dropped and its AST dumped (`ast.dump` has no comments, no line numbers, no formatting);
+`<out>/<notebook>.txt` lists one `module sha256` line per module. A stage depends on its notebook's file instead of on
+`scpo/`: a docstring edit changes no file, a code edit changes the lines of the modules it touched (and so re-runs the
+stages that import them).
 
 Written by hand (Python's `ast` only): the closure is static, so nothing is imported or executed.
 """
@@ -34,6 +35,7 @@ __all__ = [
 
 PACKAGE = "scpo"
 _MODULE_STRING = re.compile(rf"^{PACKAGE}(\.\w+)+(:\w+)?$")
+_PACKAGE_STRING = re.compile(rf"^{PACKAGE}(\.\w+)*\.\*$")  # "scpo.credit.*": every module of scpo/credit/
 
 
 def normalized_source(source: str) -> str:
@@ -86,6 +88,13 @@ def imported_modules(source: str, module: str, root: Path) -> set[str]:
             names = [base] + [f"{base}.{alias.name}" for alias in node.names]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_STRING.match(node.value):
             names = [node.value.partition(":")[0]]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _PACKAGE_STRING.match(node.value):
+            package_dir = root.joinpath(*node.value.removesuffix(".*").split("."))
+            names = [
+                f"{node.value.removesuffix('.*')}.{p.stem}"
+                for p in sorted(package_dir.glob("*.py"))
+                if p.stem != "__init__"
+            ]
         for name in names:
             if name.split(".")[0] == PACKAGE and module_file(name, root):
                 found.update(m for m in _parents(name) if module_file(m, root))

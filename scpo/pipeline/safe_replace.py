@@ -26,7 +26,7 @@ from scpo.errors import ExpectedError
 
 __all__ = ["ReplaceError", "check_replaceable", "remove_own_entries", "enclosing_run", "is_temporary"]
 
-RUN_RECORD = "provenance.json"  # every run folder holds one (scpo.train.provenance)
+RUN_RECORD = "provenance.json"  # every run folder holds one (scpo.run.provenance)
 
 
 class ReplaceError(ExpectedError, RuntimeError):

@@ -334,7 +334,7 @@ def _local_devices(gpus: str | None, jobs: int) -> list[str]:
 
 def _recorded_points(out: Path) -> tuple[list[str] | None, str]:
     """(the point folders of the sweep recorded in `out`, its grid in words): from sweep.json, else from summary.csv's
-    `point` column (a sweep written before sweep.json existed); (None, "") when `out` holds no sweep."""
+    `point` column (a folder with a summary and no sweep.json); (None, "") when `out` holds no sweep."""
     try:
         record = json.loads((out / SWEEP_RECORD).read_text())
         return list(record["points"]), " ".join(f"--grid {g}" for g in record["grid"])

@@ -1,5 +1,5 @@
-"""The memory a run needs on its device, estimated before it starts (`scpo train`'s preflight prints it and refuses what
-cannot fit) and vLLM's share of the GPU planned from it (`rollout.vllm_gpu_memory_utilization: null`).
+"""The memory a run needs on its device, estimated before it starts (the run's plan, `scpo.run.plan`, prints it and
+refuses what cannot fit) and vLLM's share of the GPU planned from it (`rollout.vllm_gpu_memory_utilization: null`).
 
 Terms, in bytes, for a model of N parameters (T of them trained: N, or the LoRA adapters' P), L decoder layers, hidden
 size h, key/value width k (key/value heads x head size), MLP width f, vocabulary V; 16-bit compute (b = 2 bytes;

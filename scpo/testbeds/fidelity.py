@@ -9,7 +9,7 @@ figures.
     sweep = scpo_sweep(cfg, res.batches, grid)   # SCPO's fidelity per option set (tau, step text, scorer, match)
     calibrate_tau(sweep, cfg.credit.scpo)        # per scorer, the tau of least wrong-sign credit, and of best AUC
 
-Every estimator goes through `scpo.estimators.estimate` (at ALFWorld's reference scale, read from the batch); HCAPO
+Every estimator goes through `scpo.credit.estimate` (at ALFWorld's reference scale, read from the batch); HCAPO
 reads the hindsight log-probs of `cfg.fidelity.hindsight_policy` (default: the ALFWorld warm start), scored once over
 all batches (`scpo.policy.hindsight.hindsight_scores`). Timings are wall and process-CPU seconds per phase.
 Full knowledge is a proxy: exploring steps have q <= 0 (see scpo.analysis.fidelity_metrics).
@@ -28,8 +28,8 @@ import pandas as pd
 
 from scpo.analysis.fidelity_metrics import fidelity_table, summarize
 from scpo.batch import RolloutBatch
+from scpo.credit import estimate
 from scpo.envs.alfworld.oracle_rollouts import PlannerPool, label_progress, noisy_optimal_rollouts
-from scpo.estimators import estimate
 
 __all__ = [
     "FidelityResult",
@@ -252,7 +252,7 @@ def label_with_planner(batch: RolloutBatch, data_root, pool: PlannerPool | None 
     e.g. the corridor's `optimal_cost`); ValueError for an environment without one."""
     if batch.env in (None, "alfworld"):
         return label_progress(batch, data_root=data_root, pool=pool or PlannerPool(data_root), progress=False)
-    from scpo.estimators import with_oracle_progress
+    from scpo.envs.registry import with_oracle_progress
 
     return with_oracle_progress(batch, data_root)
 

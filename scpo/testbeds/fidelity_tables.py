@@ -278,7 +278,7 @@ def write_fidelity_report(
                 )
             )
     if sweep:
-        from scpo.credit.registry import default_scorer
+        from scpo.credit.dispatch import default_scorer
 
         scorers = {name: default_scorer(name, None) for name in f.sweep_scorer}
         before = {name: sc.stats for name, sc in scorers.items()}

@@ -12,7 +12,7 @@ the ascent direction of the trainer's policy-gradient loss at ratio 1 for its ad
 pi(a_i | x_i). A cosine is scale-free: the estimators' normalisations do not matter, only the direction.
 
 **Batches.** Each batch is what a training iteration collects: `n_tasks` tasks drawn from the panel
-(`scpo.train.rl_loop.sample_tasks`) and `group_size` rollouts of each by the policy (the admissible-choice sampler at
+(`scpo.train.collect.sample_tasks`) and `group_size` rollouts of each by the policy (the admissible-choice sampler at
 the rollout temperature); every estimator runs on it with what it needs: the planner's oracle progress (the
 environment's `EnvSpec.oracle_progress`), HCAPO's hindsight scores (the policy), the exact values (`exact_value`,
 from the dynamic programme) and `mc_advantage`'s Monte-Carlo values. Where there is a table the last are drawn, not
@@ -41,10 +41,10 @@ from scipy import stats
 from tqdm.auto import tqdm
 
 from scpo.batch import RolloutBatch
-from scpo.credit import CreditConfig, available_methods
+from scpo.credit import CreditConfig, available_methods, estimate
 from scpo.credit.registry import method_spec
 from scpo.envs.registry import env_package, env_spec
-from scpo.estimators import estimate
+from scpo.policy.hindsight import hindsight_logprob
 from scpo.rollout import TransformersEngine, collect_rollouts
 from scpo.rollout.branches import policy_values, state_keys
 from scpo.rollout.exact_values import (
@@ -57,7 +57,7 @@ from scpo.rollout.exact_values import (
 )
 from scpo.testbeds.policy_gradients import cosine, task_gradients, update_gradients
 from scpo.testbeds.sampled_gradient import corrected_cosine, sampled_gradient
-from scpo.train.rl_loop import sample_tasks
+from scpo.train.collect import sample_tasks
 from scpo.train.seeding import iteration_seed, seed_everything
 
 __all__ = ["GradientFidelityResult", "sampled_policy_values", "gradient_fidelity", "summarize_cosines"]
@@ -227,7 +227,10 @@ def gradient_fidelity(
         batch = _labelled(batch, table, methods, credit, engine, play, np.random.default_rng([seed, b]))
         timed("labels", t0)
         t0 = time.perf_counter()
-        results = estimate(batch, methods, credit, policy=policy)
+        hindsight = None
+        if any(method_spec(m).policy_scores for m in methods):
+            hindsight = hindsight_logprob(policy, batch, temperature=credit.hcapo.temperature)
+        results = estimate(batch, methods, credit, hindsight_logprob=hindsight)
         timed("estimators", t0)
         t0 = time.perf_counter()
         grads = update_gradients(

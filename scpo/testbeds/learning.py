@@ -9,7 +9,7 @@ One run = (environment, method, seed):
   methods of `learning.dynamic_sampling`; a label of `learning.variants`: that variant's overrides, its credit.method
   among them), `train.seed` = seed, `learning.iterations`
   iterations of `learning.n_tasks` tasks drawn from the panel (`train.panel_size` = `learning.panel_size`,
-  `scpo.train.panel`), a checkpoint every `learning.eval_every` iterations; the rest of the config as given. Within a
+  `scpo.envs.panel`), a checkpoint every `learning.eval_every` iterations; the rest of the config as given. Within a
   seed every method draws the same tasks (the draws are seeded by the seed and the iteration only);
 - the panel evaluation: every panel task `learning.eval_episodes_per_task` times at `eval.temperature`, for the warm
   start (iteration 0: once per environment and seed, `warm_start_evaluation`) and every checkpoint; the environment
@@ -165,12 +165,9 @@ def _evaluate(cfg: Config, model_dir: Path, tasks: list[str], episodes: int, see
         engine,
         env_name=env.name,
         seed=seed,
-        data_root=env.data_root,
-        max_steps=env.max_steps,
-        history_length=cfg.env.history_length,
+        **env.play_options(),
         temperature=cfg.eval.temperature,
         top_p=1.0,
-        env_options=env.options,
         progress=False,
     )
     won = np.array([t.won for t in trajectories], dtype=float)
@@ -190,7 +187,7 @@ def warm_start_evaluation(cfg: Config, key: RunKey, warm_start: str | Path, pane
     `<learning.out_dir>/<env>/warm_start/seed<k>.json`, reused only when the warm start's model digest (its
     manifest), the panel, the episode count and the temperature all match."""
     from scpo.policy import resolve_model_dir
-    from scpo.train.provenance import write_json_atomic
+    from scpo.run.provenance import write_json_atomic
 
     model = resolve_model_dir(warm_start)
     manifest = Path(warm_start) / "manifest.json"
@@ -218,10 +215,10 @@ def learning_run(cfg: Config, key: RunKey, warm_start: str | Path) -> dict:
     """Train and evaluate one run (module docstring) into `key.folder(learning.out_dir)`; returns its result dict."""
     import pandas as pd
 
+    from scpo.envs.panel import task_panel
     from scpo.envs.registry import env_settings
+    from scpo.run.provenance import write_json_atomic
     from scpo.train.evaluate import evaluation_tasks
-    from scpo.train.panel import task_panel
-    from scpo.train.provenance import write_json_atomic
     from scpo.train.run import run_training
 
     folder = key.folder(cfg.learning.out_dir)

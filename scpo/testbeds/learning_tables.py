@@ -37,6 +37,7 @@ from scpo.analysis.learning_stats import (
     t_band,
 )
 from scpo.config import Config
+from scpo.credit.registry import METHODS
 from scpo.pipeline.layout import ReportLayout
 from scpo.tables.success import write_table
 from scpo.testbeds.learning import FIDELITY_ENVS, left_out
@@ -60,11 +61,7 @@ __all__ = [
 ALPHA = 0.05  # the family-wise level of the significance marks (Holm)
 P_FORMATS = dict.fromkeys(("p", "p_holm", "p_floor", "p_t", "p_t_holm", "signflip_floor_holm"), ".4f")  # 0.0625 whole
 
-BOUNDS = {
-    "oracle": "reference: ground-truth credit of the fully observed task (V*)",
-    "mc_advantage": "reference: the policy's own advantage (Monte-Carlo values)",
-    "shuffled": "lower bound: no information",
-}
+BOUNDS = {name: spec.bound for name, spec in METHODS.items() if spec.bound}  # the registry's bounds and references
 
 
 def fidelity_from_table(path: str | Path) -> dict[str, float]:

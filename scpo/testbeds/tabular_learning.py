@@ -1,5 +1,5 @@
 """Gradient fidelity and learning runs of the small softmax policy of `scpo.testbeds.tabular_policy` on an enumerable
-environment (Sokoban), every estimator on the suite's `RolloutBatch` through `scpo.estimators.estimate`, success
+environment (Sokoban), every estimator on the suite's `RolloutBatch` through `scpo.credit.estimate`, success
 measured exactly by dynamic programming (experiments/sokoban_learning; docs/algorithms.md, "Gradient fidelity").
 
     model = mlp_policy(world.n_features, world.n_actions, seed=s)
@@ -7,7 +7,7 @@ measured exactly by dynamic programming (experiments/sokoban_learning; docs/algo
     per_batch = fidelity(world, model, methods, credit, n_batches=64)      # cosines with the exact grad J
     curve = learn(world, model, "grpo", credit, iterations=200, lr=3e-3, seed=s)
 
-**An iteration** (`learn`) is the trainer's: `n_tasks` tasks drawn from the panel (`scpo.train.rl_loop.sample_tasks`
+**An iteration** (`learn`) is the trainer's: `n_tasks` tasks drawn from the panel (`scpo.train.collect.sample_tasks`
 with the run's seed and the iteration), `group_size` episodes of each by the current policy, the method's advantages
 on the batch (with the columns it needs: the exact values V^pi(s_t) for `exact_advantage`, K Monte-Carlo
 continuations drawn from their law for `mc_advantage` (`scpo.testbeds.gradient_fidelity.sampled_policy_values`), the
@@ -34,15 +34,14 @@ import pandas as pd
 import torch
 
 from scpo.batch import RolloutBatch
-from scpo.credit import CreditConfig
+from scpo.credit import CreditConfig, estimate
 from scpo.credit.registry import method_spec
 from scpo.envs.registry import env_spec
-from scpo.estimators import estimate
 from scpo.rollout.exact_values import ExactTable
 from scpo.testbeds.gradient_fidelity import sampled_policy_values
 from scpo.testbeds.policy_gradients import cosine, trainable
 from scpo.testbeds.tabular_policy import BatchRows, TabularWorld
-from scpo.train.rl_loop import sample_tasks
+from scpo.train.collect import sample_tasks
 
 __all__ = ["EXACT_BATCH", "method_advantages", "imitate", "fidelity", "learn", "room_gradient_cosines"]
 

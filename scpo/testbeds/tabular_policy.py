@@ -22,7 +22,7 @@ programme's graph is built at history length 0 (nodes (t, s)) and the policy doe
 next node, the reward and the next observation (precomputed once per edge from the model's `step`). The batch holds
 what `RolloutBatch.from_trajectories` makes of the episodes (a group per task, the trajectories' ids, the
 environment's texts and rewards; no prompts or tokens), built from the arrays directly, so every estimator
-(`scpo.estimators.estimate`) runs on it as in training; `rows` gives each row's node and edge, from which the exact
+(`scpo.credit.estimate`) runs on it as in training; `rows` gives each row's node and edge, from which the exact
 values and the update are read.
 
 **The update** is the trainer's policy-gradient loss at ratio 1 (`scpo.train.loss.policy_loss`, no KL or entropy
@@ -50,7 +50,7 @@ __all__ = ["sokoban_panel", "cell_one_hot", "mlp_policy", "BatchRows", "TabularW
 
 def sokoban_panel(size: int, seed: int, min_v_star: float, split: str = "train") -> list[str]:
     """`size` Sokoban rooms of `split` whose optimal plan takes at least `min_v_star` moves, drawn as
-    `scpo.train.panel.task_panel` draws from a split of one task type (a permutation seeded by (seed, 11), its first
+    `scpo.envs.panel.task_panel` draws from a split of one task type (a permutation seeded by (seed, 11), its first
     `size`, sorted). About half of the 6x6 one-box rooms take 1-3 moves, which a random policy wins in 15 steps more
     often than not."""
     from scpo.envs import sokoban

@@ -13,7 +13,7 @@ answer lengths, dtype) and `rollout.action_choice` from it. An explicit override
 unless forced; the evaluation splits (`env.<name>.eval_splits`) are the evaluation's choice. Every check (model files,
 evaluation data, an existing eval.json, an --out that is a file) runs before anything is written.
 
-One evaluation at a time writes into an --out: it holds the folder's lock (`scpo.train.run_folder.RunLock`, as
+One evaluation at a time writes into an --out: it holds the folder's lock (`scpo.run.lock.RunLock`, as
 training does), so a second `scpo eval` into the same folder fails at once naming the first; each writes its files
 under temporary names of its own and renames them into place. `--overwrite` replaces eval.json and eval.csv only.
 """
@@ -32,10 +32,10 @@ from scpo.errors import RunFolderError, write_problem
 from scpo.policy import load_policy, resolve_model_dir
 from scpo.policy.placement import resolve_device
 from scpo.rollout import collect_rollouts, make_engine
-from scpo.train.checkpoint import model_problem
-from scpo.train.preflight import check_task_list
-from scpo.train.provenance import read_provenance, write_json_atomic
-from scpo.train.run_folder import RunLock, check_not_in_use
+from scpo.run.checkpoint import model_problem
+from scpo.run.inputs import task_list
+from scpo.run.lock import RunLock, check_not_in_use
+from scpo.run.provenance import read_provenance, write_json_atomic
 from scpo.train.seeding import iteration_seed, seed_everything, set_threads
 
 __all__ = ["run_evaluation", "evaluation_tasks", "config_for_checkpoint", "run_provenance", "FROM_RUN"]
@@ -150,7 +150,7 @@ def run_evaluation(
     problem = model_problem(model_dir)
     if problem:
         raise RunFolderError(f"cannot evaluate {checkpoint}: {problem}")
-    splits = {split: check_task_list(env, split) for split in env.eval_splits}
+    splits = {split: task_list(env, split) for split in env.eval_splits}
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise RunFolderError(f"--out {out_dir} is a file, not a folder; choose a folder for eval.json and eval.csv")
@@ -201,12 +201,9 @@ def _evaluate(cfg: Config, env, model_dir: Path, splits: dict, out_dir: Path, wh
             engine,
             env_name=env.name,
             seed=cfg.train.seed,
-            data_root=env.data_root,
-            max_steps=env.max_steps,
-            history_length=cfg.env.history_length,
+            **env.play_options(),
             temperature=cfg.eval.temperature,
             top_p=1.0,
-            env_options=env.options,
             desc=f"eval {split}",
         )
         won = np.array([t.won for t in trajectories], dtype=float)

@@ -2,10 +2,11 @@
 every seed of `report.seeds`, at most `report.parallel_runs` at once.
 
 Why: on a CPU box the tiny policy's runs are single-threaded (`train.torch_threads: 1`), and DVC runs stages one after
-another, so one run per stage leaves cores idle. Three single-threaded runs on two cores finish in about 1.5 run times
-where one after another they take 3. Each run is exactly the run `scpo train --seed k` makes (its own folder, lock,
-provenance and RNG streams: nothing is shared between runs), so the results do not depend on how many run at once nor
-in which process (tests/train/test_seed_pool.py compares them file by file).
+another, so one run per stage leaves cores idle (the gain, measured side by side: benchmarks/seed_lanes.py). DVC's own
+queue (`dvc exp run --queue`) runs whole pipeline experiments in parallel, each in a copy of the workspace; it has no
+way to run the seeds inside one stage side by side. Each run is exactly the run `scpo train --seed k` makes (its own
+folder, lock, provenance and RNG streams: nothing is shared between runs), so the results do not depend on how many
+run at once nor in which process (tests/train/test_seed_pool.py compares them file by file).
 
 On a GPU machine every seed gets a GPU of its own: each worker process takes one visible GPU
 (`scpo.pipeline.devices.visible_gpus`) as its CUDA_VISIBLE_DEVICES before torch touches CUDA, and runs its seeds one
@@ -14,9 +15,9 @@ number above the visible GPUs is refused in one line (two trainers with their en
 
 On the CPU this process is one of the lanes: it runs seeds while the `report.parallel_runs - 1` worker processes start,
 and every lane takes the next seed from one queue when it is free. The workers are forked from a server that imports
-torch, transformers and the trainer once (`scpo.workers`), where a spawned worker spent about 5 s of a core
-importing them; this process, the notebook's kernel, has imported them for its own cells (notebook 02) or imports them
-while the server does (notebook 03). On GPUs every seed runs in a spawned worker of its own GPU. A seed's progress bars
+torch, transformers and the trainer once (`scpo.workers`), so a worker does not import them again; this process, the
+notebook's kernel, has imported them for its own cells (notebook 02) or imports them while the server does
+(notebook 03). On GPUs every seed runs in a spawned worker of its own GPU. A seed's progress bars
 and notes go to a buffer, not to the notebook; the parent shows one bar over the seeds and, per finished seed, the
 one-line summary. A failing seed fails the stage with its error after the others finished.
 """

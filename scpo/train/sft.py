@@ -1,8 +1,9 @@
 """The behaviour-cloning warm start (`scpo train --stage sft`): `run_sft` reads top to bottom.
 
-Demonstrations (`scpo.envs.demos`): each of `train.sft.n_demos` tasks' expert actions replayed from reset; every step
-becomes (prompt as the collector would build it, answer `<action>a</action>` + EOS). `n_demos` caps how good the warm
-policy gets (group credit needs groups with mixed success). Loss: mean negative log-likelihood of the answer tokens
+Demonstrations (`scpo.envs.demos`): the expert's actions of each of the plan's demonstrated tasks (`train.sft.n_demos`
+of the training split) replayed from reset; every step becomes (prompt as the collector would build it, answer
+`<action>a</action>` + EOS). `n_demos` caps how good the warm policy gets (group credit needs groups with mixed
+success). Loss: mean negative log-likelihood of the answer tokens
 (prompt tokens are context only), AdamW, gradient norm clipped at 1. With `train.rl_start: base` (RL from the
 profile's model) no warm start is needed: only a summary saying so is written.
 """
@@ -11,80 +12,67 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from scpo.config import Config
 from scpo.envs.demos import Demo, expert_demonstrations
 from scpo.policy import PolicyLike, load_policy
 from scpo.policy.logprobs import bucketed_batches, response_logprobs
-from scpo.policy.placement import autocast_each_forward, resolve_device
+from scpo.policy.placement import autocast_each_forward
 from scpo.policy.profiles import enable_gradient_checkpointing, trained_dtype
-from scpo.train.finite import check_weights
+from scpo.run.finite import check_weights
+from scpo.run.plan import RunPlan
+from scpo.run.provenance import identity
+from scpo.train.models import fresh_policy, save_model
 from scpo.train.seeding import seed_everything
-from scpo.train.setup import demo_tasks, fresh_policy, identity, run_env, save_model
 
 __all__ = ["run_sft", "encode_demos", "behaviour_cloning"]
 
 
-def run_sft(cfg: Config, run_dir: Path) -> dict:
-    """Behaviour cloning on `train.sft.n_demos` expert demonstrations into `run_dir` (checked and locked by
+def run_sft(plan: RunPlan) -> dict:
+    """Behaviour cloning on the plan's demonstrated tasks into its run folder (checked and locked by
     `scpo.train.run.run_training`); writes `model/` and returns the summary."""
     t_start = time.perf_counter()
+    cfg, env = plan.config, plan.env
+    head = {"stage": "sft", "env": env.name, "seed": plan.seed, **identity(cfg)}
     if cfg.train.rl_start == "base":
         return {
-            "stage": "sft",
-            "env": cfg.env.name,
-            "seed": cfg.train.seed,
-            **identity(cfg),
+            **head,
             "skipped": "train.rl_start=base: RL starts from the profile's model, no warm start",
             "wall_s": time.perf_counter() - t_start,
-            "run_dir": str(run_dir),
+            "run_dir": str(plan.run_dir),
         }
-    env = run_env(cfg)
-    s = env.settings
-    seed_everything(cfg.train.seed)
-    demos, demo_stats = expert_demonstrations(
-        s.package,
-        demo_tasks(s, cfg),
-        data_root=s.data_root,
-        max_steps=s.max_steps,
-        history_length=cfg.env.history_length,
-        env_options=s.options,
-    )
+    seed_everything(plan.seed)
+    demos, demo_stats = expert_demonstrations(env.package, plan.demo_tasks, **env.play_options())
     corpus = [d.prompt for d in demos] + [d.response for d in demos]
-    device = resolve_device(cfg.train.device)
-    if cfg.train.init_from:  # trained weights in float32 (a LoRA base in policy.dtype), forward passes in policy.dtype
-        policy = load_policy(cfg.train.init_from, dtype=trained_dtype(cfg.policy), device=device)
+    if plan.warm_start:  # trained weights in float32 (a LoRA base in policy.dtype), forward passes in policy.dtype
+        policy = load_policy(plan.start.path, dtype=trained_dtype(cfg.policy), device=plan.device)
     else:
-        policy = fresh_policy(cfg, env, corpus, device=device)
-    autocast_each_forward(policy.model, device, cfg.policy.dtype)  # each forward pass in policy.dtype
+        policy = fresh_policy(cfg, env, corpus, device=plan.device)
+    autocast_each_forward(policy.model, plan.device, cfg.policy.dtype)  # each forward pass in policy.dtype
     if cfg.train.gradient_checkpointing:
         enable_gradient_checkpointing(policy.model)
+    sft = cfg.train.sft
     bc = behaviour_cloning(
         policy,
         demos,
-        epochs=cfg.train.sft.epochs,
-        lr=cfg.train.sft.lr,
-        batch_size=cfg.train.sft.batch_size,
+        epochs=sft.epochs,
+        lr=sft.lr,
+        batch_size=sft.batch_size,
         max_prompt_tokens=cfg.policy.max_prompt_tokens,
-        seed=cfg.train.seed,
+        seed=plan.seed,
     )
-    check_weights(policy.model, "SFT warm start", f"lower train.sft.lr (now {cfg.train.sft.lr:g}), then --overwrite")
-    save_model(policy, run_dir / "model")
+    check_weights(policy.model, "SFT warm start", f"lower train.sft.lr (now {sft.lr:g}), then --overwrite")
+    save_model(policy, plan.run_dir / "model")
     return {
-        "stage": "sft",
-        "env": cfg.env.name,
-        "seed": cfg.train.seed,
-        **identity(cfg),
+        **head,
         "n_params": sum(p.numel() for p in policy.model.parameters()),
         "demos": demo_stats,
         "bc": bc,
         "wall_s": time.perf_counter() - t_start,
-        "run_dir": str(run_dir),
+        "run_dir": str(plan.run_dir),
     }
 
 

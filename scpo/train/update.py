@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from scpo.batch import RolloutBatch
 from scpo.policy.logprobs import bucketed_batches, response_logprobs
+from scpo.policy.padding import pad_rows
 from scpo.policy.scoring import candidate_scores, choice_log_distribution
 from scpo.train.loss import policy_loss
 
@@ -206,11 +207,9 @@ def reference_logprobs(
     return batched_logprobs(ref_model, samples, pad_id, batch_size, temperature)
 
 
-def _pad(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
-    out = torch.zeros((len(rows), width), dtype=torch.float32)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = r
-    return out
+def _padded(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
+    """Per-sample 1-D values -> float32 [B, width], zeros after each row."""
+    return pad_rows([r.float() for r in rows], 0.0, width)
 
 
 def _loss_units(sample: StepSample) -> int:
@@ -294,12 +293,12 @@ def ppo_update(
                     model, chunk, pad_id, temperature, with_entropy=train_cfg.entropy_coef > 0
                 )
                 width = logp.shape[1]
-                old_b = _pad([old[i] for i in part], width).to(device)
-                ref_b = _pad([ref[i] for i in part], width).to(device) if ref is not None else None
+                old_b = _padded([old[i] for i in part], width).to(device)
+                ref_b = _padded([ref[i] for i in part], width).to(device) if ref is not None else None
                 adv = torch.tensor([s.advantage for s in chunk], dtype=torch.float32, device=device)
                 is_weight = None
                 if correction == "tis":  # w_k = min(exp(logp_old - logp_sampler), C): scpo.train.loss
-                    sampler_b = _pad([torch.tensor(s.sampler_logprobs) for s in chunk], width).to(device)
+                    sampler_b = _padded([torch.tensor(s.sampler_logprobs) for s in chunk], width).to(device)
                     is_weight = torch.exp(old_b - sampler_b).clamp(max=train_cfg.rollout_correction_cap) * mask
                 loss, stats = policy_loss(
                     logp,

@@ -16,7 +16,8 @@ from scpo.analysis.explorer_data import CreditCache, RolloutCatalogue, group_tab
 from scpo.analysis.explorer_figure import MATCH_BINS, group_figure
 from scpo.batch import RolloutBatch
 from scpo.credit import CreditConfig, compute_advantages
-from scpo.credit.options import SCPOOptions, StrictModel
+from scpo.credit.scpo import SCPOOptions
+from scpo.strict_model import StrictModel
 
 LONG = "You are in the middle of a room. " + "Looking quickly around you, you see a drawer. " * 12
 
@@ -130,7 +131,7 @@ def test_cache_recomputes_only_what_reads_scpo_options_and_keeps_the_scorer_opti
 
 def test_cache_credits_each_batch_at_its_environments_scale_like_the_static_maps(repo_root):
     from scpo.config import load_config
-    from scpo.estimators import estimate
+    from scpo.credit import estimate
 
     cfg = load_config(repo_root / "params.yaml")  # norm.scale_by_env: webshop -> none
     b = _batch()
@@ -395,7 +396,7 @@ def test_explore_rejects_bad_arguments():
     b = _batch()
     with pytest.raises(ValueError, match=r"no estimator among \[.hcapo.\] runs on saved rollouts alone"):
         explore(b, methods=["hcapo"])
-    with pytest.raises(KeyError, match="unknown credit methods \\['gae'\\]; available: grpo"):
+    with pytest.raises(KeyError, match="unknown credit methods \\['gae'\\]; available: exact_advantage, g2po, gigpo"):
         explore(b, methods=["gigpo", "gae"])
     with pytest.raises(KeyError, match="runs: batch"):
         explore(b, run="nope")

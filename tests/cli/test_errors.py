@@ -282,7 +282,7 @@ def test_a_full_disk_while_training_is_one_line_and_the_run_resumes(tmp_path, mo
     --resume after freeing space continues from the last complete checkpoint."""
     from safetensors import SafetensorError
 
-    from scpo.train import checkpoint
+    from scpo.run import checkpoint
 
     real, calls = checkpoint.write_training_state, []
 
@@ -312,12 +312,12 @@ def test_a_full_disk_while_training_is_one_line_and_the_run_resumes(tmp_path, mo
 def test_a_full_disk_before_the_first_checkpoint_says_to_start_again(tmp_path, monkeypatch):
     import errno
 
-    from scpo.train import metrics
+    from scpo.run import history
 
     def full(self):
         raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
 
-    monkeypatch.setattr(metrics.HistoryLog, "_write", full)
+    monkeypatch.setattr(history.HistoryLog, "_write", full)
     out = tmp_path / "run"
     result = train_cli(out, iterations=2)
     assert result.exit_code == 1

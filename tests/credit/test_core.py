@@ -131,7 +131,9 @@ def test_gigpo_similarity_anchors_merge_near_identical_observations():
 
 def test_registry_errors_name_the_bad_value():
     b = two_traj_group()
-    with pytest.raises(KeyError, match="unknown credit method 'ppo'.*grpo, gigpo, scpo"):
+    with pytest.raises(
+        KeyError, match="unknown credit method 'ppo'; available: exact_advantage, g2po, gigpo, graphgpo, grpo, hcapo"
+    ):
         compute_advantages("ppo", b)
     with pytest.raises(ValueError, match="unknown option 'taux'.*allowed:.*tau"):
         compute_advantages("scpo", b, taux=0.3)

@@ -1,5 +1,6 @@
-"""`scpo.estimators.estimate`: the one way to run estimators on a batch (trainer, analyses, testbeds, explorer): the
-environment read from the batch, each method's needs from its registry spec."""
+"""`scpo.credit.estimate` and `compute_advantages`: the one way to run estimators on a batch (trainer, analyses,
+testbeds, explorer): the environment read from the batch, each method's needs from its registry spec, the same checks
+for one method and for several."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import numpy as np
 import pytest
 
 from scpo.batch import RolloutBatch
-from scpo.credit import CreditConfig, compute_advantages
+from scpo.credit import CreditConfig, compute_advantages, estimate, unmet_need
 from scpo.credit.synthetic import synthetic_batch
-from scpo.estimators import estimate, unmet_need, with_oracle_progress
+from scpo.envs.registry import with_oracle_progress
 
 
 def _as_env(batch: RolloutBatch, env: str) -> RolloutBatch:
@@ -44,6 +45,21 @@ def test_a_method_whose_need_is_unmet_raises_one_line_or_is_skipped():
     assert unmet_need("grpo", batch) is None
     with pytest.raises(ValueError, match="unmet='ignore'"):
         estimate(batch, ["grpo"], unmet="ignore")
+    # one method goes through the same checks, with the same message
+    for method, need in (("hcapo", "the policy's hindsight scores"), ("oracle", "the planner's oracle progress")):
+        with pytest.raises(ValueError, match=rf"^credit method '{method}' needs {need}"):
+            compute_advantages(method, batch)
+
+
+def test_a_scorer_given_by_name_is_the_methods_scorer_option_and_not_also_an_object():
+    batch = synthetic_batch(n_groups=3, group_size=4, max_steps=6, seed=6)
+    by_name = compute_advantages("scpo", batch, scorer="lexical", tau=0.5).advantages
+    np.testing.assert_array_equal(by_name, compute_advantages("scpo", batch, tau=0.5).advantages)
+    np.testing.assert_array_equal(by_name, estimate(batch, ["scpo"], options={"scpo": {"tau": 0.5}})["scpo"].advantages)
+    with pytest.raises(ValueError, match="a scorer object and the scorer option 'lexical'"):
+        estimate(batch, ["scpo"], scorer=object(), options={"scpo": {"scorer": "lexical"}})
+    with pytest.raises(ValueError, match="the scorer 'lexical' and the scorer option too"):
+        estimate(batch, ["scpo"], scorer="lexical", options={"scpo": {"scorer": "lexical"}})
 
 
 def test_given_needs_are_used():

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from scpo.batch import RolloutBatch
-from scpo.credit import CreditConfig, compute_advantages
+from scpo.credit import CreditConfig, compute_advantages, estimate
 from scpo.credit.exact_advantage import success_q
-from scpo.estimators import estimate
 
 
 def _batch(**extra) -> RolloutBatch:
@@ -80,13 +79,21 @@ def test_result_diagnostics_and_statistics():
 
 
 def test_without_values_the_need_is_named_and_estimate_can_skip_it():
+    from scpo.credit.exact_advantage import compute_exact_advantage
+
     with pytest.raises(
+        ValueError,
+        match=r"^credit method 'exact_advantage' needs the policy's exact success values per step \(the batch's "
+        r"exact_value column: scpo.rollout.exact_values\)$",
+    ):
+        compute_advantages("exact_advantage", _batch(), CreditConfig())
+    with pytest.raises(  # the function itself, called without the dispatcher's check
         ValueError,
         match=r"^the exact_advantage estimator needs the batch's exact_value column \(V\^pi_t\(s_t\), the policy's "
         r"exact success values\); label it with scpo.rollout.exact_values.exact_values \(environments with a "
         r"tabular model\)$",
     ):
-        compute_advantages("exact_advantage", _batch(), CreditConfig())
+        compute_exact_advantage(_batch(), CreditConfig())
     many = RolloutBatch.from_columns(
         group_id=[0] * 7, traj_id=[0] * 7, step=list(range(7)), reward=[0] * 7, exact_value=[2.0] * 7
     )

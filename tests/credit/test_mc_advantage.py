@@ -9,7 +9,7 @@ import pytest
 
 from scpo.batch import RolloutBatch
 from scpo.credit import CreditConfig, compute_advantages
-from scpo.credit.mc_advantage import next_values
+from scpo.credit.mc_advantage import compute_mc_advantage, next_values
 
 
 def _batch(**extra) -> RolloutBatch:
@@ -52,7 +52,9 @@ def test_whitening_divides_by_the_deltas_spread_without_centring():
 
 
 def test_without_values_one_line_names_the_column():
-    with pytest.raises(ValueError, match="needs the batch's policy_value column"):
+    with pytest.raises(
+        ValueError, match=r"needs the policy's Monte-Carlo state values per step \(the batch's policy_value column"
+    ):
         compute_advantages("mc_advantage", _batch(), CreditConfig())
     with pytest.raises(ValueError, match=r"policy_value is not finite at rows \[2\]"):
         compute_advantages("mc_advantage", _batch(policy_value=[0, 0, np.nan, 0, 0, 0, 0, 0]), CreditConfig())
@@ -63,8 +65,8 @@ def test_the_missing_column_and_the_first_five_bad_rows_in_one_line():
         "the mc_advantage estimator needs the batch's policy_value column (V^pi(s_t) from Monte-Carlo "
         "continuations); label it with scpo.rollout.branches.policy_values, as the trainer does"
     )
-    with pytest.raises(ValueError, match=f"^{re.escape(msg)}$"):
-        compute_advantages("mc_advantage", _batch())
+    with pytest.raises(ValueError, match=f"^{re.escape(msg)}$"):  # the function itself (the dispatcher checks first)
+        compute_mc_advantage(_batch(), CreditConfig())
     v = [np.nan, np.inf, 1.0, -np.inf, np.nan, np.nan, np.inf, 2.0]
     with pytest.raises(ValueError, match=r"^policy_value is not finite at rows \[0, 1, 3, 4, 5\]$"):
         compute_advantages("mc_advantage", _batch(policy_value=v))

@@ -308,8 +308,8 @@ def test_a_scorer_name_passed_as_scorer_is_the_methods_scorer_option():
 # ------------------------------------------------------------------------------------------ shuffled credit (control)
 def test_shuffled_credit_permutes_grpos_advantages_within_each_group():
     from scpo.batch import stable_uid
+    from scpo.credit import CreditConfig
     from scpo.credit.grpo import compute_grpo
-    from scpo.credit.options import CreditConfig
     from scpo.credit.shuffled import group_permutation
 
     b = RolloutBatch.from_columns(
@@ -342,8 +342,8 @@ def test_shuffled_credit_permutes_grpos_advantages_within_each_group():
 
 
 def test_shuffled_credit_is_named_and_keeps_grpos_statistics():
+    from scpo.credit import CreditConfig
     from scpo.credit.grpo import compute_grpo
-    from scpo.credit.options import CreditConfig
 
     b = two_step_group()
     res = compute_advantages("shuffled", b)

@@ -11,6 +11,7 @@ import pytest
 from scpo.batch import RolloutBatch
 from scpo.credit import CreditConfig, available_methods, compute_advantages
 from scpo.credit.grpo import group_stats
+from scpo.credit.oracle import compute_oracle
 
 SQ50 = np.sqrt(50)
 
@@ -168,7 +169,9 @@ def test_without_progress_or_with_nan_or_plus_inf_one_line_names_the_rows():
         "the oracle estimator needs the batch's oracle_progress column (q_t = V*(s_t) - V*(s_t+1)); "
         "label ALFWorld rollouts with scpo.envs.alfworld.oracle_rollouts.label_progress"
     )
-    with pytest.raises(ValueError, match=f"^{re.escape(msg)}$"):
+    with pytest.raises(ValueError, match=f"^{re.escape(msg)}$"):  # the function itself (the dispatcher checks first)
+        compute_oracle(missing, CreditConfig())
+    with pytest.raises(ValueError, match=r"^credit method 'oracle' needs the planner's oracle progress per step"):
         compute_advantages("oracle", missing, CreditConfig())
     n = 9
     many = {"group_id": [0] * n, "traj_id": [0] * n, "step": list(range(n)), "reward": [0] * n}

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from scpo.batch import RolloutBatch
 from scpo.credit import compute_advantages
 from scpo.credit.grouping import discounted_returns
-from scpo.credit.options import SCPOOptions
-from scpo.credit.scpo import monotone_match
+from scpo.credit.scpo import SCPOOptions, monotone_match
 from scpo.scorers import make_scorer
 from scpo.scorers.base import CachedScorer
 

@@ -191,8 +191,8 @@ def test_similarity_threshold_outside_its_range_is_refused():
 
 
 def test_gigpo_similarity_without_a_scorer_is_refused():
+    from scpo.credit import CreditConfig
     from scpo.credit.gigpo import compute_gigpo
-    from scpo.credit.options import CreditConfig
 
     cfg = CreditConfig(gigpo={"enable_similarity": True})
     with pytest.raises(
@@ -284,7 +284,7 @@ def test_observation_similarity_padding_matches_only_padding():
 
 
 def test_progpo_r_semantic_expansion_needs_a_scorer():
-    from scpo.credit.options import CreditConfig
+    from scpo.credit import CreditConfig
     from scpo.credit.progpo_r import compute_progpo_r
 
     with pytest.raises(
@@ -605,7 +605,7 @@ def test_scpo_success_reward_and_kappa_r_in_returns_mode():
 
 
 def test_scpo_needs_a_scorer():
-    from scpo.credit.options import CreditConfig
+    from scpo.credit import CreditConfig
     from scpo.credit.scpo import compute_scpo
 
     with pytest.raises(
@@ -799,8 +799,8 @@ def test_similarity_cluster_codes_count_on_across_three_groups():
 
 # ------------------------------------------------------------------ HCAPO: inputs, messages, scale
 def test_hcapo_messages_in_full_and_column_inputs():
+    from scpo.credit import CreditConfig
     from scpo.credit.hcapo import compute_hcapo
-    from scpo.credit.options import CreditConfig
 
     b = batch([(0, ["a", "b"], [0, 10]), (0, ["a"], [0])])
     with pytest.raises(

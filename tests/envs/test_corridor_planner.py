@@ -81,7 +81,8 @@ def test_a_rollout_that_does_not_replay_is_refused():
 
 
 def test_the_oracle_estimator_reads_the_corridors_planner_through_the_registry():
-    from scpo.estimators import estimate, with_oracle_progress
+    from scpo.credit import estimate
+    from scpo.envs.registry import with_oracle_progress
 
     batch = _play("corridor-key-3-1-0", ["go east", "go west", "go east", "take key", "go east", "open door"])
     labelled = with_oracle_progress(batch, "data")

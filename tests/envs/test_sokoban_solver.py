@@ -170,7 +170,8 @@ def _play(task: str, answers, max_steps: int = 15) -> RolloutBatch:
 
 
 def test_q_is_one_along_the_expert_path_and_the_oracle_estimator_reads_it_through_the_registry():
-    from scpo.estimators import estimate, with_oracle_progress
+    from scpo.credit import estimate
+    from scpo.envs.registry import with_oracle_progress
 
     task = sokoban.list_tasks("valid_unseen")[0]
     batch = _play(task, _expert_policy)
@@ -204,7 +205,7 @@ def test_q_of_a_wall_bump_an_invalid_answer_a_step_away_and_back():
 def test_q_of_a_step_into_a_deadlock_and_the_oracles_dead_end_credit():
     """left (the box must now be walked round: V* 8), down (the box into the corner at (4,3)), then moves between dead
     states."""
-    from scpo.estimators import estimate
+    from scpo.credit import estimate
 
     moves = ["<action>left</action>", "<action>down</action>"] + ["<action>up</action>"] * 3
     batch = _play(FIRST_TASK, _scripted(*moves), max_steps=5)

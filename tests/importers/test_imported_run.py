@@ -14,8 +14,7 @@ from scpo.analysis.imported import inconsistency_of_run, run_inconsistency_table
 from scpo.analysis.rollout_files import choose_view, iteration_files
 from scpo.batch import RolloutBatch
 from scpo.config import load_config
-from scpo.credit import CreditConfig
-from scpo.estimators import estimate, unmet_need
+from scpo.credit import CreditConfig, estimate, unmet_need
 from scpo.importers.verl_agent import write_rollouts
 
 from helpers import REPO

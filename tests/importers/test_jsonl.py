@@ -9,9 +9,9 @@ import random
 import numpy as np
 import pytest
 
+from scpo.credit import estimate, unmet_need
 from scpo.credit.registry import method_spec
 from scpo.credit.synthetic import synthetic_batch
-from scpo.estimators import estimate, unmet_need
 from scpo.importers.jsonl import JsonlFormatError, read_iterations, steps_to_jsonl
 
 

@@ -1,5 +1,6 @@
 """The code hash the DVC stages depend on: blind to docstrings and comments, sensitive to code, and it follows every
-import a stage's code makes (also lazy ones inside functions and the registries' "module:NAME" strings)."""
+import a stage's code makes (also lazy ones inside functions, the registries' "module:NAME" strings and a registry's
+"package.*")."""
 
 from __future__ import annotations
 
@@ -46,6 +47,18 @@ def test_the_closure_follows_parents_lazy_imports_and_registry_strings(tmp_path)
     assert got == {"scpo", "scpo.sub", "scpo.sub.eager", "scpo.sub.lazy", "scpo.named", "scpo.plugin"}
 
 
+def test_a_package_string_reaches_every_module_of_the_package(tmp_path):
+    """A registry that imports every module of a package (the credit registry: "scpo.credit.*") reaches all of them,
+    none of which any import names."""
+    _package(tmp_path)
+    (tmp_path / "scpo" / "methods").mkdir()
+    for name in ("__init__", "one", "two"):
+        (tmp_path / "scpo" / "methods" / f"{name}.py").write_text("")
+    (tmp_path / "scpo" / "found.py").write_text('MODULES = "scpo.methods.*"\n')
+    got = import_closure(["import scpo.found"], tmp_path)
+    assert got == {"scpo", "scpo.found", "scpo.methods", "scpo.methods.one", "scpo.methods.two"}
+
+
 def test_a_notebook_file_changes_only_with_the_code_it_reaches(tmp_path):
     _package(tmp_path)
     nb = tmp_path / "notebooks" / "n.ipynb"
@@ -81,6 +94,9 @@ def test_the_training_notebook_reaches_the_trainer_every_estimator_and_every_env
         "scpo.policy.hindsight",
         "scpo.credit.scpo",
         "scpo.credit.hcapo",
+        "scpo.credit.rloo",
+        "scpo.run.plan",
+        "scpo.train.trainer",
         "scpo.envs.alfworld",
         "scpo.envs.webshop",
         "scpo.envs.corridor",

@@ -1,5 +1,5 @@
 """The memory plan (scpo.policy.memory_plan): its parameter counts are the architecture's, its estimate of a small
-Qwen2's RL update on the CPU is within 25 % of the memory that update measures, the preflight prints the estimated peak
+Qwen2's RL update on the CPU is within 25 % of the memory that update measures, the run's plan prints the estimated peak
 and refuses in one line a run over its device's memory, and vLLM's planned share follows weights + KV cache."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from scpo.config import load_config
 from scpo.policy.memory_plan import GIB, MemoryPlanError, model_shape, plan_memory, vllm_memory_utilization
 from scpo.policy.qwen2_shapes import qwen2_config
-from scpo.train.preflight import check_memory
+from scpo.run.inputs import check_memory, start_models
 
 from helpers.runs import CORRIDOR
 
@@ -69,12 +69,15 @@ def test_sleep_mode_and_lora_shrink_the_peak():
     assert lora.trainer["adamw"] == 8 * shape.lora_params and lora.peak < awake.peak
 
 
-def test_the_preflight_prints_the_peak_and_refuses_what_does_not_fit(tmp_path):
+def test_the_plan_prints_the_peak_and_refuses_what_does_not_fit(tmp_path):
+    import torch
+
     cfg = load_config("params.yaml", profile="smoke", overrides={**CORRIDOR, "train.device": "cpu"})
-    line = check_memory(cfg)
+    start, _ = start_models(cfg, tmp_path / "run")
+    line = check_memory(cfg, start, torch.device("cpu"))
     assert line.startswith("memory plan: estimated peak ") and "GiB per CPU (RAM) of " in line
     with pytest.raises(MemoryPlanError, match=r"^memory plan: estimated peak .* over the device's memory; lower"):
-        check_memory(cfg, capacity=1024)
+        check_memory(cfg, start, torch.device("cpu"), capacity=1024)
 
 
 @pytest.mark.slow

@@ -106,11 +106,11 @@ def _bf16_corridor_cfg(dtype: str, **extra):
     )
 
 
-def test_rl_loop_forward_after_updates_equals_a_fresh_context(tmp_path, monkeypatch):
+def test_the_trainers_forward_after_updates_equals_a_fresh_context(tmp_path, monkeypatch):
     """Inside the RL loop, after each iteration's optimizer steps, a bfloat16 forward of the trained model gives what
     a fresh autocast block gives with the current weights (one autocast block around the loop would serve the first
     forward's weight casts for the whole run)."""
-    import scpo.train.rl_loop as runner
+    import scpo.train.trainer as runner
     from scpo.train.run import run_training
 
     checks = []

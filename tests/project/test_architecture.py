@@ -23,7 +23,7 @@ LAYERS = {
     "strict_model": set(),
     "numerics": set(),
     "workers": set(),  # process pools, stdlib only: seeds, learning runs, hindsight scorers, inconsistency counts
-    "environment": {"numerics"},
+    "software": {"numerics"},
     "scorers": set(),
     "envs": {"data", "batch", "strict_model"},  # data: ALFWorld's game-file reader
     "data": {"envs", "errors"},  # prepare-data builds the WebShop catalogue
@@ -32,22 +32,11 @@ LAYERS = {
     "rollout": {"envs", "policy", "batch"},
     "config": {"credit", "envs", "errors", "strict_model"},
     "pipeline": {"config", "credit", "errors"},  # credit: each method's option sections (method_params)
-    "estimators": {"batch", "config", "credit", "envs", "policy"},
-    "train": {
-        "batch",
-        "config",
-        "credit",
-        "envs",
-        "errors",
-        "estimators",
-        "pipeline",
-        "policy",
-        "rollout",
-        "scpo",
-        "environment",
-        "workers",
-    },  # scpo: __version__
-    "analysis": {"batch", "config", "credit", "errors", "estimators", "pipeline", "scorers", "workers"},
+    # a run decided once and its folder: plan, inputs, lock, guards, provenance, checkpoints, history
+    "run": {"config", "envs", "errors", "pipeline", "policy", "scpo", "software"},  # scpo: __version__
+    # the learning: warm start, trainer, update, evaluation, a stage's seeds side by side
+    "train": {"batch", "config", "credit", "envs", "errors", "pipeline", "policy", "rollout", "run", "workers"},
+    "analysis": {"batch", "config", "credit", "errors", "pipeline", "scorers", "workers"},
     "tables": {"config", "pipeline"},
     "testbeds": {
         "analysis",
@@ -56,10 +45,10 @@ LAYERS = {
         "credit",
         "envs",
         "errors",
-        "estimators",
         "pipeline",
         "policy",
         "rollout",
+        "run",
         "tables",
         "train",
         "workers",
@@ -70,13 +59,14 @@ LAYERS = {
     "cli": {
         "analysis",
         "config",
+        "credit",
         "data",
         "envs",
-        "environment",
         "errors",
         "importers",
         "pipeline",
         "policy",
+        "software",
         "testbeds",
         "train",
     },
@@ -213,8 +203,6 @@ PRIVATE_ACCESS_ALLOWED = {
     ("scpo/analysis/explorer.py", "self.widget._repr_mimebundle_"): "IPython's display protocol, public by convention",
     ("scpo/config.py", "cfg._origin"): "the config module sets its own model's private attribute",
     ("scpo/envs/alfworld/textworld_engine.py", "textgen._parse_and_convert"): "memoises textworld's grammar parser",
-    ("scpo/train/legacy_checkpoint.py", "np._core.multiarray._reconstruct"): "names numpy's pickle reconstructor",
-    ("scpo/train/legacy_checkpoint.py", "np._core"): "names numpy's pickle reconstructor",
 }
 
 

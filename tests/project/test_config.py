@@ -210,17 +210,66 @@ def _leaves(tree: dict, prefix: str = "") -> dict:
     return out
 
 
+# what the pipeline runs: its own choice in params.yaml (the order its tables show), names the registries check; their
+# defaults are the registries' (every registered estimator, and the bounds)
+SELECTIONS = ("report.methods", "report.envs", "fidelity.methods", "learning.methods", "learning.envs")
+
+
+def _run_by_the_pipeline(raw: dict) -> tuple[set[str], set[str]]:
+    """(credit methods, environments) params.yaml's pipeline runs, under any of its profiles."""
+    from scpo.credit.registry import method_spec
+
+    methods, envs = {raw["credit"]["method"], raw["report"]["credit_map_method"]}, {raw["env"]["name"]}
+    for values in [_leaves(raw), *raw["profiles"].values()]:
+        for key in ("report.methods", "fidelity.methods", "learning.methods"):
+            methods |= set(values.get(key, []))
+        for key in ("report.envs", "learning.envs"):
+            envs |= set(values.get(key, []))
+    return {s for m in methods for s in method_spec(m).sections}, envs
+
+
 def test_params_yaml_lists_every_default_of_the_config_with_its_value(repo_root):
-    """One source of defaults: the config models' defaults; params.yaml lists each of them (DVC tracks params.yaml),
-    with the same value, and nothing else outside `profiles`."""
+    """One source of defaults: the config models'. params.yaml lists each default the pipeline runs with (DVC tracks
+    params.yaml), with the same value, and nothing the config does not have; the sections of credit methods and
+    environments the pipeline does not run may be left out (a new method or environment needs no line there until the
+    pipeline runs it). What the pipeline runs (`SELECTIONS`) is its own choice, of registered names."""
     from scpo.config import Config
+    from scpo.credit.registry import available_methods
+    from scpo.envs.registry import trainable
 
     raw = yaml.safe_load((repo_root / "params.yaml").read_text())
+    sections, envs = _run_by_the_pipeline(raw)
     raw.pop("profiles")
     listed, defaults = _leaves(raw), _leaves(Config().model_dump(mode="json"))
-    assert sorted(set(defaults) - set(listed)) == [], "defaults missing from params.yaml"
+    optional = tuple(f"credit.{m}." for m in available_methods() if m not in sections)
+    optional += tuple(f"env.{e}." for e in trainable() if e not in envs)
+    missing = sorted(k for k in set(defaults) - set(listed) if not k.startswith(optional))
+    assert missing == [], "defaults missing from params.yaml"
     assert sorted(set(listed) - set(defaults)) == [], "params.yaml keys the config does not have"
-    assert {k: v for k, v in listed.items() if v != defaults[k]} == {}, "params.yaml disagrees with the config"
+    disagree = {k: v for k, v in listed.items() if v != defaults[k] and k not in SELECTIONS}
+    assert disagree == {}, "params.yaml disagrees with the config"
+    assert {"alfworld", "webshop"} <= envs and "mc_advantage" not in sections  # the rule leaves these out, no more
+
+
+def test_the_method_lists_are_the_registrys():
+    """The default lists of methods, the CLI's help and `scpo methods` come from the credit registry."""
+    from typer.testing import CliRunner
+
+    from scpo.cli import app
+    from scpo.config import Config
+    from scpo.credit.registry import METHODS, available_methods
+
+    cfg = Config()
+    bounds = {m for m, spec in METHODS.items() if spec.bound}
+    assert set(cfg.report.methods) == set(available_methods()) - bounds
+    policy_values = {"mc_advantage", "exact_advantage"}  # the policy's own values: saved rollouts cannot carry them
+    assert set(cfg.learning.methods) == set(cfg.fidelity.methods) == set(available_methods()) - policy_values
+    assert {"oracle", "shuffled", *policy_values} <= bounds
+    help_text = " ".join(CliRunner().invoke(app, ["train", "--help"], terminal_width=400).stdout.split())
+    assert all(m in help_text for m in available_methods())
+    listed = CliRunner().invoke(app, ["methods"]).stdout
+    assert [line.split(":")[0] for line in listed.splitlines() if not line.startswith(" ")] == list(available_methods())
+    assert "reads credit.scpo, credit.gigpo, credit.grpo, credit.norm" in listed
 
 
 def test_environment_sections_and_names_come_from_the_registry(repo_root):
@@ -242,7 +291,8 @@ def test_environment_sections_and_names_come_from_the_registry(repo_root):
 
 
 def test_credit_method_names_come_from_the_credit_registry(repo_root):
-    with pytest.raises(ConfigError, match=r"credit\.method = 'scp0' .*unknown credit method 'scp0'; available: grpo"):
+    unknown = r"credit\.method = 'scp0' .*unknown credit method 'scp0'; available: exact_advantage, g2po, gigpo"
+    with pytest.raises(ConfigError, match=unknown):
         load_config(repo_root / "params.yaml", overrides={"credit.method": "scp0"})
     with pytest.raises(ConfigError, match=r"report\.credit_map_method = 'x'"):
         load_config(repo_root / "params.yaml", overrides={"report.credit_map_method": "x"})

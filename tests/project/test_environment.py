@@ -28,7 +28,7 @@ def run(tmp_path_factory) -> Path:
 def test_a_run_records_every_package_the_lock_the_cpu_and_the_numerics_state(run):
     from importlib.metadata import version
 
-    from scpo.environment import LOCK_FILE, installed_packages
+    from scpo.software import LOCK_FILE, installed_packages
 
     env = json.loads((run / "provenance.json").read_text())["environment"]
     assert env["packages"] == installed_packages() and env["packages"]["torch"] == version("torch")
@@ -47,7 +47,7 @@ def test_a_run_records_every_package_the_lock_the_cpu_and_the_numerics_state(run
 
 
 def test_lock_state_names_each_package_that_differs_from_the_lock(tmp_path):
-    from scpo.environment import lock_state
+    from scpo.software import lock_state
 
     lock = tmp_path / "cpu.txt"
     lock.write_text("a==1.0 \\\n    --hash=sha256:00\nb-c==2.0\n    # via x\nd==3 ; python_version < '4'\n")
@@ -67,7 +67,7 @@ def _record(run: Path) -> dict:
 
 
 def test_differences_are_grouped_one_line_each(run):
-    from scpo.environment import differences
+    from scpo.software import differences
 
     a = _record(run)
     b = copy.deepcopy(a)
@@ -122,7 +122,7 @@ def test_provenance_diff_command_exit_codes_and_lines(run, tmp_path):
 
 
 def test_pipeline_report_names_runs_recorded_in_another_environment(run, tmp_path):
-    from scpo.environment import pipeline_report
+    from scpo.software import pipeline_report
 
     runs = tmp_path / "runs"
     (runs / "corridor" / "gigpo" / "seed0").mkdir(parents=True)
@@ -142,7 +142,7 @@ def test_pipeline_report_names_runs_recorded_in_another_environment(run, tmp_pat
 
 
 def _entries(path: Path) -> dict[str, str]:
-    from scpo.environment import lock_entries
+    from scpo.software import lock_entries
 
     return lock_entries(path)
 

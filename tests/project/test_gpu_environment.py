@@ -10,7 +10,7 @@ from pathlib import Path
 import tomllib
 import yaml
 
-from scpo.environment import lock_entries
+from scpo.software import lock_entries
 
 REPO = Path(__file__).resolve().parents[2]
 GPU_LOCK = REPO / "requirements" / "gpu.txt"

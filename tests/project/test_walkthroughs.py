@@ -1,8 +1,9 @@
 """The "Add a credit method" and "Add an environment" walk-throughs of docs/extending.md (the README's "Extending"),
 done in a copy of the repository: each step's code goes into the file the step names, then the new method /
-environment is trained and evaluated (and the config-defaults test runs) in that copy, and no file but the named ones
-changed. The README's quick-start snippet runs too. If a walk-through misses a file, or names one that need not
-change, this fails."""
+environment is tested, trained and evaluated (and the config-defaults test runs) in that copy, and no file but the
+named ones changed: a credit method touches its module and its test, an environment its package and one line of the
+environment registry. The README's quick-start snippet runs too. If a walk-through misses a file, or names one that
+need not change, this fails."""
 
 from __future__ import annotations
 
@@ -73,33 +74,21 @@ def insert(text: str, header: str, snippet: str, *, after_last: str | None = Non
 
 
 # where each named file's blocks go (a new file is written whole)
-PLACES = {
-    "scpo/credit/options.py": [
-        {"header": r"class CreditConfig\(", "before": True},
-        {"header": r"class CreditConfig\(", "after_last": r"    \w+: "},
-    ],
-    "scpo/credit/registry.py": [
-        {"header": r"from scpo\.credit\.", "before": True},
-        {"header": r"METHODS: dict\[str, MethodSpec\] = \{"},
-    ],
-    "scpo/envs/registry.py": [{"header": r"ENVIRONMENTS: dict\[str, str\] = \{"}],
-    "params.yaml": [{"header": r"(credit|env):\s*(#.*)?$"}],
-}
+PLACES = {"scpo/envs/registry.py": [{"header": r"ENVIRONMENTS: dict\[str, str\] = \{"}]}
 
 
-def apply_walkthrough(root: Path, steps: dict[str, list[str]], yaml_section: str) -> None:
+def apply_walkthrough(root: Path, steps: dict[str, list[str]]) -> None:
     for rel, blocks in steps.items():
         path = root / rel
         if not path.exists():
             assert len(blocks) == 1, f"{rel}: a new file takes one code block"
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(blocks[0])
             continue
         places = PLACES[rel]
         assert len(blocks) == len(places), f"{rel}: {len(blocks)} blocks in the README"
         text = path.read_text()
         for block, place in zip(blocks, places):
-            if rel == "params.yaml":
-                place = {"header": rf"{yaml_section}:\s*(#.*)?$"}
             text = insert(text, snippet=block, **place)
         path.write_text(text)
 
@@ -113,9 +102,15 @@ def _tree(root: Path) -> dict[str, str]:
 
 
 def _copy(tmp_path: Path) -> Path:
+    """scpo/, params.yaml and what the tests it runs need (conftest, helpers, the config test)."""
     root = tmp_path / "repo"
-    shutil.copytree(REPO / "scpo", root / "scpo", ignore=shutil.ignore_patterns("__pycache__"))
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO / "scpo", root / "scpo", ignore=ignore)
     shutil.copy(REPO / "params.yaml", root / "params.yaml")
+    (root / "tests" / "project").mkdir(parents=True)
+    for name in ("conftest.py", "project/test_config.py"):
+        shutil.copy(REPO / "tests" / name, root / "tests" / name)
+    shutil.copytree(REPO / "tests" / "helpers", root / "tests" / "helpers", ignore=ignore)
     return root
 
 
@@ -142,11 +137,11 @@ METHOD_CHECK = f"""
 import json
 import numpy as np
 from scpo.config import load_config
-from scpo.credit import compute_advantages
+from scpo.credit import available_methods, compute_advantages, estimate
 from scpo.credit.synthetic import synthetic_batch
-from scpo.estimators import estimate
 from scpo.train.run import run_training
 
+assert "my_method" in available_methods()
 b = synthetic_batch(n_groups=3, group_size=4, max_steps=6, seed=1)
 res = compute_advantages("my_method", b, scale=2.0)
 mean = np.array([b.episode_return[b.group_id == g].mean() for g in b.group_id])
@@ -180,47 +175,39 @@ assert json.load(open("runs/echo/sft/seed0/summary.json"))["env"] == "echo"
 """
 
 
+PYTEST = ("-m", "pytest", "-q", "-p", "no:cacheprovider")
+
+
 @pytest.mark.parametrize(
-    ("title", "section", "check"),
+    ("title", "files", "check"),
     [
-        ("Add a credit method", "credit", METHOD_CHECK),
-        ("Add an environment", "env", ENV_CHECK),
+        ("Add a credit method", ["scpo/credit/my_method.py", "tests/credit/test_my_method.py"], METHOD_CHECK),
+        ("Add an environment", ["scpo/envs/echo.py", "scpo/envs/registry.py"], ENV_CHECK),
     ],
     ids=["credit-method", "environment"],
 )
-def test_walkthrough_touches_only_the_files_it_names(tmp_path, title, section, check):
+def test_walkthrough_touches_only_the_files_it_names(tmp_path, title, files, check):
     steps = walkthrough_steps(title)
     assert steps and all(steps.values()), steps
+    assert list(steps) == files, "a credit method is its module and its test; an environment its package and registry"
     root = _copy(tmp_path)
     before = _tree(root)
-    apply_walkthrough(root, steps, section)
+    apply_walkthrough(root, steps)
     after = _tree(root)
     changed = {p for p in after if before.get(p) != after[p]} | (set(before) - set(after))
     assert changed == set(steps), "the README names exactly the files the walk-through changes"
+    if "scpo/envs/registry.py" in steps:  # one line of the registry
+        new, old = ((r / "scpo/envs/registry.py").read_text().splitlines() for r in (root, REPO))
+        assert len(set(new) - set(old)) == 1 and len(new) == len(old) + 1
+    for test in [p for p in steps if p.startswith("tests/")]:
+        _run(root, "", *PYTEST, test)
     _run(root, check)
-    # params.yaml still lists every default of the config (the test the walk-through relies on)
-    (root / "tests" / "project").mkdir(parents=True)
-    for name in ("conftest.py", "project/test_config.py"):
-        shutil.copy(REPO / "tests" / name, root / "tests" / name)
-    shutil.copytree(
-        REPO / "tests" / "helpers", root / "tests" / "helpers", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    _run(
-        root,
-        "",
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "tests/project/test_config.py",
-        "-k",
-        "every_default or every_profile",
-    )
+    # params.yaml still lists every default of the config the pipeline runs with (the test the walk-through relies on)
+    _run(root, "", *PYTEST, "tests/project/test_config.py", "-k", "every_default or every_profile or method_lists")
     final = _tree(root)
-    assert {p for p in final if p.startswith(("scpo/", "params.yaml")) and before.get(p) != final[p]} == set(steps), (
-        "training and evaluation wrote nothing into the sources"
-    )
+    assert {p for p in final if p.startswith(("scpo/", "params.yaml")) and before.get(p) != final[p]} == {
+        p for p in steps if p.startswith("scpo/")
+    }, "training and evaluation wrote nothing into the sources"
 
 
 def test_the_insertions_land_where_the_walkthrough_says():

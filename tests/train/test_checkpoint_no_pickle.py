@@ -1,5 +1,5 @@
 """Checkpoints load without pickle: state files round-trip exactly, a pickle planted in a run folder is refused in one
-line without running, old pickle checkpoints convert only on request, and a resumed run is bit-identical."""
+line without running, and a resumed run is bit-identical."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from scpo.cli import app
 from scpo.config import load_config
-from scpo.train.checkpoint import CheckpointError, read_training_state, rng_state, set_rng_state, write_training_state
+from scpo.run.checkpoint import CheckpointError, read_training_state, rng_state, set_rng_state, write_training_state
 
 from helpers.runs import CORRIDOR, comparable_history
 
@@ -179,7 +179,9 @@ def test_resume_refuses_a_pickle_planted_in_the_state_files_in_one_line(stopped,
     assert marker.read_text() == "code ran"
 
 
-def test_resume_refuses_old_pickle_checkpoints_and_convert_refuses_a_planted_one(stopped, tmp_path):
+def test_resume_never_reads_pickles_in_place_of_the_state_files(stopped, tmp_path):
+    """torch pickles (optimizer.pt, rng.pt) where the state files should be: the checkpoint is incomplete, the resume
+    is refused in one line, and nothing is unpickled."""
     ckpt = stopped / "checkpoints" / "iter_0001"
     marker = tmp_path / "pwned"
     for name in ("optimizer", "rng"):
@@ -189,16 +191,8 @@ def test_resume_refuses_old_pickle_checkpoints_and_convert_refuses_a_planted_one
     result = _resume_cli(stopped)
     assert result.exit_code == 1, result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"scpo convert-checkpoint {ckpt}" in lines[0] and "optimizer.pt, rng.pt" in lines[0]
+    assert len(lines) == 1 and "iter_0001" in lines[0] and "optimizer.safetensors" in lines[0], result.stderr
     assert not marker.exists()
-
-    # converting is opt-in and warns; the weights-only loader refuses the planted pickle rather than running it
-    result = CliRunner().invoke(app, ["convert-checkpoint", str(stopped)])
-    assert result.exit_code == 1
-    warning, error = result.stderr.strip().splitlines()
-    assert warning.startswith("WARNING: convert-checkpoint unpickles") and "trust" in warning
-    assert "optimizer.pt was refused by torch's weights-only loader, not converted" in error
-    assert not marker.exists() and (ckpt / "optimizer.pt").exists() and not (ckpt / "optimizer.safetensors").exists()
 
 
 def test_state_files_are_required_and_must_fit_the_optimizer(stopped):
@@ -214,7 +208,7 @@ def test_state_files_are_required_and_must_fit_the_optimizer(stopped):
     assert "\n" not in str(err.value)
 
 
-# ---- resume is bit-identical; old checkpoints convert into the same thing
+# ---- resume is bit-identical
 
 
 def _assert_same_outputs(a: Path, b: Path) -> None:
@@ -233,37 +227,6 @@ def test_resumed_run_is_bit_identical_to_the_uninterrupted_run(runs, stopped):
     assert not (stopped / "checkpoints" / "iter_0002").exists()
     _rl(stopped, iterations=2, resume=True)
     assert comparable_history(stopped)["iteration"].tolist() == [0, 1]
-    _assert_same_outputs(runs / "uninterrupted", stopped)
-
-
-def test_an_old_pickle_checkpoint_converts_and_resumes_bit_identically(runs, stopped):
-    """The checkpoint rewritten in the pickle format (torch.save of the state_dict and of numpy's legacy RNG tuple),
-    converted on request, resumes into exactly the uninterrupted run."""
-    ckpt = stopped / "checkpoints" / "iter_0001"
-    saved = read_training_state(ckpt)
-    optimizer_state, rng = saved.optimizer, saved.rng
-    np_state = rng["numpy"]
-    legacy_numpy = (
-        np_state["bit_generator"],
-        np.array(np_state["state"]["key"], dtype=np.uint32),
-        np_state["state"]["pos"],
-        np_state["has_gauss"],
-        np_state["gauss"],
-    )
-    torch.save(optimizer_state, ckpt / "optimizer.pt")
-    torch.save({"python": rng["python"], "numpy": legacy_numpy, "torch": rng["torch"]}, ckpt / "rng.pt")
-    new_files = {n: (ckpt / n).read_bytes() for n in ("optimizer.safetensors", "rng.safetensors")}
-    for name in new_files:
-        (ckpt / name).unlink()
-    with pytest.raises(CheckpointError, match="scpo convert-checkpoint"):
-        _rl(stopped, iterations=2, resume=True)
-
-    result = CliRunner().invoke(app, ["convert-checkpoint", str(ckpt)])
-    assert result.exit_code == 0, result.output
-    assert f"converted {ckpt}" in result.stdout and "WARNING" in result.stderr
-    assert not (ckpt / "optimizer.pt").exists() and not (ckpt / "rng.pt").exists()
-    assert all((ckpt / n).read_bytes() == raw for n, raw in new_files.items())  # the very files a new run writes
-    _rl(stopped, iterations=2, resume=True)
     _assert_same_outputs(runs / "uninterrupted", stopped)
 
 

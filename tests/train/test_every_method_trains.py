@@ -77,20 +77,7 @@ def _train_two_iterations(env: str, method: str, sft: dict, out, data_root=None)
     return run_training(load_config("params.yaml", profile="smoke", overrides=overrides), stage="rl")
 
 
-# the trainer does not fill the exact_value column yet (issue 54: the coordinator wires scpo.rollout.exact_values into
-# the iteration after the trainer's refactor); strict, so the test fails as soon as the wiring makes it pass
-TRAINER_LACKS = [m for m in available_methods() if METHODS[m].exact_values]
-
-
-@pytest.mark.parametrize(
-    "method",
-    [
-        pytest.param(m, marks=pytest.mark.xfail(strict=True, reason="the trainer does not fill exact_value yet"))
-        if m in TRAINER_LACKS
-        else m
-        for m in available_methods()
-    ],
-)
+@pytest.mark.parametrize("method", available_methods())
 def test_every_estimator_runs_two_iterations(method, sft_run, tmp_path):
     """On the corridor env, whose exact planner serves the oracle too."""
     _check_run(tmp_path, "corridor", method, _train_two_iterations("corridor", method, sft_run[1], tmp_path))
@@ -128,6 +115,9 @@ def _check_run(tmp_path, env: str, method: str, summary: dict) -> None:
         assert "credit/scpo_credit_mean" in hist and "credit/scpo_frac_steps_credited" in hist
     if method in PLANNER_METHODS:  # the saved rollouts carry the planner's q
         assert batch.oracle_progress is not None and np.all(batch.oracle_progress <= 1)
+    if METHODS[method].exact_values:  # the saved rollouts carry the policy's exact success values
+        v = batch.exact_value
+        assert v is not None and np.all((v >= 0) & (v <= 1)) and "perf/exact_values_s" in hist
 
 
 @pytest.mark.parametrize("skip", [True, False])

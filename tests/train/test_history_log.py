@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from scpo.train.metrics import STEP_SIGNAL, HistoryLog
+from scpo.run.history import STEP_SIGNAL, HistoryLog
 
 
 @pytest.fixture

@@ -56,7 +56,7 @@ def test_run_folder_and_checkpoints_record_config_overrides_version_and_commit(s
 
 
 def test_config_differences_leave_out_what_a_resume_may_change():
-    from scpo.train.provenance import RESUME_MAY_CHANGE, config_differences
+    from scpo.run.provenance import RESUME_MAY_CHANGE, config_differences
 
     saved = {
         "train": {"lr": 1e-3, "iterations": 3, "seed": 0},
@@ -151,7 +151,7 @@ def test_an_option_added_after_the_run_was_saved_is_no_difference_at_its_default
     """A run saved before `credit.mc_advantage` existed resumes when the new option is left at its default; set to
     anything else, it is a difference like any other."""
     from scpo.config import Config
-    from scpo.train.provenance import config_differences
+    from scpo.run.provenance import config_differences
 
     now = Config().model_dump(mode="json")
     saved = Config().model_dump(mode="json")

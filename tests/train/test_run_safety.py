@@ -169,9 +169,9 @@ def test_a_weight_made_non_finite_stops_the_run_naming_the_iteration(tmp_path, m
     """The weight check: an update that leaves the loss terms finite but a weight NaN (iteration 1)."""
     import torch
 
-    from scpo.train import rl_loop
+    from scpo.train import trainer
 
-    real = rl_loop.ppo_update
+    real = trainer.ppo_update
     calls = []
 
     def corrupting(model, *args, **kwargs):
@@ -182,7 +182,7 @@ def test_a_weight_made_non_finite_stops_the_run_naming_the_iteration(tmp_path, m
                 next(model.parameters()).view(-1)[0] = float("nan")
         return out
 
-    monkeypatch.setattr(rl_loop, "ppo_update", corrupting)
+    monkeypatch.setattr(trainer, "ppo_update", corrupting)
     out = tmp_path / "run"
     result = train_cli(out, iterations=3)
     assert result.exit_code == 1, result.output
@@ -240,7 +240,7 @@ def test_a_resume_with_another_task_pool_is_refused_naming_both(tmp_path, alfwor
 
 def _pool_digest(data: Path) -> str:
     from scpo.envs.alfworld import list_tasks
-    from scpo.train.run_inputs import task_pool_record
+    from scpo.run.inputs import task_pool_record
 
     return task_pool_record("alfworld", "train", list_tasks("train", data))["sha256"]
 
@@ -249,8 +249,8 @@ def test_a_panel_run_records_its_panel_as_the_task_pool(tmp_path):
     """With `train.panel_size` RL draws from a task panel: provenance records that panel (its count and digest, the
     panel's size and seed), and a panel larger than the training split is one line (exit 2) with nothing written."""
     from scpo.config import load_config
+    from scpo.envs.panel import task_panel
     from scpo.envs.registry import env_settings
-    from scpo.train.panel import task_panel
 
     out = tmp_path / "run"
     result = train_cli(out, "--set", "train.panel_size=2", "--set", "train.panel_seed=3", iterations=1)
@@ -360,7 +360,7 @@ def test_a_second_eval_into_the_same_out_is_refused_naming_the_first(finished, t
 def test_concurrent_json_writers_never_share_a_temporary_file(tmp_path):
     """Two writers of one file through write_json_atomic: each renames its own temporary file (a shared name would
     make the second rename fail, or move the first writer's half-written file into place)."""
-    from scpo.train.provenance import write_json_atomic
+    from scpo.run.provenance import write_json_atomic
 
     path, errors = tmp_path / "eval.json", []
 
@@ -504,17 +504,20 @@ def test_a_separate_kl_reference_is_recorded_and_compared_too(finished, tmp_path
     """`train.kl_reference: base` from a warm start: the KL reference is the profile's model, another model than the
     start; its digest is recorded beside the start model's and a change to it is named."""
     from scpo.config import load_config
-    from scpo.train.run_inputs import input_differences, start_model_record
+    from scpo.run.inputs import input_differences, start_model_record, start_models
+
+    def record(cfg):
+        return start_model_record(*start_models(cfg, tmp_path / "run"))
 
     warm, base = (Path(shutil.copytree(finished / "model", tmp_path / name)) for name in ("warm", "base"))
     overrides = {**CORRIDOR, "train.init_from": str(warm), "train.kl_reference": "base", "policy.profile": str(base)}
     cfg = load_config("params.yaml", profile="smoke", overrides=overrides)
-    saved = {"start_model": start_model_record(cfg, tmp_path / "run")}
+    saved = {"start_model": record(cfg)}
     assert saved["start_model"]["policy"]["source"] == str(warm.resolve())
     assert saved["start_model"]["kl_reference"]["source"] == str(base.resolve())
-    assert input_differences(saved, {"start_model": start_model_record(cfg, tmp_path / "run")}) == []
+    assert input_differences(saved, {"start_model": record(cfg)}) == []
     (base / "config.json").write_text((base / "config.json").read_text() + "\n")
-    changed = input_differences(saved, {"start_model": start_model_record(cfg, tmp_path / "run")})
+    changed = input_differences(saved, {"start_model": record(cfg)})
     assert len(changed) == 1 and changed[0].startswith(f"the KL reference {base.resolve()} has sha256 ")
     start = load_config("params.yaml", profile="smoke", overrides={**overrides, "train.kl_reference": "start"})
-    assert "kl_reference" not in start_model_record(start, tmp_path / "run")  # the start model is the reference
+    assert "kl_reference" not in record(start)  # the start model is the reference

@@ -183,7 +183,7 @@ def run_parity(
     progress: bool = True,
     memoize_reference: bool = True,
 ) -> tuple[dict, list[GameParity]]:
-    """Compare every game; `memoize_reference` runs textworld with its pure parsers cached (same text, ~4x faster)."""
+    """Compare every game; `memoize_reference` runs textworld with its pure parsers cached (same text, faster)."""
     with memoized_parsers() if memoize_reference else contextlib.nullcontext():
         results = [
             compare_game(t, data_root, random_walks, walk_steps)

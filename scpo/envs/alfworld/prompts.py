@@ -15,7 +15,14 @@ package's: the task line always, the commands comma-separated, valid = an admiss
 
 from __future__ import annotations
 
-from scpo.envs.prompting import PROMPT_STYLES, extract_action, template_phrases, verl_agent_projection
+from scpo.envs.prompting import (
+    PROMPT_STYLES,
+    history_items,
+    history_window,
+    project_answer,
+    template_phrases,
+    verl_agent_projection,
+)
 
 __all__ = [
     "PROMPT_NO_HISTORY",
@@ -95,22 +102,16 @@ def build_prompt(
 ) -> str:
     """The policy's prompt at `step` (0-based count of steps already taken). `history` holds (observation, action) pairs
     of the earlier steps, oldest first; the last `history_length` of them are shown. `style`: module docstring."""
-    if history_length < 0:
-        raise ValueError(f"history_length must be >= 0, got {history_length}")
+    recent = history_window(history, history_length)
     if style not in PROMPT_STYLES:
         raise ValueError(f"style={style!r} is not one of {', '.join(PROMPT_STYLES)}")
     verl = style == "verl_agent"
     shown_admissible = ("\n " if verl else ", ").join(_quote(a) for a in admissible if a != "help")
-    recent = list(history[-history_length:]) if history_length > 0 else []
     if step == 0 or not recent:
         if verl:
             return VERL_AGENT_NO_HISTORY.format(observation=observation, admissible=shown_admissible)
         return PROMPT_NO_HISTORY.format(goal=goal, observation=observation, admissible=shown_admissible)
-    first_index = step - len(recent) + 1
-    items = [
-        HISTORY_ITEM.format(index=first_index + k, observation=obs, action=act) for k, (obs, act) in enumerate(recent)
-    ]
-    text = "\n".join(i.lstrip("\n") for i in items) if verl else "".join(items)  # verl-agent: one per line
+    text = history_items(recent, step, HISTORY_ITEM, one_per_line=verl)  # verl-agent: one per line
     return (VERL_AGENT_WITH_HISTORY if verl else PROMPT_WITH_HISTORY).format(
         goal=goal,
         step=step,
@@ -132,10 +133,4 @@ def project_action(text: object, admissible: list[str], style: str = "scpo") -> 
     """
     if style == "verl_agent":
         return verl_agent_projection(text, tail=30, reject_cjk=True, max_chars=MAX_ACTION_CHARS)
-    try:
-        action = extract_action(text, MAX_ACTION_CHARS)
-        if action is None:
-            return "", False
-        return action, action in set(admissible or ())
-    except Exception:
-        return "", False
+    return project_answer(text, admissible, MAX_ACTION_CHARS)

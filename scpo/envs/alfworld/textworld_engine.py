@@ -2,8 +2,8 @@
 
 This is how ALFWorld itself builds a text env (`alfworld.agents.environment.alfred_tw_env.AlfredTWEnv.init_env`), minus
 the gym batching and the `traj_data.json` lookups: `PddlEnv` + `AlfredDemangler` (object names such as "apple 1") +
-`AlfredInfos`, requesting `admissible_commands` and `won`. Costs about 0.5 s per load, 0.5 s per reset and 50 ms per
-step.
+`AlfredInfos`, requesting `admissible_commands` and `won` (its speed beside the fast engine's:
+benchmarks/alfworld_bench.py).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ __all__ = ["TextworldEngine", "memoized_parsers"]
 
 @contextlib.contextmanager
 def memoized_parsers() -> Iterator[None]:
-    """Inside the block, textworld re-uses its grammar parses: about 4x faster steps, the same text.
+    """Inside the block, textworld re-uses its grammar parses: faster steps, the same text.
 
-    textworld parses every command template, grammar rule and condition with tatsu on every step (about 60% of a step).
+    textworld parses every command template, grammar rule and condition with tatsu on every step (most of a step).
     Both parsers are pure functions of their input string, so we cache their results by string; the grammar symbols are
     handed out as deep copies because textworld's derivation mutates them. Used by the parity harness (whose CI test
     checks against the plain reference); the patch is undone on exit.

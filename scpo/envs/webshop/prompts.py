@@ -17,7 +17,14 @@ from __future__ import annotations
 
 import re
 
-from scpo.envs.prompting import PROMPT_STYLES, extract_action, template_phrases, verl_agent_projection
+from scpo.envs.prompting import (
+    PROMPT_STYLES,
+    history_items,
+    history_window,
+    project_answer,
+    template_phrases,
+    verl_agent_projection,
+)
 from scpo.envs.webshop.env import SEARCH_TEMPLATE
 
 __all__ = [
@@ -111,11 +118,8 @@ def _verl_agent_prompt(goal, observation, admissible, recent, step) -> str:
     plain = VERL_AGENT_NO_HISTORY.format(goal=goal, observation=observation, admissible=shown)
     if step == 0 or not recent:
         return plain
-    first_index = step - len(recent) + 1
-    text = "\n".join(  # one item per line, the first right after the sentence
-        HISTORY_ITEM.format(index=first_index + k, observation=verl_agent_observation(obs, goal), action=act).lstrip()
-        for k, (obs, act) in enumerate(recent)
-    )
+    # one item per line, the first right after the sentence
+    text = history_items(recent, step, HISTORY_ITEM, lambda obs: verl_agent_observation(obs, goal), one_per_line=True)
     prompt = VERL_AGENT_WITH_HISTORY.format(
         goal=goal,
         step=step,
@@ -139,22 +143,16 @@ def build_prompt(
 ) -> str:
     """The policy's prompt at `step` (0-based count of steps already taken). `history` holds (observation, action) pairs
     of the earlier steps, oldest first; the last `history_length` of them are shown. `style`: module docstring."""
-    if history_length < 0:
-        raise ValueError(f"history_length must be >= 0, got {history_length}")
+    recent = history_window(history, history_length)
     if style not in PROMPT_STYLES:
         raise ValueError(f"style={style!r} is not one of {', '.join(PROMPT_STYLES)}")
-    recent = list(history[-history_length:]) if history_length > 0 else []
     if style == "verl_agent":
         return _verl_agent_prompt(goal, observation, admissible, recent, step)
     shown_admissible = ",\n".join(f"'{a}'" for a in admissible)
     observation = strip_header(observation)
     if step == 0 or not recent:
         return PROMPT_NO_HISTORY.format(goal=goal, observation=observation, admissible=shown_admissible)
-    first_index = step - len(recent) + 1
-    text = "".join(
-        HISTORY_ITEM.format(index=first_index + k, observation=strip_header(obs), action=act)
-        for k, (obs, act) in enumerate(recent)
-    )
+    text = history_items(recent, step, HISTORY_ITEM, strip_header)
     return PROMPT_WITH_HISTORY.format(
         goal=goal,
         step=step,
@@ -186,10 +184,4 @@ def project_action(text: object, admissible: list[str], style: str = "scpo") -> 
     """
     if style == "verl_agent":
         return verl_agent_projection(text, tail=20, reject_cjk=False, max_chars=MAX_ACTION_CHARS)
-    try:
-        action = extract_action(text, MAX_ACTION_CHARS)
-        if action is None:
-            return "", False
-        return action, _admissible(action, list(admissible or ()))
-    except Exception:
-        return "", False
+    return project_answer(text, admissible, MAX_ACTION_CHARS, _admissible)

@@ -16,8 +16,7 @@ states are "state files": one safetensors file whose tensors are the state's ten
 each dict by {"dict": [[key, value], ...]} (optimizer states are keyed by int parameter indices). Written by hand
 because neither format holds a `state_dict()` alone (safetensors is a flat str -> tensor map; JSON has no tensors,
 tuples or int keys); reading parses only JSON and safetensors, so a crafted file can fail to load but never execute
-anything. Checkpoints whose states are torch pickles (`optimizer.pt`, `rng.pt`) are refused with a one-line pointer
-to `scpo convert-checkpoint` (`scpo.train.legacy_checkpoint`).
+anything.
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ __all__ = [
     "set_rng_state",
     "OPTIMIZER_FILE",
     "RNG_FILE",
-    "LEGACY_FILES",
     "checkpoint_problem",
     "restorable_checkpoint",
     "prune_checkpoints",
@@ -61,11 +59,10 @@ __all__ = [
 _PREFIX = "iter_"
 _FORMAT = "scpo.state/1"
 OPTIMIZER_FILE, RNG_FILE = "optimizer.safetensors", "rng.safetensors"
-LEGACY_FILES = ("optimizer.pt", "rng.pt")  # torch pickles of the states; never loaded here
 
 
 class CheckpointError(ExpectedError, ValueError):
-    """A checkpoint that cannot be restored (old pickle format, missing or malformed state file); one-line message."""
+    """A checkpoint that cannot be restored (a missing or malformed state file); one-line message."""
 
 
 # ---- RNG state: only ints, floats, strings, tuples, lists and tensors, so it fits a state file
@@ -272,7 +269,7 @@ def model_problem(model_dir: Path) -> str | None:
 def restorable_checkpoint(run_dir: Path) -> tuple[Path, TrainingState, list[str]]:
     """The newest checkpoint of `run_dir` that is complete (`checkpoint_problem`, then its state files parse), its
     training state, and one line per newer checkpoint skipped (naming its damaged file). CheckpointError (one line)
-    when there is none; an old pickle checkpoint is not skipped but refused (`read_training_state`)."""
+    when there is none."""
     done = finished_checkpoints(run_dir)
     if not done:
         raise CheckpointError(
@@ -281,8 +278,6 @@ def restorable_checkpoint(run_dir: Path) -> tuple[Path, TrainingState, list[str]
         )
     problems: list[tuple[str, str]] = []
     for ckpt in reversed(done):
-        if any((ckpt / name).exists() for name in LEGACY_FILES):
-            read_training_state(ckpt)  # an old pickle checkpoint: the one-line pointer to `scpo convert-checkpoint`
         problem = checkpoint_problem(ckpt)
         if problem is None:
             try:
@@ -324,16 +319,10 @@ class TrainingState:
 def read_training_state(ckpt: Path) -> TrainingState:
     """Read `ckpt`'s state files and state.json (the model is loaded by `load_policy`).
 
-    Raises CheckpointError (one line) for an old pickle checkpoint, a missing file or one that does not parse.
+    Raises CheckpointError (one line) for a missing file or one that does not parse.
     """
     ckpt = Path(ckpt)
     missing = [name for name in (OPTIMIZER_FILE, RNG_FILE, "state.json") if not (ckpt / name).exists()]
-    legacy = [name for name in LEGACY_FILES if (ckpt / name).exists()]
-    if missing and legacy:
-        raise CheckpointError(
-            f"{ckpt} stores its optimizer/RNG state as torch pickles ({', '.join(legacy)}), which scpo no longer loads "
-            f"because unpickling can run code; if you trust where it came from, run `scpo convert-checkpoint {ckpt}`"
-        )
     if missing:
         raise CheckpointError(f"{ckpt} is not a complete checkpoint: {', '.join(missing)} missing")
     try:

@@ -5,7 +5,7 @@ comparison `--resume` makes with it.
                        "params": the params file, "profile": the profile, "overrides": the explicit dotted overrides
                        (CLI --set and options, notebook parameters), "scpo_version": ..., "git": {"commit", "dirty"},
                        "command": argv, "python": ..., "packages": {torch, transformers}, "created": UTC time,
-                       "environment": scpo.environment.record(): every installed package, the lock's digest
+                       "environment": scpo.software.record(): every installed package, the lock's digest
                        and whether the installed set matches it, the CPU, the numerics pin's state
                        (docs/reproducibility.md)}
 
@@ -30,11 +30,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from scpo import environment
+from scpo import software
 from scpo.config import Config
 
 __all__ = [
     "provenance",
+    "identity",
     "resolved_config",
     "git_state",
     "config_differences",
@@ -124,7 +125,21 @@ def provenance(cfg: Config) -> dict[str, Any]:
         "python": platform.python_version(),
         "packages": {name: _package_version(name) for name in ("torch", "transformers")},
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "environment": environment.record(),
+        "environment": software.record(),
+    }
+
+
+def identity(cfg: Config) -> dict[str, Any]:
+    """What a run's summary says about its config: profile, policy, the explicit overrides, version and git commit (the
+    whole resolved config is in provenance.json)."""
+    import scpo
+
+    return {
+        "profile": cfg.profile,
+        "policy": cfg.policy.profile,
+        "overrides": cfg.origin.get("overrides", {}),
+        "scpo_version": scpo.__version__,
+        "git": git_state(),
     }
 
 

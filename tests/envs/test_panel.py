@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 
 from scpo.config import load_config
+from scpo.envs.panel import task_panel, training_pool
 from scpo.envs.registry import env_settings
-from scpo.train.panel import task_panel, training_pool
 
 
 def _env(data_root, name="alfworld"):

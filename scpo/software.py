@@ -243,11 +243,11 @@ def pipeline_report(runs: Path, out: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m scpo.environment report RUNS OUT`: write the pipeline's environment file (`pipeline_report`) and
+    """`python -m scpo.software report RUNS OUT`: write the pipeline's environment file (`pipeline_report`) and
     print one line."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3 or args[0] != "report":
-        print("usage: python -m scpo.environment report RUNS_FOLDER OUT_JSON", file=sys.stderr)
+        print("usage: python -m scpo.software report RUNS_FOLDER OUT_JSON", file=sys.stderr)
         return 2
     report = pipeline_report(Path(args[1]), Path(args[2]))
     env, other = report["environment"], report["runs_in_another_environment"]
