@@ -195,7 +195,10 @@ def evaluate(
     profile: str | None = ProfileOpt,
     sets: list[str] | None = SetOpt,
     checkpoint: Path = typer.Option(..., help="run directory or checkpoint to evaluate"),
-    out: Path | None = typer.Option(None, help="where eval.json + eval.csv go (default: <checkpoint>/eval)"),
+    out: Path | None = typer.Option(
+        None,
+        help="where eval.json + eval.csv go (default: <run>/evals/iter_XXXX for a checkpoint, else <checkpoint>/eval)",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing eval.json in --out"),
     force: bool = typer.Option(
         False, "--force", help="evaluate with --set values that contradict the run's env / policy settings"
@@ -204,10 +207,10 @@ def evaluate(
 ) -> None:
     """Evaluate a policy on the eval splits of the environment it was trained on (read from the run; temperature
     eval.temperature); success per task type as JSON + CSV."""
-    from scpo.train.evaluate import run_evaluation
+    from scpo.train.evaluate import default_eval_dir, run_evaluation
 
     cfg = _config(params, profile, sets, debug=debug)
-    out = out if out is not None else Path(checkpoint) / "eval"
+    out = out if out is not None else default_eval_dir(checkpoint)
     with _one_line_errors(debug):
         result = run_evaluation(
             cfg,
