@@ -25,9 +25,17 @@ from scpo.credit.registry import available_methods
 from scpo.errors import ExpectedError, write_problem
 
 ABOUT = "Credit assignment for group-based RL of LLM agents: SCPO and the estimators it is compared with."
+
+
+def expand_home(path: Path | None) -> Path | None:
+    """A path option's value with a leading `~` expanded: the shell leaves `--out=~/x` (and a quoted "~/x") as it is,
+    which would make a folder literally named `~` in the current folder."""
+    return path.expanduser() if path is not None else None
+
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=ABOUT)
 
-ParamsOpt = typer.Option(Path("params.yaml"), "--params", help="params.yaml to read")
+ParamsOpt = typer.Option(Path("params.yaml"), "--params", callback=expand_home, help="params.yaml to read")
 ProfileOpt = typer.Option(None, "--profile", help="smoke | cpu | gpu (default: params.yaml's `profile`)")
 SetOpt = typer.Option(None, "--set", help="dotted override, e.g. --set credit.scpo.tau=0.8 (repeatable)")
 DebugOpt = typer.Option(False, "--debug", help="show the traceback of an error instead of its one-line message")
@@ -140,7 +148,9 @@ def train(
     ),
     env: str | None = typer.Option(None, help="alfworld | webshop (default: env.name)"),
     seed: int | None = typer.Option(None, help="train.seed"),
-    out: Path | None = typer.Option(None, help="run directory (default: <train.out_dir>/<env>/<method>/seed<seed>)"),
+    out: Path | None = typer.Option(
+        None, callback=expand_home, help="run directory (default: <train.out_dir>/<env>/<method>/seed<seed>)"
+    ),
     resume: bool = typer.Option(
         False,
         "--resume",
@@ -194,8 +204,12 @@ def evaluate(
     params: Path = ParamsOpt,
     profile: str | None = ProfileOpt,
     sets: list[str] | None = SetOpt,
-    checkpoint: Path = typer.Option(..., help="run directory or checkpoint to evaluate"),
-    out: Path | None = typer.Option(None, help="where eval.json + eval.csv go (default: <checkpoint>/eval)"),
+    checkpoint: Path = typer.Option(..., callback=expand_home, help="run directory or checkpoint to evaluate"),
+    out: Path | None = typer.Option(
+        None,
+        callback=expand_home,
+        help="where eval.json + eval.csv go (default: <run>/evals/iter_XXXX for a checkpoint, else <checkpoint>/eval)",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace an existing eval.json in --out"),
     force: bool = typer.Option(
         False, "--force", help="evaluate with --set values that contradict the run's env / policy settings"
@@ -204,10 +218,10 @@ def evaluate(
 ) -> None:
     """Evaluate a policy on the eval splits of the environment it was trained on (read from the run; temperature
     eval.temperature); success per task type as JSON + CSV."""
-    from scpo.train.evaluate import run_evaluation
+    from scpo.train.evaluate import default_eval_dir, run_evaluation
 
     cfg = _config(params, profile, sets, debug=debug)
-    out = out if out is not None else Path(checkpoint) / "eval"
+    out = out if out is not None else default_eval_dir(checkpoint)
     with _one_line_errors(debug):
         result = run_evaluation(
             cfg,
@@ -223,13 +237,15 @@ def evaluate(
 
 @app.command()
 def sweep(
-    notebook: Path = typer.Argument(..., help="notebook to execute per grid point"),
+    notebook: Path = typer.Argument(..., callback=expand_home, help="notebook to execute per grid point"),
     grid: list[str] = typer.Option(..., "--grid", help="name=v1,v2,... (repeatable); the product is swept"),
     out: Path = typer.Option(
-        Path("reports/sweeps"), help="folder for executed notebooks, the points' folders and the summary"
+        Path("reports/sweeps"),
+        callback=expand_home,
+        help="folder for executed notebooks, the points' folders and the summary",
     ),
     params: Path | None = typer.Option(
-        None, "--params", help="params.yaml for every point (default: the notebook's own default)"
+        None, "--params", callback=expand_home, help="params.yaml for every point (default: the notebook's own default)"
     ),
     profile: str | None = ProfileOpt,
     sets: list[str] | None = SetOpt,
@@ -282,13 +298,15 @@ def sweep(
 
 @app.command("credit-map")
 def credit_map(
-    rollouts: Path = typer.Argument(..., help="saved rollouts: a .parquet / .jsonl file, or a run / rollouts folder"),
+    rollouts: Path = typer.Argument(
+        ..., callback=expand_home, help="saved rollouts: a .parquet / .jsonl file, or a run / rollouts folder"
+    ),
     params: Path = ParamsOpt,
     profile: str | None = ProfileOpt,
     sets: list[str] | None = SetOpt,
     iteration: int = typer.Option(-1, help="saved iteration (-1: the latest one with a mixed group)"),
     group: int = typer.Option(-1, help="group id to draw (-1: the most informative, as notebook 04 picks it)"),
-    out: Path = typer.Option(Path("reports/figures/credit_map.png"), help="figure path"),
+    out: Path = typer.Option(Path("reports/figures/credit_map.png"), callback=expand_home, help="figure path"),
 ) -> None:
     """Heat map of every estimator's per-step advantages on one group of saved rollouts (notebook 04's figure)."""
     from scpo.analysis.credit_maps import credit_map_figure
@@ -308,8 +326,12 @@ def credit_map(
 
 @app.command("import")
 def import_rollouts(
-    source: Path = typer.Argument(..., help="a steps JSONL (or a folder of them), or a folder of rollout files"),
-    out: Path = typer.Argument(..., help="the run folder to write (<out>/rollouts/iter_XXXX.parquet, import.json)"),
+    source: Path = typer.Argument(
+        ..., callback=expand_home, help="a steps JSONL (or a folder of them), or a folder of rollout files"
+    ),
+    out: Path = typer.Argument(
+        ..., callback=expand_home, help="the run folder to write (<out>/rollouts/iter_XXXX.parquet, import.json)"
+    ),
     kind: str = typer.Option("auto", "--from", help="auto | jsonl | rollouts (verl-agent's writer, a run of ours)"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace an earlier import in OUT"),
 ) -> None:
@@ -328,8 +350,8 @@ def parity(
     games: int | None = typer.Option(None, help="first N games (default: all)"),
     random_walks: int = typer.Option(2, help="seeded random walks per game"),
     walk_steps: int = typer.Option(40, help="steps per random walk"),
-    data_root: Path = typer.Option(Path("data/alfworld"), help="prepared ALFWorld root"),
-    out: Path | None = typer.Option(None, help="write the per-game report as JSON"),
+    data_root: Path = typer.Option(Path("data/alfworld"), callback=expand_home, help="prepared ALFWorld root"),
+    out: Path | None = typer.Option(None, callback=expand_home, help="write the per-game report as JSON"),
 ) -> None:
     """ALFWorld parity: play walkthroughs and random walks in both engines and report agreement."""
     from scpo.envs.alfworld.parity import main as parity_main
@@ -352,7 +374,7 @@ def fidelity(
     ),
     trained: bool = typer.Option(True, "--trained/--no-trained", help="also the trained runs' saved rollouts"),
     sweep: bool = typer.Option(False, "--sweep/--no-sweep", help="also sweep SCPO's options"),
-    reports_dir: Path = typer.Option(Path("reports"), help="where tables/ and figures/ go"),
+    reports_dir: Path = typer.Option(Path("reports"), callback=expand_home, help="where tables/ and figures/ go"),
 ) -> None:
     """Credit fidelity of every estimator against the planner's oracle progress (ALFWorld): tables and a figure."""
     from scpo.testbeds.fidelity_tables import write_fidelity_report
@@ -396,8 +418,10 @@ app.add_typer(provenance_app, name="provenance")
 
 @provenance_app.command("diff")
 def provenance_diff(
-    a: Path = typer.Argument(..., help="a run or checkpoint folder, a provenance.json, or a reports/environment.json"),
-    b: Path = typer.Argument(..., help="the same for the other result"),
+    a: Path = typer.Argument(
+        ..., callback=expand_home, help="a run or checkpoint folder, a provenance.json, or a reports/environment.json"
+    ),
+    b: Path = typer.Argument(..., callback=expand_home, help="the same for the other result"),
 ) -> None:
     """One line per difference between two results' records, grouped (packages, lock, python, cpu, numerics, config,
     git); exit 0 when they agree, 1 when they differ (docs/reproducibility.md says which differences break bit

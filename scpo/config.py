@@ -165,7 +165,12 @@ class RolloutConfig(StrictModel):
     group_size: int = Field(
         8, ge=2, description="N rollouts per task, same seed (group credit compares them: one alone gets 0 advantage)"
     )
-    temperature: float = Field(1.0, ge=0)
+    temperature: float = Field(
+        1.0,
+        gt=0,
+        description="sampling temperature of the RL rollouts (0, greedy, would make a group's rollouts identical: "
+        "nothing to compare, as with group_size 1)",
+    )
     top_p: float = Field(1.0, gt=0, le=1)
     batch_size: int = Field(64, ge=1, description="prompts per generate call")
     vllm_gpu_memory_utilization: float | None = Field(

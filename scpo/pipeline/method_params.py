@@ -4,9 +4,9 @@ resolved from params.yaml and its profile, one file per method.
     python -m scpo.pipeline.method_params --params params.yaml --out reports/method_params
 
 `<out>/<method>.yaml` holds `credit.<section>` for every section the method reads (its own first, then the ones it
-builds on, then `norm`) and `credit.success_reward`. A method's train stage depends on its file instead of listing
-sections by hand, so `dvc exp run -S credit.scpo.tau=0.8` re-runs the SCPO runs only, and the registry stays the one
-place that says which sections a method reads. A file is rewritten only when its text changes.
+builds on, then `norm`) and `credit.success_reward`: a readable record of what each method reads. The train stages
+list the params.yaml keys themselves (a file another stage writes would be stale under `dvc repro -s`). A file is
+rewritten only when its text changes.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
 written under a temporary name and renamed, so a SIGKILL never leaves a half checkpoint; `latest_checkpoint` ignores
 anything unfinished. A write that fails (a full disk) removes its temporary folder; a full disk raises an OSError with
 ENOSPC naming the checkpoint, whatever library wrapped it. Only the newest `train.keep_checkpoints` are kept
-(`prune_checkpoints`; the run's final `model/` lives outside `checkpoints/`).
+(`prune_checkpoints`; the run's final `model/` lives outside `checkpoints/`); a checkpoint holding a file its state.json
+does not list (something else wrote it there: an evaluation, a note) is kept, with one line saying so.
 
 A checkpoint damaged later (a truncated file, a copy cut short) is found by `checkpoint_problem` (file sizes against
 state.json, every safetensors header, both state files), which names the file; `restorable_checkpoint` then falls back
@@ -26,6 +27,7 @@ import json
 import os
 import random
 import shutil
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +37,7 @@ import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
+from tqdm import tqdm
 
 from scpo.errors import ExpectedError, disk_full
 
@@ -52,6 +55,7 @@ __all__ = [
     "checkpoint_problem",
     "restorable_checkpoint",
     "prune_checkpoints",
+    "foreign_files",
     "finished_checkpoints",
     "model_problem",
 ]
@@ -212,18 +216,42 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return done[-1] if done else None
 
 
-def prune_checkpoints(run_dir: Path, keep: int) -> list[Path]:
+def foreign_files(ckpt: Path) -> list[str]:
+    """Files in `ckpt` (relative paths) that the trainer did not write: not state.json and not in its "files" (all of
+    them when state.json lists none)."""
+    try:
+        written = json.loads((Path(ckpt) / "state.json").read_text()).get("files") or {}
+    except (OSError, ValueError):
+        written = {}
+    return [rel for rel in _file_sizes(Path(ckpt)) if rel != "state.json" and rel not in written]
+
+
+def prune_checkpoints(run_dir: Path, keep: int, note=None) -> list[Path]:
     """Delete all but the newest `keep` finished checkpoints (and leftovers of interrupted writes); return the
-    deleted ones."""
+    deleted ones. A checkpoint holding files the trainer did not write (`foreign_files`) is kept, and `note(line)`
+    (default: a line on stderr) says so."""
     if keep < 1:
         raise ValueError(f"train.keep_checkpoints={keep}; allowed: an integer >= 1, or null for all")
     root = Path(run_dir) / "checkpoints"
-    old = finished_checkpoints(run_dir)[:-keep]
-    for ckpt in old:
+    old = []
+    for ckpt in finished_checkpoints(run_dir)[:-keep]:
+        foreign = foreign_files(ckpt)
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            (note or _stderr_line)(
+                f"kept old checkpoint {ckpt} (train.keep_checkpoints={keep}): it holds files the trainer did not "
+                f"write ({shown}); move them out and delete it yourself"
+            )
+            continue
         shutil.rmtree(ckpt)
+        old.append(ckpt)
     for leftover in root.glob(f".{_PREFIX}*.tmp") if root.exists() else []:
         shutil.rmtree(leftover, ignore_errors=True)
     return old
+
+
+def _stderr_line(line: str) -> None:
+    tqdm.write(line, file=sys.stderr)  # between progress bars
 
 
 def checkpoint_problem(ckpt: Path) -> str | None:

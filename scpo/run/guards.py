@@ -45,6 +45,7 @@ RUN_ENTRIES = frozenset(
         "model",
         "init_model",
         "eval",
+        "evals",
     }
 )
 

@@ -38,12 +38,29 @@ from scpo.run.lock import RunLock, check_not_in_use
 from scpo.run.provenance import read_provenance, write_json_atomic
 from scpo.train.seeding import iteration_seed, seed_everything, set_threads
 
-__all__ = ["run_evaluation", "evaluation_tasks", "config_for_checkpoint", "run_provenance", "FROM_RUN"]
+__all__ = [
+    "run_evaluation",
+    "default_eval_dir",
+    "evaluation_tasks",
+    "config_for_checkpoint",
+    "run_provenance",
+    "FROM_RUN",
+]
 
 # dotted keys an evaluation takes from the run it evaluates ("env.<name>" is the trained environment's section) ...
 FROM_RUN = ("env.name", "env.history_length", "env.<name>", "policy", "rollout.action_choice")
 # ... except these evaluation choices, which an explicit override sets
 EVAL_CHOICES = ("env.<name>.eval_splits",)
+
+
+def default_eval_dir(checkpoint: Path) -> Path:
+    """Where `scpo eval` writes by default: `<run>/evals/<iter_XXXX>/` for a checkpoint (or a folder inside one), out
+    of `checkpoints/`, which pruning clears; `<checkpoint>/eval/` for a run or model folder."""
+    checkpoint = Path(checkpoint)
+    for folder in (checkpoint, *checkpoint.parents):
+        if folder.parent.name == "checkpoints":
+            return folder.parent.parent / "evals" / folder.name
+    return checkpoint / "eval"
 
 
 def run_provenance(checkpoint: Path) -> tuple[dict, Path] | None:

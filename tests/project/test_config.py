@@ -153,6 +153,18 @@ def test_overrides_go_through_the_same_validation(repo_root):
         load_config(repo_root / "params.yaml", overrides={"credit.scpo.tua": 0.5})
 
 
+def test_greedy_rl_rollouts_are_refused_as_a_group_of_one_is(repo_root):
+    """rollout.temperature=0 makes every rollout of a group identical: nothing to compare, as with group_size 1."""
+    for key, value, bound in (
+        ("rollout.group_size", 1, "greater than or equal to 2"),
+        ("rollout.temperature", 0, "greater than 0"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            load_config(repo_root / "params.yaml", overrides={key: value})
+        assert str(err.value) == f"{repo_root / 'params.yaml'}: {key} = {value} is invalid: Input should be {bound}"
+    assert load_config(repo_root / "params.yaml", overrides={"rollout.temperature": 0.05}).rollout.temperature == 0.05
+
+
 def test_profile_overrides_apply_before_explicit_overrides(tmp_path):
     p = _write(
         tmp_path,
