@@ -50,7 +50,7 @@ from scpo.pipeline.notebook import notebook_config
 from scpo.train.run import run_training  # notebook 02's first cell (03's imports the evaluation's entry point)
 from scpo.train.seed_pool import evaluate_seeds, train_seeds
 spec = json.loads(os.environ["BENCH_SPEC"])
-cfg, _ = notebook_config(os.path.join(spec["repo"], "params.yaml"), "cpu", "", **spec["fixed"])
+cfg, _ = notebook_config(spec["params"], "cpu", "", **spec["fixed"])
 t1 = time.perf_counter()
 if spec["stage"] == "train":
     cfg.train.out_dir = spec["out"]
@@ -74,7 +74,9 @@ def run_once(code: Path, stage: str, env: str, method: str, seeds: list[int], qu
     fixed = {"env.name": env, "credit.method": method, "data.root": str(REPO / "data"), **(QUICK if quick else {})}
     fixed.update({"train.init_from": str(init)} if (init / "model").is_dir() else {"train.rl_start": "base"})
     with tempfile.TemporaryDirectory(prefix="seed_lanes_") as out:
-        spec = {"repo": str(REPO), "fixed": fixed, "out": out, "seeds": seeds, "stage": stage}
+        # each checkout reads its own params.yaml (a baseline's config does not know keys added since)
+        params = str(code / "params.yaml")
+        spec = {"repo": str(REPO), "params": params, "fixed": fixed, "out": out, "seeds": seeds, "stage": stage}
         env_vars = {**os.environ, "PYTHONPATH": str(code), "BENCH_SPEC": json.dumps(spec), "TQDM_DISABLE": "1"}
         t0 = time.perf_counter()
         proc = subprocess.run(

@@ -64,6 +64,9 @@ def main() -> None:
     torch.set_num_threads(1)
     policy, batch = warm_start_and_rollouts(args.env, iteration=0, quick=args.quick)
     samples = samples_from_batch(batch, np.zeros(batch.n_rows))
+    if len(samples) < args.rows:  # the corridor run that stands in for missing pipeline runs is small
+        print(f"{len(samples)} steps in the batch, fewer than --rows {args.rows}: one minibatch of {len(samples)}")
+        args.rows = len(samples)
     minibatches = [samples[k : k + args.rows] for k in range(0, len(samples) - args.rows + 1, args.rows)]
     pad_id = policy.tokenizer.pad_token_id
     eager = policy.model
