@@ -219,6 +219,19 @@ def check_memory(cfg: Config, start: ModelSource, device, capacity: int | None =
     return plan.line()
 
 
+def estimate_lines(cfg: Config, start: ModelSource) -> list[str]:
+    """What the preflight prints beside the memory plan on a GPU: the time per iteration and per run and the disk per
+    run (`scpo.policy.run_estimate.preflight_lines`, estimates under stated throughput assumptions), from the same model
+    config as the memory plan, so a run prints the same lines before and after its model is converted."""
+    from scpo.policy.memory_plan import model_shape
+    from scpo.policy.run_estimate import preflight_lines
+
+    config = _model_config(cfg, start)
+    if config is None:
+        return ["time and disk estimates: skipped (the model's config is not on this machine yet)"]
+    return preflight_lines(cfg, model_shape(config, cfg.policy.lora_r if cfg.policy.lora else None))
+
+
 def _short(digest: str | None) -> str:
     return digest[:12] if digest else "none"
 

@@ -43,6 +43,7 @@ from scpo.run.history import HISTORY_FILE, history_problem
 from scpo.run.inputs import (
     ModelSource,
     check_memory,
+    estimate_lines,
     input_differences,
     start_model_record,
     start_models,
@@ -190,7 +191,7 @@ def make_plan(
     device = resolve_device(cfg.train.device)
     memory = check_memory(cfg, start, device)
     if device.type == "cuda":
-        notes.append(memory)
+        notes += [memory, *estimate_lines(cfg, start)]
     inputs = {"task_pool": pool_record, "start_model": start_model_record(start, reference)}
 
     plan_resume = None

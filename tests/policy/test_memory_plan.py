@@ -14,7 +14,7 @@ import pytest
 from scpo.config import load_config
 from scpo.policy.memory_plan import GIB, MemoryPlanError, model_shape, plan_memory, vllm_memory_utilization
 from scpo.policy.qwen2_shapes import qwen2_config
-from scpo.run.inputs import check_memory, start_models
+from scpo.run.inputs import check_memory, estimate_lines, start_models
 
 from helpers.runs import CORRIDOR
 
@@ -78,6 +78,17 @@ def test_the_plan_prints_the_peak_and_refuses_what_does_not_fit(tmp_path):
     assert line.startswith("memory plan: estimated peak ") and "GiB per CPU (RAM) of " in line
     with pytest.raises(MemoryPlanError, match=r"^memory plan: estimated peak .* over the device's memory; lower"):
         check_memory(cfg, start, torch.device("cpu"), capacity=1024)
+
+
+def test_the_preflight_estimates_time_and_disk_from_the_memory_plans_model(tmp_path):
+    """The lines a GPU run's preflight prints beside the memory plan: time per iteration and per run, disk per run."""
+    cfg = load_config("params.yaml", profile="smoke", overrides={**CORRIDOR, "train.device": "cpu"})
+    start, _ = start_models(cfg, tmp_path / "run")
+    lines = estimate_lines(cfg, start)
+    assert len(lines) == 2
+    assert lines[0].startswith("time estimate (H200, ") and " per iteration (" in lines[0]
+    assert f" for {cfg.train.iterations} iterations" in lines[0]
+    assert lines[1].startswith("disk estimate: ") and " GB per run (" in lines[1]
 
 
 @pytest.mark.slow
