@@ -37,7 +37,7 @@ def test_the_gpu_profile_packs_and_the_cpu_profiles_keep_padded_rows():
 
 def test_a_packed_update_takes_the_padded_updates_steps(tok):
     """Two epochs of minibatches of 4 in micro-batches of 2 (old log-probs recomputed, KL to a reference, entropy
-    bonus), from the same weights with the same shuffling: the same statistics and the same weights after, in float64."""
+    bonus), from the same weights with the same shuffling: the same statistics and weights after, in float64."""
     reference = _model(tok).requires_grad_(False)
     results = {}
     for layout in ("padded", "packed"):
