@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from scpo.policy.last_layer import pre_norm_decoder
 from scpo.policy.logprobs import response_logprobs
-from scpo.policy.packed import pack_row, packed_response_logprobs
+from scpo.policy.packed import pack_row, packed_response_logprobs, packed_rows
 from scpo.policy.qwen2_shapes import qwen2_config
 from scpo.policy.tiny import build_tiny_model, train_tokenizer
 
@@ -41,14 +41,16 @@ def _steps(prompt_lengths, answer_lengths, vocab=VOCAB, seed=0):
     return prompts, answers
 
 
-def _both(model, prompts, answers, pad_id, temperature=1.0):
+def _both(model, prompts, answers, pad_id, temperature=1.0, row_tokens=None):
     """(padded, packed): each (logp, mask, entropy, gradients of a weighted sum of log-probs and entropies)."""
     weights = torch.linspace(-1.0, 2.0, len(prompts), dtype=torch.float64)[:, None]
     out = []
     for packed in (False, True):
         model.zero_grad(set_to_none=True)
         if packed:
-            logp, mask, entropy = packed_response_logprobs(model, prompts, answers, temperature, with_entropy=True)
+            logp, mask, entropy = packed_response_logprobs(
+                model, prompts, answers, temperature, with_entropy=True, row_tokens=row_tokens
+            )
         else:
             logp, mask, entropy = response_logprobs(model, prompts, answers, pad_id, temperature, with_entropy=True)
         ((weights * logp.double()).sum() + 0.3 * entropy.double().sum()).backward()
@@ -78,6 +80,16 @@ def test_the_packed_row_holds_every_token_once_and_no_padding():
     assert row.mask.sum(1).tolist() == [3, 7, 1]
 
 
+def test_rows_hold_every_sequence_once_within_their_capacity():
+    lengths = [7, 3, 9, 2, 5, 9, 1]
+    rows = packed_rows(lengths)  # capacity 9, the longest: first fit in decreasing length
+    assert rows == [[2], [5], [0, 3], [1, 4, 6]]
+    assert sorted(i for r in rows for i in r) == list(range(len(lengths)))
+    assert packed_rows(lengths, capacity=100) == [list(range(7))]
+    assert packed_rows(lengths, capacity=0) == [[2], [5], [0], [4], [1], [3], [6]]  # one sequence a row
+    assert packed_rows([]) == []
+
+
 def test_transformers_reads_the_row_as_separate_sequences():
     """The library's own detection (`find_packed_sequence_indices`, what `create_causal_mask` uses) numbers the
     sequences from the position ids alone, and the causal mask it builds lets no token see another sequence."""
@@ -100,12 +112,13 @@ def test_transformers_reads_the_row_as_separate_sequences():
     "attention, dtype, atol",
     [("sdpa", torch.float32, 1e-5), ("sdpa", torch.float64, 1e-12), ("eager", torch.float32, 1e-5)],
 )
-def test_qwen2_packed_logprobs_and_gradients_equal_the_padded_ones(attention, dtype, atol):
+@pytest.mark.parametrize("row_tokens", [None, 1000])  # rows of at most the longest sequence; all in one row
+def test_qwen2_packed_logprobs_and_gradients_equal_the_padded_ones(attention, dtype, atol, row_tokens):
     model = _qwen2(dtype).train()
     model.config._attn_implementation = attention
     assert pre_norm_decoder(model.model)  # the last-layer shortcut runs on both sides
-    prompts, answers = _steps([5, 17, 1, 9, 30], [3, 1, 7, 4, 12])
-    _assert_equal(*_both(model, prompts, answers, 0, temperature=0.7), atol)
+    prompts, answers = _steps([5, 17, 1, 9, 30, 2], [3, 1, 7, 4, 12, 2])
+    _assert_equal(*_both(model, prompts, answers, 0, temperature=0.7, row_tokens=row_tokens), atol)
 
 
 def test_a_model_the_shortcut_does_not_know_packs_through_its_own_forward_pass():
@@ -114,7 +127,7 @@ def test_a_model_the_shortcut_does_not_know_packs_through_its_own_forward_pass()
     model = _qwen2(torch.float64, attention_dropout=0.1).eval()
     assert not pre_norm_decoder(model.model)
     prompts, answers = _steps([4, 11, 2], [6, 2, 5], seed=1)
-    _assert_equal(*_both(model, prompts, answers, 0), 1e-12)
+    _assert_equal(*_both(model, prompts, answers, 0, row_tokens=1000), 1e-12)
 
 
 def test_tiny_policy_packed_logprobs_and_gradients_equal_the_padded_ones(tok):
@@ -127,13 +140,14 @@ def test_tiny_policy_packed_logprobs_and_gradients_equal_the_padded_ones(tok):
 @given(
     lengths=st.lists(st.tuples(st.integers(1, 24), st.integers(1, 10)), min_size=1, max_size=6),
     seed=st.integers(0, 2**16),
+    row_tokens=st.one_of(st.none(), st.integers(0, 80)),
 )
-def test_any_mix_of_lengths_packs_to_the_padded_logprobs(tok, lengths, seed):
+def test_any_mix_of_lengths_packs_to_the_padded_logprobs(tok, lengths, seed, row_tokens):
     model = build_tiny_model(tok, hidden_size=16, layers=2, heads=2, seed=0).double()
     prompts, answers = _steps([p for p, _ in lengths], [a for _, a in lengths], vocab=len(tok), seed=seed)
     with torch.no_grad():
         padded, mask, _ = response_logprobs(model, prompts, answers, tok.pad_token_id)
-        packed, packed_mask, _ = packed_response_logprobs(model, prompts, answers)
+        packed, packed_mask, _ = packed_response_logprobs(model, prompts, answers, row_tokens=row_tokens)
     assert torch.equal(mask, packed_mask)
     assert torch.allclose(padded, packed, atol=1e-12, rtol=0)
 
@@ -141,3 +155,5 @@ def test_any_mix_of_lengths_packs_to_the_padded_logprobs(tok, lengths, seed):
 def test_an_empty_prompt_or_answer_is_refused():
     with pytest.raises(ValueError, match="sequence 1 has an empty prompt or answer"):
         pack_row([[3, 4], []], [[5], [6]])
+    with pytest.raises(ValueError, match="2 prompts but 1 responses"):
+        packed_response_logprobs(None, [[3], [4]], [[5]])
