@@ -1,7 +1,7 @@
 """The update's padded layout against its packed one (`scpo.policy.packed`, `train.sequence_layout`) on the gpu
 profile's shapes: the token positions each processes, the attention pairs, and CPU time per micro-batch side by side.
 
-    python benchmarks/packing.py [--out benchmarks/results/packing.json] [--rounds 3] [--timed 8] [--scale 0.25]
+    python benchmarks/packing.py [--out benchmarks/results/packing.json] [--rounds 3] [--timed 4] [--scale 0.25]
     python benchmarks/packing.py --quick    # a 2-layer Qwen2 of width 128, 2 micro-batches at 1/16 length, one round
 
 Shapes (`params.yaml`, profile gpu): per environment one iteration's steps, n = n_tasks x group_size x 0.8 max_steps
@@ -140,7 +140,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="benchmarks/results/packing.json")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--timed", type=int, default=8, help="micro-batches timed")
+    parser.add_argument("--timed", type=int, default=4, help="micro-batches timed")
     parser.add_argument("--scale", type=float, default=0.25, help="share of the drawn lengths the CPU timing uses")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="2-layer width-128 Qwen2, 2 micro-batches, 1/16 length")
