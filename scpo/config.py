@@ -247,6 +247,12 @@ class TrainConfig(StrictModel):
         description="steps per forward / backward pass; the minibatch's "
         "gradient is accumulated over them (None: the whole minibatch at once)",
     )
+    sequence_layout: Literal["padded", "packed"] = Field(
+        "padded",
+        description="how the update's forward passes lay out generated answers: padded (a row per step, left-padded "
+        "prompts and right-padded answers) or packed (a micro-batch's steps in one row with no padding, position ids "
+        "restarting per step: scpo.policy.packed; the same log-probs)",
+    )
     max_grad_norm: float = Field(1.0, gt=0)
     gradient_checkpointing: bool = Field(
         False,

@@ -25,6 +25,11 @@ EXPECTED = {
     "hindsight_bench.py": [r"16 synthetic rows \(--quick\)", r"largest difference of the values"],
     "memory_plan.py": [r"bfloat16 checkpointing=False .* estimate / measured [\d.]+", r"--quick: .*nothing written"],
     "numerics_pin_cost.py": [r"--quick: the smoke profile's policy on the corridor", r"rl steps/s +pinned .* ratio"],
+    "packing.py": [
+        r"alfworld: \d+ steps in \d+ micro-batches of 8 \(group size 8",
+        r"token positions: real [\d,]+, processed padded [\d,]+ \(padding fraction 0\.\d+\), packed [\d,]+",
+        r"packed / padded [\d.]+; largest log-prob difference",
+    ],
     "planner_check.py": [r'"games": 2', r'"all_checks_pass": true'],
     "rl_iteration.py": [r"--quick: this checkout vs this checkout", r"corridor +2x2 +\| collect ms/step"],
     "seed_lanes.py": [r"--quick: this checkout on both sides", r"seeds_s +baseline .* current/baseline [\d.]+"],
