@@ -164,7 +164,7 @@ def test_whitening_needs_two_entries_and_tokens_need_the_policys_answers():
 
 def test_the_critics_values_are_a_declared_need():
     cfg, opts = CreditConfig(), PPOOptions(whiten="steps")
-    with pytest.raises(ValueError, match="needs values"):
+    with pytest.raises(ValueError, match="needs the critic's values"):
         compute_ppo(_batch([0] * 5), cfg, options=opts)
     with pytest.raises(ValueError, match="5 finite values"):
         compute_ppo(_batch([0] * 5), cfg, values=VALUES[:4], options=opts)
@@ -285,8 +285,8 @@ def test_error_messages_name_the_problem():
     with pytest.raises(ValueError, match=no_tokens):
         answer_token_counts(_batch([0] * 5))
     needs = (
-        r"^ppo needs values \(n_rows,\): the critic's V\(s_t\) of each step's state, computed by the trainer's value "
-        r"head, passed as compute_advantages\('ppo', batch, values=\.\.\.\)$"
+        r"^ppo needs the critic's values V\(s_t\) per step: the batch's critic_value column \(the trainer's critic "
+        r"fills it, scpo.train.critic\) or values=\.\.\.$"
     )
     with pytest.raises(ValueError, match=needs):
         compute_ppo(_batch([0] * 5), CreditConfig(), options=PPOOptions())
