@@ -120,6 +120,15 @@ def test_a_ppo_run_logs_its_critic_and_keeps_it_in_every_checkpoint(uninterrupte
     assert np.any(later.critic_value != 0)
 
 
+def test_a_ppo_run_folder_can_be_overwritten(uninterrupted):
+    """Its critic/ is one of a run's own entries: --overwrite may replace the folder (the plan writes nothing)."""
+    from scpo.run.plan import make_plan
+
+    overrides = {**CORRIDOR, "credit.method": "ppo", "env.corridor.max_steps": 5}
+    cfg = load_config("params.yaml", profile="smoke", overrides=overrides)
+    assert make_plan(cfg, "rl", uninterrupted, overwrite=True).mode == "overwrite"
+
+
 def test_a_resumed_ppo_run_equals_the_uninterrupted_one_byte_for_byte(uninterrupted, tmp_path):
     stopped = tmp_path / "run"
     _run(stopped, 1)
