@@ -18,6 +18,11 @@ BENCHMARKS = sorted(p.name for p in (REPO / "benchmarks").glob("[!_]*.py"))
 EXPECTED = {
     "alfworld_bench.py": [r"ALFWorld engines on 1 valid_seen games", r"\nratio +\d+x"],
     "checkpoint_io.py": [r"AdamW state of 1M parameters", r"ratio state files / torch: write [\d.]+x"],
+    "critic_cost.py": [
+        r"--quick: the smoke profile's policy on the corridor",
+        r"ratio ppo / grpo: time per iteration [\d.]+x, per collected step [\d.]+x; the critic's share",
+        r"critic memory: checkpoint files .* ratio files / plan [\d.]+",
+    ],
     "credit_bench.py": [r"difflib / lexical CPU time: [\d.]+x", r"\nlexical +cold"],
     "explorer_bench.py": [r"rollouts: synthetic, quick sizes", r"\nestimator +[\d.]+"],
     "fused_projections.py": [r"--quick: measured on a two-iteration corridor run", r"fused / model's layers: [\d.]+"],
