@@ -254,6 +254,27 @@ class PairTable:
         return np.array([[1.0 if a == b else (self.sim if (a, b) in pair else 0.0) for b in right] for a in left])
 
 
+class LengthGap:
+    """score_matrix: 1 / (1 + |len(a) - len(b)|), distinct for texts of distinct lengths."""
+
+    def score_matrix(self, left, right):
+        return np.array([[1.0 / (1.0 + abs(len(a) - len(b))) for b in right] for a in left])
+
+
+def test_observation_similarity_looks_up_each_groups_own_block():
+    """Three groups of 2, 3 and 4 distinct observations (their rows interleaved): every same-group pair reads the
+    scorer's value for its two texts, padding scores 1 against padding and 0 against an observation."""
+    texts = np.array(["a", "bb", "c", "dd", "eee", "f", "gg", "hhh", "iiii"], dtype=object)
+    group = np.array([0, 0, 1, 1, 1, 2, 2, 2, 2])
+    order = np.array([5, 0, 2, 6, 1, 3, 7, 8, 4])  # rows interleaved across groups; codes stay dense
+    similarity = ObservationSimilarity(group[order], order, texts[order], LengthGap(), 0.4)
+    u, v = (a.ravel() for a in np.meshgrid(np.arange(9), np.arange(9), indexing="ij"))
+    same = group[u] == group[v]
+    expected = LengthGap().score_matrix(texts[u[same]], texts[v[same]]).diagonal()
+    np.testing.assert_allclose(similarity.lookup(u[same], v[same]), expected)
+    np.testing.assert_array_equal(similarity.lookup(np.array([-1, -1, 3]), np.array([-1, 3, -1])), [1.0, 0.0, 0.0])
+
+
 @pytest.mark.parametrize("sim, expected_phi, expected_var", [(0.95, [3, 3], [1.0, 1.0]), (0.5, [2, 4], [25, 25])])
 def test_semantic_expansion_pools_similar_singleton_keys(sim, expected_phi, expected_var):
     group, obs, step = np.zeros(2, dtype=int), np.array([0, 1]), np.zeros(2, dtype=int)

@@ -168,6 +168,17 @@ def test_shortest_reference_ties_broken_by_credit_then_texts_never_by_order():
     assert b.action[res.diagnostics["scpo_ref_row"][4]] == "A"
 
 
+def test_each_mixed_group_keeps_its_own_reference():
+    """One reference per group, chosen within the group: two mixed groups, each failure replays its own group's
+    success's first step, and both are credited (a reference chosen over the whole batch would credit one group)."""
+    for reference in ("shortest", "random"):
+        b = batch_from([(0, ["A", "B"], True), (0, ["A", "Z"], False), (1, ["C", "D"], True), (1, ["C", "Y"], False)])
+        res = compute_advantages("scpo", b, scorer=TableScorer(), reference=reference)
+        np.testing.assert_array_equal(res.diagnostics["scpo_match"], [-1, -1, 0, -1, -1, -1, 0, -1])
+        ref_row = res.diagnostics["scpo_ref_row"]
+        assert b.action[ref_row[2]] == "A" and b.action[ref_row[6]] == "C"
+
+
 def test_reference_all_takes_per_failure_the_most_credit():
     b = batch_from(
         [(0, ["A", "B", "C", "E"], True), (0, ["Q", "C"], True), (0, ["A", "B"], False), (0, ["Q", "Z"], False)]
