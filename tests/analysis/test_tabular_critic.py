@@ -82,8 +82,8 @@ def test_values_are_read_at_each_rows_state_before_the_critic_trains():
 def test_value_loss_falls_to_the_within_state_floor_on_a_fixed_batch():
     """Each round reads V_old afresh (a new iteration on the same episodes). The least L_V any V(s) can reach is half
     the within-state variance of the returns (one grid, several returns: the policy does not see the step); the
-    critic starts at V = 0, worse than the returns' mean, and reaches that floor, its explained variance rising from 0 to the most
-    the batch allows."""
+    critic starts at V = 0, worse than the returns' mean, and reaches that floor, its explained variance rising from
+    0 to the most the batch allows."""
     world, _, critic, batch, rows = _setup(options=CriticOptions(lr=1e-2, epochs=4))
     g = critic.advantages(batch, rows, CreditConfig()).returns
     state = world.node_row[rows.node]
