@@ -355,6 +355,38 @@ def critic_markdown(summary: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def critic_figure(summary: pd.DataFrame, path: Path) -> None:
+    """Per start: the critic's fit (exact value_fit, batch explained variance) and the cosines of PPO, GRPO and the
+    exact advantage with the batch tasks' gradient, over iterations (mean and 95% t-band over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    starts = summary["start"].unique()
+    fig, axes = plt.subplots(2, len(starts), figsize=(6 * len(starts), 7), squeeze=False)
+    for k, start in enumerate(starts):
+        part = summary[(summary["start"] == start) & (summary["iteration"].astype(str) != "all")]
+        x = part["iteration"].astype(int)
+        panels = [
+            (axes[0, k], [("value_fit", "V vs R V^pi (exact)"), ("ev", "explained var. (batches with a win)")]),
+            (axes[1, k], [(f"cos_tasks_{m}", m) for m in ("ppo", "grpo", "exact_advantage")]),
+        ]
+        for ax, series in panels:
+            for col, label in series:
+                ax.plot(x, part[col], marker="o", ms=3, label=label)
+                ax.fill_between(x, part[f"{col}_lo"], part[f"{col}_hi"], alpha=0.15)
+            ax.axhline(0, color="grey", lw=0.8)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        axes[0, k].set(title=f"{start} start: PPO's critic", ylabel="explained variance", ylim=(-1.5, 1))
+        axes[1, k].set(xlabel="iteration", ylabel="cos(update, grad J of the batch's rooms)")
+    fig.suptitle("Sokoban: PPO's critic and its update along its runs (mean, 95% t-band over seeds)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def markdown(table: pd.DataFrame, diffs: pd.DataFrame, fid: pd.DataFrame, corr: list[dict]) -> str:
     lines = []
     for start in table["start"].unique():
@@ -535,6 +567,7 @@ def main(argv: list[str] | None = None) -> None:
         probes.to_csv(args.out / "ppo_probes.csv", index=False)
         summary = critic_summary(critic, probes, curves, every=2 * args.eval_every)
         summary.to_csv(args.out / "ppo_summary.csv", index=False)
+        critic_figure(summary, args.out / "ppo_critic.png")
         text += "\n" + critic_markdown(summary)
     (args.out / "summary.md").write_text(text + "\n")
     figure(curves, args.out / "learning_curves.png")

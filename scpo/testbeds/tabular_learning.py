@@ -17,6 +17,12 @@ budget at temperature 1: sampled success, computed exactly) is recorded before t
 `eval_every` iterations and after the last. Within a seed every method starts from the same weights and draws its
 first batch with the same tasks and random stream, so runs are paired by seed.
 
+**PPO** (`PPO`) is trained with a learned critic (`scpo.testbeds.tabular_critic.TabularCritic`): each iteration its
+advantages are GAE from the critic's values of the batch's states read before the critic trains on the batch, then
+the critic takes its value-loss steps and the policy its step. Along a run, `probe_methods` score the run's own batch at
+each evaluation (`probe_batch`): PPO's update beside the other methods' on the same episodes of the same policy, and
+the correlation of each method's advantages with the exact advantage A^pi(s_t, a_t).
+
 **Gradient fidelity** (`fidelity`): per batch of the fixed policy, the cosine of each method's update with grad J of
 the panel (`cos_panel`) and with the exact gradient of the batch's own tasks (`cos_tasks`), as
 `scpo.testbeds.gradient_fidelity` measures the language-model policy (`summarize_cosines` summarises both); beside
