@@ -290,17 +290,20 @@ def comparisons(curves: pd.DataFrame, reference: str = "grpo") -> tuple[pd.DataF
 
 def critic_summary(critic: pd.DataFrame, probes: pd.DataFrame, curves: pd.DataFrame, every: int) -> pd.DataFrame:
     """Per (start, iteration bin of `every` iterations): the PPO critic's value loss, explained variance on the
-    batches whose returns vary, and its exact `value_fit` at the bin's first iteration; the probes of the batch at
-    that iteration: each probed method's cos_panel and cos_tasks (a zero update counts 0), PPO's corr_exact, and the
-    paired difference PPO - GRPO of cos_tasks. Mean and 95% t-interval over seeds; a last row per start ("all")
-    averages each seed over the bins first."""
+    batches whose returns vary, and its exact `value_fit` and `value_error` at the bin's first iteration; the probes
+    of the batch at that iteration: each probed method's cos_panel and cos_tasks (a zero update counts 0), PPO's
+    corr_exact, and the paired difference PPO - GRPO of cos_tasks. Mean and 95% t-interval over seeds, and the
+    median (where the policy rarely wins, R V^pi barely varies and `value_fit` of a critic a little off is far below 0
+    on some seeds); a last row per start ("all") averages each seed over the bins first."""
     from scpo.analysis.learning_stats import paired_difference, t_band
 
     c = critic.assign(bin=critic["iteration"] // every * every)
     c["ev"] = c["explained_variance"].where(c["returns_vary"])
     per_seed = c.groupby(["start", "seed", "bin"])[["value_loss", "ev"]].mean()
-    fit = curves[(curves["method"] == "ppo")].set_index(["start", "seed", "iteration"])["value_fit"]
-    per_seed["value_fit"] = fit.reindex(per_seed.index.set_names(["start", "seed", "iteration"])).to_numpy()
+    ppo = curves[curves["method"] == "ppo"].set_index(["start", "seed", "iteration"])
+    at = per_seed.index.set_names(["start", "seed", "iteration"])
+    for col in ("value_fit", "value_error"):
+        per_seed[col] = ppo[col].reindex(at).to_numpy()
     p = probes.copy()
     p.loc[p["norm"] == 0, ["cos_panel", "cos_tasks"]] = 0.0
     wide = p.pivot_table(index=["start", "seed", "iteration"], columns="method", values=["cos_panel", "cos_tasks"])
@@ -317,7 +320,7 @@ def critic_summary(critic: pd.DataFrame, probes: pd.DataFrame, curves: pd.DataFr
             row = {"start": start, "iteration": b, "seeds": q["seed"].nunique()}
             for col in [x for x in q.columns if x not in ("start", "seed", "bin")]:
                 x = q[col].dropna().to_numpy(float)
-                row[f"{col}_n"] = len(x)
+                row[f"{col}_n"], row[f"{col}_median"] = len(x), float(np.median(x)) if len(x) else np.nan
                 if col == "d_tasks" and len(x) > 1:
                     d = paired_difference(x)
                     row.update({col: d["mean"], f"{col}_lo": d["lo"], f"{col}_hi": d["hi"], f"{col}_p": d["p_t"]})
@@ -337,16 +340,18 @@ def critic_markdown(summary: pd.DataFrame) -> str:
         lines += [
             f"#### PPO's critic and its update as it learns: {start} start",
             "",
-            "| iterations | value loss | explained var. (batches with a win) | V vs R V^pi (exact, on-policy) | "
+            "| iterations | value loss | explained var. (batches whose returns vary) | V vs R V^pi: explained var. "
+            "(exact, on-policy) | rms error |"
             "corr(A_PPO, A^pi) | cos tasks PPO | GRPO | exact_advantage | PPO - GRPO [p] | cos panel PPO | GRPO | "
             "exact_advantage |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for _, r in part.iterrows():
             ev = f"{cell(r, 'ev')} (n {int(r['ev_n'])})" if np.isfinite(r["ev"]) else "n/a"
             diff = f"{cell(r, 'd_tasks')} [{r['d_tasks_p']:.2g}]" if np.isfinite(r.get("d_tasks_p", np.nan)) else ""
             lines.append(
-                f"| {r['iteration']} | {cell(r, 'value_loss', '.3f')} | {ev} | {cell(r, 'value_fit')} | "
+                f"| {r['iteration']} | {cell(r, 'value_loss', '.3f')} | {ev} | {cell(r, 'value_fit')}, median "
+                f"{r['value_fit_median']:+.2f} | {cell(r, 'value_error', '.2f')} | "
                 f"{cell(r, 'corr_exact_ppo')} | {cell(r, 'cos_tasks_ppo')} | {cell(r, 'cos_tasks_grpo')} | "
                 f"{cell(r, 'cos_tasks_exact_advantage')} | {diff} | {cell(r, 'cos_panel_ppo')} | "
                 f"{cell(r, 'cos_panel_grpo')} | {cell(r, 'cos_panel_exact_advantage')} |"
@@ -369,7 +374,7 @@ def critic_figure(summary: pd.DataFrame, path: Path) -> None:
         part = summary[(summary["start"] == start) & (summary["iteration"].astype(str) != "all")]
         x = part["iteration"].astype(int)
         panels = [
-            (axes[0, k], [("value_fit", "V vs R V^pi (exact)"), ("ev", "explained var. (batches with a win)")]),
+            (axes[0, k], [("value_fit", "V vs R V^pi (exact)"), ("ev", "explained var. (batches whose returns vary)")]),
             (axes[1, k], [(f"cos_tasks_{m}", m) for m in ("ppo", "grpo", "exact_advantage")]),
         ]
         for ax, series in panels:

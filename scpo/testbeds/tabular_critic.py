@@ -44,7 +44,9 @@ from scpo.rollout.exact_values import ExactTable
 from scpo.strict_model import StrictModel
 from scpo.testbeds.tabular_policy import BatchRows, TabularWorld
 
-__all__ = ["CriticOptions", "TabularCritic", "value_fit"]
+__all__ = ["CriticOptions", "TabularCritic", "value_fit", "value_error"]
+
+RETURNS_VARY = 1e-9  # relative spread of a batch's returns above which they differ by more than rounding
 
 
 class CriticOptions(StrictModel):
@@ -94,7 +96,8 @@ class TabularCritic:
     def fit(self, rows: BatchRows, result: CreditResult) -> dict[str, float]:
         """`epochs` Adam steps of L_V towards `result.returns`, clipped around `result`'s values (module docstring);
         -> and appended to `history`: value_loss (mean over the steps), clipfrac (likewise), explained_variance, and
-        whether the batch's returns vary (where they do not, the explained variance is -var(V) / 1e-5: no signal)."""
+        whether the batch's returns vary beyond rounding (G = A + V of an all-zero-reward batch is 0 only up to
+        rounding; there the explained variance is about -var(A) / 1e-5: no signal)."""
         returns = torch.as_tensor(result.returns, dtype=torch.float64)
         old = torch.as_tensor(result.diagnostics["value"], dtype=torch.float64)
         losses, clipped = [], []
@@ -111,10 +114,17 @@ class TabularCritic:
             "value_loss": float(np.mean(losses)),
             "clipfrac": float(np.mean(clipped)),
             "explained_variance": float(result.stats["value_explained_variance"]),
-            "returns_vary": bool(np.ptp(result.returns) > 0),
+            "returns_vary": bool(np.ptp(result.returns) > RETURNS_VARY * max(1.0, np.abs(result.returns).max())),
         }
         self.history.append(record)
         return record
+
+
+def value_error(critic: TabularCritic, table: ExactTable, success_reward: float) -> float:
+    """The root mean square of R V^pi(n) - V(n) over the graph's nodes weighted by the policy's node distribution d, in
+    reward units: the critic's error on the on-policy states, whatever the spread of the values (`value_fit`)."""
+    w = table.d / table.d.sum()
+    return float(np.sqrt(w @ (success_reward * table.v - critic.values(np.arange(len(table.v)))) ** 2))
 
 
 def value_fit(critic: TabularCritic, table: ExactTable, success_reward: float) -> float:

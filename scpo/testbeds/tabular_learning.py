@@ -46,7 +46,7 @@ from scpo.envs.registry import env_spec
 from scpo.rollout.exact_values import ExactTable
 from scpo.testbeds.gradient_fidelity import sampled_policy_values
 from scpo.testbeds.policy_gradients import cosine, trainable
-from scpo.testbeds.tabular_critic import TabularCritic, value_fit
+from scpo.testbeds.tabular_critic import TabularCritic, value_error, value_fit
 from scpo.testbeds.tabular_policy import BatchRows, TabularWorld
 from scpo.train.collect import sample_tasks
 
@@ -182,7 +182,8 @@ def learn(
     exact panel success (sampled, temperature 1), and the batch's share of won episodes (NaN at the last point).
 
     `method` "ppo" takes its values from `critic` (required), which trains on each batch after its values are read
-    (`scpo.testbeds.tabular_critic`): the curve then holds, per evaluation, the critic's `value_fit` to the policy's
+    (`scpo.testbeds.tabular_critic`): the curve then holds, per evaluation, the critic's `value_fit` and `value_error`
+    against the policy's
     exact values. With `probe_methods`, at each evaluation but the last the run's own batch is scored
     (`probe_batch`: `method` and `probe_methods` side by side) and the records are appended to `probes`."""
     opt = torch.optim.Adam(trainable(model), lr=lr)
@@ -199,6 +200,7 @@ def learn(
             curve.append({"iteration": it, "success": float(table.success.mean()), "batch_success": float("nan")})
             if critic is not None:
                 curve[-1]["value_fit"] = value_fit(critic, table, credit.success_reward)
+                curve[-1]["value_error"] = value_error(critic, table, credit.success_reward)
         if it == iterations:
             break
         drawn = sample_tasks(tasks, n_tasks, seed, it)

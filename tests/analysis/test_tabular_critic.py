@@ -14,7 +14,7 @@ from scpo.credit import CreditConfig
 from scpo.credit.ppo import whiten
 from scpo.envs.sokoban.room import SYMBOLS
 from scpo.errors import ExpectedError
-from scpo.testbeds.tabular_critic import CriticOptions, TabularCritic, value_fit
+from scpo.testbeds.tabular_critic import CriticOptions, TabularCritic, value_error, value_fit
 from scpo.testbeds.tabular_learning import PPO, learn
 from scpo.testbeds.tabular_policy import TabularWorld, mlp_policy, sokoban_panel
 
@@ -107,6 +107,7 @@ def test_value_fit_by_hand_for_a_zero_critic_and_zero_for_the_on_policy_mean():
     t = 10 * table.v
     m = w @ t
     assert value_fit(critic, table, 10.0) == pytest.approx(-(m**2) / (w @ (t - m) ** 2))
+    assert value_error(critic, table, 10.0) == pytest.approx(np.sqrt(w @ t**2))
     with torch.no_grad():
         critic.net[1].out.bias.fill_(float(m))
     assert value_fit(critic, table, 10.0) == pytest.approx(0.0, abs=1e-12)
@@ -138,7 +139,7 @@ def test_ppo_learns_paired_with_grpo_and_probes_its_batches():
             probes=probes,
         )
     assert curves[PPO]["batch_success"].iloc[0] == curves["grpo"]["batch_success"].iloc[0]
-    assert curves[PPO]["value_fit"].notna().all() and "value_fit" not in curves["grpo"]
+    assert curves[PPO][["value_fit", "value_error"]].notna().all().all() and "value_fit" not in curves["grpo"]
     assert len(critic.history) == 6
     assert sorted({(p["iteration"], p["method"]) for p in probes}) == [
         (it, m) for it in (0, 3) for m in ("exact_advantage", "grpo", "ppo")
