@@ -34,14 +34,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from pydantic import Field
 
 from scpo.batch import RolloutBatch
 from scpo.credit.ppo import PPOOptions, compute_ppo
 from scpo.credit.result import CreditResult
 from scpo.policy.critic import ValueHead, clipped_value_loss
 from scpo.rollout.exact_values import ExactTable
-from scpo.strict_model import StrictModel
 from scpo.testbeds.tabular_policy import BatchRows, TabularWorld
 
 __all__ = ["CriticOptions", "TabularCritic", "value_fit", "value_error"]
@@ -49,14 +47,26 @@ __all__ = ["CriticOptions", "TabularCritic", "value_fit", "value_error"]
 RETURNS_VARY = 1e-9  # relative spread of a batch's returns above which they differ by more than rounding
 
 
-class CriticOptions(StrictModel):
-    """The tabular critic's training (module docstring)."""
+@dataclass(frozen=True)
+class CriticOptions:
+    """The tabular critic's training (module docstring): its own Adam learning rate `lr`, `epochs` full-batch steps of
+    the value loss per iteration, verl's `cliprange_value` (verl-agent's PPO recipe: 0.5), GAE's `gamma` and `lam`
+    (verl's algorithm.gamma / algorithm.lam)."""
 
-    lr: float = Field(1e-2, gt=0, description="the critic's own Adam learning rate")
-    epochs: int = Field(1, ge=1, description="full-batch Adam steps of the value loss per iteration")
-    cliprange_value: float = Field(0.5, gt=0, description="verl's cliprange_value (verl-agent's PPO recipe: 0.5)")
-    gamma: float = Field(1.0, ge=0, le=1, description="GAE's discount (verl algorithm.gamma)")
-    lam: float = Field(1.0, ge=0, le=1, description="GAE's lambda (verl algorithm.lam)")
+    lr: float = 1e-2
+    epochs: int = 1
+    cliprange_value: float = 0.5
+    gamma: float = 1.0
+    lam: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (self.lr > 0 and self.epochs >= 1 and self.cliprange_value > 0):
+            raise ValueError(
+                f"CriticOptions needs lr > 0, epochs >= 1 and cliprange_value > 0, got lr={self.lr}, "
+                f"epochs={self.epochs}, cliprange_value={self.cliprange_value}"
+            )
+        if not (0 <= self.gamma <= 1 and 0 <= self.lam <= 1):
+            raise ValueError(f"CriticOptions: gamma={self.gamma} and lam={self.lam} must lie in [0, 1]")
 
 
 @dataclass

@@ -42,6 +42,12 @@ def _return_to_go(batch, gamma: float) -> np.ndarray:
     return out
 
 
+@pytest.mark.parametrize("bad", [{"lr": 0.0}, {"epochs": 0}, {"cliprange_value": 0.0}, {"gamma": 1.5}, {"lam": -0.1}])
+def test_critic_options_name_a_bad_value(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        CriticOptions(**bad)
+
+
 def test_the_critic_is_a_copy_of_the_policys_trunk_under_a_zero_value_head():
     world, model, critic, _, _ = _setup()
     trunk, head = critic.net
