@@ -77,6 +77,7 @@ def main() -> None:
     cols["oracle_progress"] = rng.choice([1.0, 0.0, -1.0], size=batch.n_rows)  # what an `oracle` method reads
     cols["policy_value"] = rng.random(batch.n_rows)  # what a `policy_values` method (mc_advantage) reads
     cols["exact_value"] = rng.random(batch.n_rows)  # what an `exact_values` method (exact_advantage) reads
+    cols["critic_value"] = 10 * rng.random(batch.n_rows)  # what a `critic` method (ppo) reads: a learned critic's V
     batch = RolloutBatch(**cols)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
@@ -85,6 +86,8 @@ def main() -> None:
     )
     for method in available_methods():
         extra = {"hindsight_logprob": lp} if method_spec(method).policy_scores else {}
+        if method_spec(method).critic:  # the synthetic batch has no answer tokens to weight the whitening by
+            extra["whiten"] = "steps"
         best, med, cpu = timed(lambda method=method, extra=extra: compute_advantages(method, batch, **extra), repeats)
         label = method + (" (lexical scorer)" if method in ("scpo", "progpo_r") else "")
         print(f"{label:<28}{best:>8.2f}{med:>11.2f}{cpu:>8.2f}   {'ok' if cpu < 20 else 'OVER'}")

@@ -67,6 +67,7 @@ class Step:
     oracle_progress: float | None = None  # q_t = V*(s_t) - V*(s_{t+1}) where a planner knows V* (ALFWorld fast engine)
     policy_value: float | None = None  # V^pi(s_t) estimated by Monte-Carlo continuations (scpo.rollout.branches)
     exact_value: float | None = None  # P(win from s_t within the steps left | pi), exact (scpo.rollout.exact_values)
+    critic_value: float | None = None  # V(s_t) of a learned critic before it trained on this step (scpo.train.critic)
     state_description: str | None = None  # the env's description of the state acted on (info "state_description")
     next_state_description: str | None = None  # ... and of the state the step led to
     trained_advantage: float | None = None  # the advantage a trainer updated this step with (imported runs)
@@ -132,6 +133,7 @@ _OPTIONAL_COLUMNS = {
     "oracle_progress": np.float64,
     "policy_value": np.float64,
     "exact_value": np.float64,
+    "critic_value": np.float64,
     "state_description": object,
     "next_state_description": object,
     "trained_advantage": np.float64,
@@ -172,6 +174,8 @@ class RolloutBatch:
     exact_value       : float64 or None (optional) V^pi_t(s_t), the probability that the policy wins from the state
                         acted on within the steps left, by dynamic programming over the enumerated states
                         (scpo.rollout.exact_values); None where the states cannot be enumerated
+    critic_value      : float64 or None (optional) V(s_t) of the run's learned critic (PPO: scpo.train.critic), as
+                        it was before it trained on this batch; None without a critic
     prompt            : object (str) or None (optional) the text the policy saw
     prompt_ids, response_ids : object (list[int]) or None (optional) its tokens; the answer's tokens (empty: no answer)
     candidate_ids     : object (list[list[int]] per row, None where the answer was generated freely) or None
@@ -210,6 +214,7 @@ class RolloutBatch:
     oracle_progress: np.ndarray | None = None
     policy_value: np.ndarray | None = None
     exact_value: np.ndarray | None = None
+    critic_value: np.ndarray | None = None
     state_description: np.ndarray | None = None
     next_state_description: np.ndarray | None = None
     trained_advantage: np.ndarray | None = None
@@ -461,6 +466,7 @@ class RolloutBatch:
                     oracle_progress=None if q is None else float(q[r]),
                     policy_value=None if v is None else float(v[r]),
                     exact_value=None if self.exact_value is None else float(self.exact_value[r]),
+                    critic_value=None if self.critic_value is None else float(self.critic_value[r]),
                     state_description=None if sd is None else str(sd[r]),
                     next_state_description=None if nsd is None else str(nsd[r]),
                     trained_advantage=None if trained is None else float(trained[r]),

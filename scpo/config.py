@@ -216,6 +216,29 @@ class SFTConfig(StrictModel):
     batch_size: int = Field(8, ge=1)
 
 
+class CriticConfig(StrictModel):
+    """The learned critic a method that reads its values trains beside the policy (PPO: `scpo.train.critic`): a copy
+    of the start model's trunk with a value head, its own optimizer and its clipped value loss. Defaults: the tiny
+    policy's (experiments/critic); the gpu profile sets verl-agent's PPO recipe (docs/gpu.md)."""
+
+    lr: float = Field(2e-3, gt=0, description="AdamW learning rate of the critic (verl-agent's recipe: 1e-5)")
+    cliprange_value: float = Field(
+        0.5, gt=0, description="c of the clipped value loss: V held within c of the values the returns came from (verl)"
+    )
+    epochs: int = Field(3, ge=1, description="passes of the critic over each batch (verl: the actor's ppo_epochs)")
+    minibatch_size: int = Field(32, ge=1, description="steps per critic optimizer step")
+    micro_batch_size: int | None = Field(
+        None, ge=1, description="steps per critic forward / backward pass (None: the whole minibatch)"
+    )
+    head_hidden: int = Field(
+        64, ge=0, description="the value head's tanh hidden layer (0: one linear layer, as verl's critic)"
+    )
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of the critic (verl's default 0.01)")
+    max_grad_norm: float | None = Field(
+        None, gt=0, description="the critic's gradient norm clip (verl's critic.grad_clip 1.0); None: no clipping"
+    )
+
+
 class TrainConfig(StrictModel):
     seed: Seed = 0
     iterations: int = Field(6, ge=0, description="RL iterations (0: the run's model/ is the model RL starts from)")
@@ -246,6 +269,12 @@ class TrainConfig(StrictModel):
         ge=1,
         description="steps per forward / backward pass; the minibatch's "
         "gradient is accumulated over them (None: the whole minibatch at once)",
+    )
+    sequence_layout: Literal["padded", "packed"] = Field(
+        "padded",
+        description="how the update's forward passes lay out generated answers: padded (a row per step, left-padded "
+        "prompts and right-padded answers) or packed (a micro-batch's steps in one row with no padding, position ids "
+        "restarting per step: scpo.policy.packed; the same log-probs)",
     )
     max_grad_norm: float = Field(1.0, gt=0)
     gradient_checkpointing: bool = Field(
@@ -317,6 +346,9 @@ class TrainConfig(StrictModel):
         description="torch CPU threads (None: torch's default); 1 is fastest for the tiny model on a shared machine",
     )
     sft: SFTConfig = SFTConfig()
+    critic: CriticConfig = Field(
+        CriticConfig(), description="the learned critic, trained when credit.method reads its values (ppo)"
+    )
 
     @field_validator("minibatch_size_by_env", mode="after")
     @classmethod
@@ -542,6 +574,12 @@ class Config(StrictModel):
     fidelity: FidelityConfig = FidelityConfig()
     learning: LearningConfig = LearningConfig()
     _origin: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @property
+    def trains_critic(self) -> bool:
+        """Whether a run of this config trains a learned critic: its credit method reads the critic's values (the
+        method's spec: `MethodSpec.critic`; PPO)."""
+        return method_spec(self.credit.method).critic
 
     @property
     def origin(self) -> dict[str, Any]:

@@ -36,6 +36,7 @@ __all__ = [
     "oracle_progress",
     "shared_scale",
     "sign_text",
+    "critic_text",
 ]
 
 Source = RolloutBatch | str | Path
@@ -243,7 +244,8 @@ class GroupView:
     anchor      : GiGPO anchor-group size per step (steps of the group sharing the raw observation), from the results
                   of gigpo, scpo or progpo_c (they report GiGPO's anchors; other methods report their own groupings)
     q           : oracle progress per step, or None when the batch has no `q` column
-    hover       : per cell, the step's static text (trajectory, step, action, observation, next observation, anchor, q)
+    hover       : per cell, the step's static text (trajectory, step, action, observation, next observation, anchor, q;
+                  with a learned critic's values, the batch's critic_value column: V(s_t) and PPO's TD error delta_t)
     scpo_hover  : per cell, SCPO's match j* (and reference), score s_t and credit (what SCPO added to GiGPO's
                   advantage; revision 1's bonus where non-zero); "" off the grid, None without SCPO
     sign_hover  : {method: per cell, whether its credit has the sign q gives the step (`sign_text`)}; None without q
@@ -327,6 +329,7 @@ def group_view(
     labels = trajectory_labels(batch, traj_ids)
     q_rows = oracle_progress(batch)
     q = group_step_matrix(batch, group, q_rows)[0] if q_rows is not None else None
+    critic = critic_text(batch, results.get("ppo"))
 
     rows = np.flatnonzero(batch.group_id == group)
     k = np.searchsorted(traj_ids, batch.traj_id[rows])
@@ -342,6 +345,8 @@ def group_view(
         ]
         if q is not None:
             parts.append(f"oracle progress q: {q[k[i], t[i]]:.3f}")
+        if critic is not None:
+            parts.append(critic[r])
         hover[k[i], t[i]] = "<br>".join(parts)
 
     scpo_hover, matches = None, None
@@ -382,6 +387,19 @@ def group_view(
         sign_hover=None if q is None else {m: sign_text(a, q) for m, a in mats.items()},
         vmax=shared_scale(mats.values()),
     )
+
+
+def critic_text(batch: RolloutBatch, ppo: CreditResult | None = None) -> np.ndarray | None:
+    """Per row, "critic V(s_t): v, TD error delta_t: d" where the batch has a learned critic's values (its
+    critic_value column, saved by a PPO run); None without them. The TD error is PPO's (`scpo.credit.ppo.td_errors`,
+    delta_t = r_t - pen_t + gamma V(s_{t+1}) (1 - done_t) - V(s_t)) from `ppo`'s result when given, else from PPO under
+    the default credit options (gamma as params.yaml's credit.ppo)."""
+    if batch.critic_value is None:
+        return None
+    if ppo is None:
+        ppo = estimate(batch, ["ppo"], options={"ppo": {"whiten": "none"}})["ppo"]
+    v, delta = batch.critic_value, ppo.diagnostics["td_error"]
+    return np.array([f"critic V(s_t): {a:.3f}, TD error δ_t: {d:+.3f}" for a, d in zip(v, delta)], dtype=object)
 
 
 def _group_mixed(batch: RolloutBatch, group: int) -> bool:

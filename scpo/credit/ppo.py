@@ -8,7 +8,9 @@ over the batch as verl's `masked_whiten`. Spec: docs/algorithms.md, "PPO (learne
     G_t     = A_t + V(s_t)                                                 (the critic's regression target)
     A'_t    = (A_t - mean_w(A)) / sqrt(var_w(A) + 1e-8)                    (whitened over the batch, weights w)
 
-One row per turn: s_t is the state the policy acted on at turn t (its prompt), V(s_t) the critic's value of it. The
+One row per turn: s_t is the state the policy acted on at turn t (its prompt), V(s_t) the critic's value of it: the
+batch's `critic_value` column, the need `ppo` declares (the trainer's critic fills it before credit, with its values
+before it trains on the batch: `scpo.train.critic`). The
 last row of a trajectory has no next row: if its `done` is True its next state is terminal (value 0); otherwise the
 episode was cut (truncated) and it bootstraps from `final_value`, the critic's value of the state it ended in, where
 the caller gives one, else 0. The suite's collector marks an episode cut by the step limit as done, so on the suite's
@@ -33,6 +35,7 @@ from scpo.batch import RolloutBatch
 from scpo.credit.grouping import discounted_returns, invalid_penalty, next_row_in_trajectory, segment_sizes
 from scpo.credit.grpo import group_stats
 from scpo.credit.result import CreditResult
+from scpo.credit.spec import credit_method
 from scpo.strict_model import StrictModel
 
 __all__ = [
@@ -152,6 +155,7 @@ def answer_token_counts(batch: RolloutBatch) -> np.ndarray:
     return np.array([len(r) for r in batch.response_ids])
 
 
+@credit_method("ppo", PPOOptions, columns=("critic_value",))
 def compute_ppo(
     batch: RolloutBatch,
     cfg: Any,
@@ -161,14 +165,15 @@ def compute_ppo(
     options: PPOOptions | None = None,
     **_: object,
 ) -> CreditResult:
-    """PPO's advantages on `batch` from the critic's `values` V(s_t) (n_rows,), with `final_value` (n_trajectories,)
-    for truncated trajectories (module docstring). `cfg` is the credit config (its `norm` section; `options` default
-    to its `ppo` section). Returns G_t = A_t + V(s_t), the
+    """PPO's advantages on `batch` from the critic's values V(s_t) (n_rows,): `values`, else the batch's
+    `critic_value` column; `final_value` (n_trajectories,) for truncated trajectories (module docstring). `cfg` is
+    the credit config (its `norm` section; `options` default to its `ppo` section). Returns G_t = A_t + V(s_t), the
     critic's targets; diagnostics "value" (V(s_t)) and "td_error" (delta_t)."""
+    values = batch.critic_value if values is None else values
     if values is None:
         raise ValueError(
-            "ppo needs values (n_rows,): the critic's V(s_t) of each step's state, computed by the trainer's value "
-            "head, passed as compute_advantages('ppo', batch, values=...)"
+            "ppo needs the critic's values V(s_t) per step: the batch's critic_value column (the trainer's critic "
+            "fills it, scpo.train.critic) or values=..."
         )
     v = np.ravel(np.asarray(values, dtype=np.float64))
     if len(v) != batch.n_rows or not np.all(np.isfinite(v)):

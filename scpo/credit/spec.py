@@ -13,8 +13,8 @@ name:
 - `policy_scores`: per-row scores of the policy, passed as `hindsight_logprob` (HCAPO's hindsight log-probs,
   `scpo.policy.hindsight`);
 - `columns`: batch columns beyond the rollouts (`COLUMNS`: the planner's oracle progress, the policy's Monte-Carlo
-  state values, its exact success values), which the trainer adds before credit (`scpo.train.trainer`) and
-  analyses of saved rollouts may lack;
+  state values, its exact success values, a learned critic's values), which the trainer adds before credit
+  (`scpo.train.trainer`) and analyses of saved rollouts may lack;
 - `state_description`: it reads the environment's state_description columns when the batch has them (GraphGPO's
   graph nodes; without them it uses the raw observations);
 - `bound`: it is a bound or a reference of the benchmarks rather than an estimator compared with the others (the
@@ -43,9 +43,12 @@ COLUMNS = {
     "training)",
     "exact_value": "the policy's exact success values per step (the batch's exact_value column: "
     "scpo.rollout.exact_values)",
+    "critic_value": "the critic's values V(s_t) per step (the batch's critic_value column: the trainer's learned "
+    "critic, scpo.train.critic, fills it before credit)",
 }
-# the columns computed with the policy (only a caller that has it can add them: the trainer, the gradient testbed)
-POLICY_COLUMNS = ("policy_value", "exact_value")
+# the columns computed with the policy or a model trained beside it (only a caller that has it can add them: the
+# trainer, the gradient testbed)
+POLICY_COLUMNS = ("policy_value", "exact_value", "critic_value")
 
 
 def _no_scorer(cfg: Any) -> None:
@@ -80,6 +83,11 @@ class MethodSpec:
     def exact_values(self) -> bool:
         """Whether it reads the policy's exact success values (environments whose states can be enumerated)."""
         return "exact_value" in self.columns
+
+    @property
+    def critic(self) -> bool:
+        """Whether it reads a learned critic's values (the trainer trains one beside the policy: PPO)."""
+        return "critic_value" in self.columns
 
     @property
     def needs_policy(self) -> bool:

@@ -23,6 +23,12 @@ b = 4 in float32); a micro-batch of B steps of up to S = P_max + R tokens (promp
                                           log-probs, one probe of C context + A answer tokens at a time)
                                  graphs   VLLM_GRAPHS (CUDA graphs' memory pool: an allowance; the GPU check measures)
     transformers engine          KV cache of one generate call: batch_size S L 2 k b
+    critic (a method that reads a learned critic's values, `cfg.trains_critic`: PPO; `scpo.train.critic`)
+                                 held     critic_weights 4 N, critic_grads 4 N, critic_adamw 8 N (a float32 copy of
+                                          the start model, fully trained, as verl-agent's critic model)
+                                 one critic micro-batch of B_c prompts of P_max tokens (no answer, no logits):
+                                          critic_casts b N_lin, critic_activations B_c P_max L a (checkpointed:
+                                          B_c P_max (L r + a))
 
 with a = 46 h + 12 k + 8 f bytes per token and layer (what a Llama / Qwen2 decoder layer saves for backward under
 16-bit autocast: RMSNorm inputs and outputs in float32, the 16-bit inputs of q/k/v/o and gate/up/down, q/k/v before and
@@ -31,8 +37,9 @@ a x 2), r = 4 h (the float32 residual stream a checkpointed layer keeps; b h for
 group size (one iteration's sequences) and T_step = min(n_seq S, max(S, VLLM_STEP_TOKENS)). vLLM is built with these
 sizes (`vllm_sizes`: `max_num_seqs` n_seq, `max_num_batched_tokens` T_step, `kv_cache_memory_bytes` the KV cache)
 instead of its defaults (1,024 sequences, 16,384 tokens, the KV cache whatever `gpu_memory_utilization` leaves). The
-peak per GPU is the held memory plus the larger of the update's micro-batch and the rollout's engine memory; with vLLM
-it is held across the update unless `rollout.vllm_sleep_mode` frees it.
+peak per GPU is the held memory plus the larger of the update's micro-batch (the policy's or the critic's, which run
+one after the other) and the rollout's engine memory; with vLLM it is held across the updates unless
+`rollout.vllm_sleep_mode` frees it.
 
 `benchmarks/memory_plan.py` compares the estimate with a measured CPU run; docs/gpu.md has the gpu profile's numbers.
 """
@@ -126,11 +133,18 @@ class MemoryPlan:
     capacity: int | None
     device: str
     notes: list[str] = field(default_factory=list)
+    critic_update: dict[str, int] = field(default_factory=dict)  # one critic micro-batch (empty without a critic)
+
+    @property
+    def critic_held(self) -> int:
+        """The critic's held bytes (weights, grads, AdamW; 0 without one)."""
+        return sum(v for k, v in self.trainer.items() if k.startswith("critic_"))
 
     @property
     def peak(self) -> int:
         held = sum(self.trainer.values())
-        update, engine = sum(self.update.values()), sum(self.engine.values())
+        update = max(sum(self.update.values()), sum(self.critic_update.values()))
+        engine = sum(self.engine.values())
         return held + (update + engine if self.engine_held_during_update else max(update, engine))
 
     @property
@@ -143,7 +157,8 @@ class MemoryPlan:
         def gib(x: int) -> str:
             return f"{x / GIB:.1f}"
 
-        parts = ", ".join(f"{k} {gib(v)}" for k, v in {**self.trainer, **self.update, **self.engine}.items() if v)
+        terms = {**self.trainer, **self.update, **self.critic_update, **self.engine}
+        parts = ", ".join(f"{k} {gib(v)}" for k, v in terms.items() if v)
         cap = f" of {gib(self.capacity)} GiB" if self.capacity else ""
         return f"memory plan: estimated peak {gib(self.peak)} GiB per {self.device}{cap} ({parts} GiB)"
 
@@ -197,7 +212,18 @@ def plan_memory(cfg, shape: ModelShape, capacity: int | None = None, device: str
     else:
         engine = {"generate_kv_cache": cfg.rollout.batch_size * seq * kv_per_token}
         held = False
-    return MemoryPlan(trainer, update, engine, held, capacity, device)
+    critic_update: dict[str, int] = {}
+    if getattr(cfg, "trains_critic", False):
+        trainer.update({"critic_weights": 4 * n, "critic_grads": 4 * n, "critic_adamw": 8 * n})
+        c = cfg.train.critic
+        prompt_tokens = (c.micro_batch_size or c.minibatch_size) * cfg.policy.max_prompt_tokens
+        critic_update = {
+            "critic_casts": b * shape.linear_params if b < 4 else 0,
+            "critic_activations": prompt_tokens * (shape.layers * 4 * shape.hidden + a)
+            if cfg.train.gradient_checkpointing
+            else prompt_tokens * shape.layers * a,
+        }
+    return MemoryPlan(trainer, update, engine, held, capacity, device, critic_update=critic_update)
 
 
 @dataclass(frozen=True)

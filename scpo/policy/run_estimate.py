@@ -21,10 +21,14 @@ answers of a tokens on average, answers of at most R tokens, N parameters (T tra
                           r = 1 for the KL reference; x_pad: the padding the padded update processes)
     environment time      n t_env
     sync                  2 b N / BW_copy (vLLM only: the trainer's weights cast and copied into vLLM)
+    critic                n p 2 N / (F mfu_prefill)                          (PPO's critic, `cfg.trains_critic`: its
+                          + epochs_c n p x_pad 2 N (1 + 2 + g) / (F mfu_train)  values of the batch's prompts, then
+                                                                        its epochs of forward and backward passes)
 
     per run    = iterations x per iteration;   a sweep of K runs on G GPUs (one run per GPU): ceil(K / G) x per run
     disk       model      = 4 N (float32 weights; LoRA: b N, the base's dtype, adapters merged)
-               checkpoint = model + 8 T (AdamW's two float32 moments)
+               checkpoint = model + 8 T (AdamW's two float32 moments)  + 12 N with a critic (its float32
+                            weights and AdamW moments)
                per run    = keep_checkpoints x checkpoint + model (the final one)
                             + iterations / save_rollouts_every x n (p + a) x bytes_per_token (saved rollouts)
 
@@ -130,11 +134,20 @@ def estimate_run(cfg, shape, env: str | None = None, assume: Assumptions = H200)
     backward = 1 if cfg.policy.lora else 2
     passes = 1 + backward + (1 if cfg.train.gradient_checkpointing else 0) + 1 + (1 if cfg.train.kl_coef > 0 else 0)
     update_s = samples * (p + a) * assume.update_padding * 2 * n_params * passes / (assume.flops * assume.mfu_train)
+    critic_s = 0.0
+    critic_bytes = 0
+    if getattr(cfg, "trains_critic", False):
+        g = 1 if cfg.train.gradient_checkpointing else 0
+        critic_s = samples * p * 2 * n_params / (assume.flops * assume.mfu_prefill) + cfg.train.critic.epochs * (
+            samples * p * assume.update_padding * 2 * n_params * (3 + g) / (assume.flops * assume.mfu_train)
+        )
+        critic_bytes = 12 * n_params
     parts = {
         "generation": prefill_s + decode_s,
         "update": update_s,
         "environment": samples * assume.env_step_s,
         "sync": sync_s,
+        "critic": critic_s,
     }
     every = cfg.train.save_rollouts_every
     saved_iterations = cfg.train.iterations // every if every else 0
@@ -144,7 +157,7 @@ def estimate_run(cfg, shape, env: str | None = None, assume: Assumptions = H200)
     return RunEstimate(
         parts=parts,
         iterations=cfg.train.iterations,
-        checkpoint_bytes=model_bytes + 8 * trained,
+        checkpoint_bytes=model_bytes + 8 * trained + critic_bytes,
         kept_checkpoints=min(kept, checkpoints) if kept is not None else checkpoints,
         final_model_bytes=model_bytes,
         rollout_bytes=int(saved_iterations * samples * (p + a) * assume.rollout_bytes_per_token),

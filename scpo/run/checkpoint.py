@@ -28,7 +28,7 @@ import os
 import random
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,8 @@ __all__ = [
     "latest_checkpoint",
     "read_training_state",
     "write_training_state",
+    "write_state_file",
+    "read_state_file",
     "rng_state",
     "set_rng_state",
     "OPTIMIZER_FILE",
@@ -151,6 +153,17 @@ def _read_state(path: Path) -> Any:
         ) from None
 
 
+def write_state_file(path: Path, state: Any, root: str) -> None:
+    """`state` (a `state_dict()` or any tree of tensors and JSON values) as a state file at `path` (module
+    docstring); `root` names its tensors."""
+    _write_state(Path(path), state, root)
+
+
+def read_state_file(path: Path) -> Any:
+    """Inverse of `write_state_file`; CheckpointError (one line) for a file that is not one."""
+    return _read_state(Path(path))
+
+
 def _first_line(err: Exception) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
@@ -177,9 +190,11 @@ def save_checkpoint(
     extra: dict | None = None,
     keep: int | None = None,
     files: Mapping[str, Path] | None = None,
+    write_more: Callable[[Path], None] | None = None,
 ) -> Path:
     """Write `run_dir/checkpoints/iter_<iterations_done>` atomically and return it, with a copy of each of `files`
-    ({name in the checkpoint: source}); then keep only the newest `keep` finished checkpoints (None: all)."""
+    ({name in the checkpoint: source}) and what `write_more(folder)` writes into it (a learned critic's state); then
+    keep only the newest `keep` finished checkpoints (None: all)."""
     root = Path(run_dir) / "checkpoints"
     final = root / f"{_PREFIX}{iterations_done:04d}"
     tmp = root / f".{final.name}.tmp"
@@ -190,6 +205,8 @@ def save_checkpoint(
         write_training_state(tmp, optimizer.state_dict(), rng_state())
         for name, source in (files or {}).items():
             shutil.copyfile(source, tmp / name)
+        if write_more is not None:
+            write_more(tmp)
         state = {"iterations_done": iterations_done, **(extra or {}), "files": _file_sizes(tmp)}
         (tmp / "state.json").write_text(json.dumps(state, indent=2, default=str))
     except Exception as err:

@@ -43,6 +43,7 @@ RUN_ENTRIES = frozenset(
         "checkpoints",
         "rollouts",
         "model",
+        "critic",
         "init_model",
         "eval",
         "evals",

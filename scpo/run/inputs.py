@@ -43,6 +43,7 @@ __all__ = [
     "start_models",
     "start_model_record",
     "check_memory",
+    "critic_lines",
     "input_differences",
 ]
 
@@ -230,6 +231,28 @@ def estimate_lines(cfg: Config, start: ModelSource) -> list[str]:
     if config is None:
         return ["time and disk estimates: skipped (the model's config is not on this machine yet)"]
     return preflight_lines(cfg, model_shape(config, cfg.policy.lora_r if cfg.policy.lora else None))
+
+
+def critic_lines(cfg: Config, start: ModelSource) -> list[str]:
+    """What the preflight prints about a learned critic (`cfg.trains_critic`: PPO) on any device: its extra memory
+    (the memory plan's critic terms) and the work it adds per iteration; [] without one. On a GPU the time estimate
+    (`estimate_lines`) carries its seconds as the `critic` part; on the CPU benchmarks/critic_cost.py measures them."""
+    from scpo.policy.memory_plan import GIB, model_shape, plan_memory
+
+    if not cfg.trains_critic:
+        return []
+    config = _model_config(cfg, start)
+    if config is None:
+        return ["critic: memory estimate skipped (the model's config is not on this machine yet)"]
+    plan = plan_memory(cfg, model_shape(config, cfg.policy.lora_r if cfg.policy.lora else None))
+    c = cfg.train.critic
+    micro = sum(plan.critic_update.values())
+    return [
+        f"critic (credit.method {cfg.credit.method}): a value model from the start model's weights, "
+        f"+{plan.critic_held / GIB:.3g} GiB held (float32 weights, grads, AdamW) and +{micro / GIB:.3g} GiB per "
+        f"critic micro-batch; per iteration one forward pass over the batch's prompts, then {c.epochs} epoch(s) of "
+        f"minibatches of {c.minibatch_size} steps with a backward pass (CPU cost: benchmarks/critic_cost.py)"
+    ]
 
 
 def _short(digest: str | None) -> str:

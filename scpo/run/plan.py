@@ -14,6 +14,8 @@ never touched by a command that fails one of them):
   start's, `train.sft.n_demos` drawn with `train.seed`: `scpo.envs.demos.demo_tasks`);
 - the models: where the policy starts and the KL reference (`scpo.run.inputs.start_models`), each there or
   reachable;
+- the learned critic a method that reads its values trains beside the policy (`CriticPlan`: PPO's, from the weights
+  the policy starts from, with `train.critic`; None for every other method);
 - the device and whether the run fits its memory (`scpo.policy.memory_plan`: on a GPU the estimated peak is one of
   the plan's notes; a run over its device's memory is refused);
 - for a resume, what it continues from: the checkpoint and its state, the history to rebuild (history.csv must hold
@@ -43,6 +45,7 @@ from scpo.run.history import HISTORY_FILE, history_problem
 from scpo.run.inputs import (
     ModelSource,
     check_memory,
+    critic_lines,
     estimate_lines,
     input_differences,
     start_model_record,
@@ -53,7 +56,7 @@ from scpo.run.inputs import (
 from scpo.run.lock import check_not_in_use
 from scpo.run.provenance import config_differences, git_state, provenance, read_provenance, resolved_config
 
-__all__ = ["RunPlan", "Resume", "make_plan", "default_run_dir", "protected_paths", "STAGES"]
+__all__ = ["RunPlan", "Resume", "CriticPlan", "make_plan", "default_run_dir", "protected_paths", "STAGES"]
 
 STAGES = ("sft", "rl")
 
@@ -71,6 +74,16 @@ class Resume:
     @property
     def iterations_done(self) -> int:
         return int(self.state.info["iterations_done"])
+
+
+@dataclass(frozen=True)
+class CriticPlan:
+    """The learned critic of a run whose credit method reads its values (`Config.trains_critic`: PPO): a value model
+    from the weights the policy starts from (`start`; verl-agent's PPO recipe: critic.model.path = the actor's
+    model), trained with `options` (train.critic; `scpo.train.critic`)."""
+
+    start: ModelSource
+    options: Any  # scpo.config.CriticConfig
 
 
 @dataclass(frozen=True)
@@ -92,6 +105,7 @@ class RunPlan:
     record: dict[str, Any]  # the provenance the run folder and its checkpoints carry
     notes: tuple[str, ...]  # lines to show when the run starts
     protected: dict[str, Any]  # what --overwrite must never remove
+    critic: CriticPlan | None = None  # the learned critic trained beside the policy (PPO), None without one
 
     @property
     def seed(self) -> int:
@@ -190,8 +204,11 @@ def make_plan(
     start, reference = start_models(cfg, run_dir)
     device = resolve_device(cfg.train.device)
     memory = check_memory(cfg, start, device)
+    critic = CriticPlan(start, cfg.train.critic) if stage == "rl" and cfg.trains_critic else None
     if device.type == "cuda":
         notes += [memory, *estimate_lines(cfg, start)]
+    if critic is not None:
+        notes += critic_lines(cfg, start)
     inputs = {"task_pool": pool_record, "start_model": start_model_record(start, reference)}
 
     plan_resume = None
@@ -224,6 +241,7 @@ def make_plan(
         {**provenance(cfg), **inputs},
         tuple(notes),
         protected,
+        critic,
     )
 
 

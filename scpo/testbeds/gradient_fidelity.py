@@ -155,7 +155,8 @@ def gradient_fidelity(
     model) compares with the exact gradient (`cos_panel`, `cos_tasks`); `reference_episodes` > 0 also with the
     sampled reference of that many episodes per task (`cos_sampled`, the corrected cosine:
     `scpo.testbeds.sampled_gradient`), which is all there is without a tabular model. A method whose need the
-    environment cannot meet (the oracle without a planner, exact values without a tabular model) is left out."""
+    environment cannot meet (the oracle without a planner, exact values without a tabular model, a learned critic's
+    values: PPO, which only the trainer trains) is left out."""
     credit = credit or CreditConfig()
     spec = env_spec(env_name)
     exact = spec.tabular is not None if exact is None else exact
@@ -163,7 +164,7 @@ def gradient_fidelity(
         raise ValueError(f"environment {env_name!r} declares no tabular model: no exact gradient (exact=False)")
     if not exact and reference_episodes <= 0:
         raise ValueError("without the exact gradient a sampled reference is needed: set reference_episodes > 0")
-    unmet = {"oracle": spec.oracle_progress is None, "exact_values": not exact}
+    unmet = {"oracle": spec.oracle_progress is None, "exact_values": not exact, "critic": True}  # no critic here
     methods = [
         m
         for m in (methods or available_methods())

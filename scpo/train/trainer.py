@@ -8,6 +8,9 @@ reads top to bottom:
               scores gets them here: `scpo.policy.hindsight`)
     update    clipped-ratio PPO steps with KL to the reference and an entropy bonus (`scpo.train.update`), checked
               finite (`scpo.run.finite`), then the engine's weights synced
+    critic    a run whose method reads a learned critic's values (the plan's `critic`: PPO) trains it on the batch's
+              returns, after its values of the batch (the `critic_value` column) were read by credit
+              (`scpo.train.critic`)
     log       one row of metrics (history.csv and dvclive: `scpo.run.history`), the saved batch
     checkpoint  every `train.checkpoint_every` iterations and at the end (`scpo.run.checkpoint`)
 
@@ -18,8 +21,8 @@ exactly as the uninterrupted run would have (tested by killing a run with SIGKIL
 Where the trainer grows (each a method to extend or override, with what it receives and returns):
 - a batch column computed before credit (as the policy's Monte-Carlo or exact values are): a provider in
   `COLUMN_PROVIDERS` under the column's name (`scpo.credit.spec.COLUMNS`), which the method's spec lists;
-- a learned critic (PPO with a value head): `__init__` builds it beside the policy, `credit` turns its values into
-  advantages (GAE), `update` adds its value loss; the optimizer, checkpoint and metrics then carry it.
+- another learned model beside the policy: as the critic, built in `__init__` from the plan, its values a batch
+  column (`critic_values`), its step after the policy's (`fit_critic`), its state in each checkpoint (`checkpoint`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from scpo.run.history import HISTORY_FILE, HistoryLog
 from scpo.run.plan import RunPlan
 from scpo.run.provenance import identity
 from scpo.train.collect import collect_iteration, play_settings
+from scpo.train.critic import CRITIC_DIR, Critic
 from scpo.train.metrics import credit_metrics, rollout_metrics
 from scpo.train.models import model_folder, reference_model, save_model, trained_policy
 from scpo.train.seeding import iteration_seed, seed_everything
@@ -71,6 +75,12 @@ class Trainer:
         self.optimizer = make_optimizer(self.policy.model, cfg.train)
         self.start_iteration = plan.resume.state.restore(self.optimizer) if plan.resume else 0
         self.engine = make_engine(cfg, self.policy, model_dir=model_dir)
+        # ---- the learned critic (PPO): from the start model's weights, or the checkpoint's critic when resuming
+        self.critic = None
+        if plan.critic is not None:
+            self.critic = Critic.from_start(cfg, self.start_dir, plan.device, seed=plan.seed)
+            if plan.resume:
+                self.critic.load(plan.resume.checkpoint / CRITIC_DIR)
         self.history = HistoryLog(plan.run_dir, keep_iterations=self.start_iteration)
 
     def train(self) -> dict:
@@ -86,6 +96,8 @@ class Trainer:
             self.iteration(it)
         self.history.close()
         save_model(self.policy, self.plan.run_dir / "model")
+        if self.critic is not None:
+            self.critic.save(self.plan.run_dir / CRITIC_DIR)
         return self.summary()
 
     def iteration(self, it: int) -> dict:
@@ -106,6 +118,9 @@ class Trainer:
         update, samples, n_steps = self.update(batch, credit, it)
         update_s = time.perf_counter() - t0
 
+        # 3b. the critic (PPO): its value loss on the batch's returns
+        critic = self.fit_critic(batch, credit, it) if self.critic is not None else {}
+
         # 4. log: the iteration's metrics and its batch
         row = {
             "iteration": it,
@@ -113,6 +128,7 @@ class Trainer:
             **credit_metrics(batch, credit),
             **{f"losses/{k}": v for k, v in update.items()},
             "losses/frac_steps_updated": len(samples) / max(n_steps, 1),
+            **critic,
             "perf/env_s": timing.env_s,
             "perf/gen_s": timing.gen_s,
             "perf/credit_s": credit_s,
@@ -178,6 +194,20 @@ class Trainer:
         self.engine.sync_weights(self.policy)
         return update, samples, n_steps
 
+    def fit_critic(self, batch: RolloutBatch, credit: CreditResult, it: int) -> dict[str, float]:
+        """The critic's epochs on the batch: the returns G_t credit computed from its values (`credit.returns`), its
+        values before (the batch's critic_value), each step weighted by its answer's token count (verl's token-mean);
+        minibatches drawn from the iteration's seed. -> critic/* metrics and perf/critic_update_s; a NaN or infinite
+        value loss stops the run here (`scpo.run.finite`)."""
+        t0 = time.perf_counter()
+        gen = torch.Generator().manual_seed(iteration_seed(self.plan.seed, it))
+        weights = np.array([len(r) for r in batch.response_ids], dtype=np.float64)
+        with self.engine.memory_released():
+            metrics = self.critic.fit(batch.prompt_ids, credit.returns, batch.critic_value, weights, gen)
+        hint = lambda: self._diverged_hint("train.critic.lr", self.plan.config.train.critic.lr)  # noqa: E731
+        check_update(it, {"value_loss": metrics["critic/value_loss"]}, self.critic.module, hint=hint)
+        return {**metrics, "perf/critic_update_s": time.perf_counter() - t0}
+
     def log(self, it: int, row: dict, batch: RolloutBatch) -> None:
         """The row into history.csv and dvclive; the batch saved every `train.save_rollouts_every` iterations."""
         every = self.plan.config.train.save_rollouts_every
@@ -197,6 +227,7 @@ class Trainer:
                 {"method": self.plan.method, "provenance": self.plan.record},
                 keep=train_cfg.keep_checkpoints,
                 files={HISTORY_FILE: self.history.path},  # the history as of this checkpoint: a resume checks it
+                write_more=(lambda ckpt: self.critic.save(ckpt / CRITIC_DIR)) if self.critic is not None else None,
             )
 
     # ---------------------------------------------------------------------------------- batch columns for credit
@@ -240,6 +271,13 @@ class Trainer:
         )
         return batch.with_column("exact_value", values), {"perf/exact_values_s": time.perf_counter() - t0}
 
+    def critic_values(self, batch: RolloutBatch, it: int) -> tuple[RolloutBatch, dict[str, float]]:
+        """The critic's values V(s_t) of every step's prompt, before it trains on the batch (`scpo.train.critic`);
+        their seconds."""
+        t0 = time.perf_counter()
+        values = self.critic.values(batch.prompt_ids)
+        return batch.with_column("critic_value", values), {"perf/critic_values_s": time.perf_counter() - t0}
+
     # ------------------------------------------------------------------------------------------------ the end
     def summary(self) -> dict:
         """Final metrics (last iteration), mean wall seconds per iteration split env / gen / credit / update."""
@@ -263,11 +301,13 @@ class Trainer:
             "run_dir": str(plan.run_dir),
         }
 
-    def _diverged_hint(self) -> str:
+    def _diverged_hint(self, lr_key: str = "train.lr", lr: float | None = None) -> str:
         cfg, run_dir = self.plan.config, self.plan.run_dir
         last = latest_checkpoint(run_dir)
         where = f"the run folder keeps {last.relative_to(run_dir)}" if last else "no checkpoint was written yet"
-        return f"{where}; lower train.lr (now {cfg.train.lr:g}) or train.max_grad_norm, then " + (
+        lr = cfg.train.lr if lr is None else lr
+        clip = "train.max_grad_norm" if lr_key == "train.lr" else "train.critic.max_grad_norm"
+        return f"{where}; lower {lr_key} (now {lr:g}) or {clip}, then " + (
             "`--resume --force`" if last else "run it again with --overwrite"
         )
 
@@ -278,4 +318,5 @@ COLUMN_PROVIDERS: dict[str, Callable[[Trainer, RolloutBatch, int], tuple[Rollout
     "oracle_progress": Trainer.oracle_progress,
     "policy_value": Trainer.policy_values,
     "exact_value": Trainer.exact_values,
+    "critic_value": Trainer.critic_values,
 }

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from scpo.batch import RolloutBatch
 from scpo.policy.logprobs import bucketed_batches, response_logprobs
+from scpo.policy.packed import packed_response_logprobs
 from scpo.policy.padding import pad_rows
 from scpo.policy.scoring import candidate_scores, choice_log_distribution
 from scpo.train.loss import policy_loss
@@ -106,28 +107,29 @@ def make_optimizer(model, train_cfg) -> torch.optim.AdamW:
 
 
 def step_logprobs(
-    model, samples: Sequence[StepSample], pad_id: int, temperature: float = 1.0, with_entropy: bool = False
+    model,
+    samples: Sequence[StepSample],
+    pad_id: int,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    packed: bool = False,
 ):
     """-> (logp [B, W], mask [B, W], entropy [B, W] or None): a choice step fills column 0 with log pi(k | x) (and the
-    entropy of the choice distribution), a generated step its answer tokens. Gradients flow unless under no_grad."""
+    entropy of the choice distribution), a generated step its answer tokens, computed over padded rows or, with
+    `packed`, over one row holding every generated step with no padding (`scpo.policy.packed`; the same values).
+    Gradients flow unless under no_grad."""
     device = next(model.parameters()).device
     chosen = [i for i, s in enumerate(samples) if s.candidates is not None]
     generated = [i for i, s in enumerate(samples) if s.candidates is None]
     parts = []
     if generated:
-        parts.append(
-            (
-                generated,
-                *response_logprobs(
-                    model,
-                    [samples[i].prompt_ids for i in generated],
-                    [samples[i].response_ids for i in generated],
-                    pad_id,
-                    temperature,
-                    with_entropy=with_entropy,
-                ),
-            )
-        )
+        prompts = [samples[i].prompt_ids for i in generated]
+        answers = [samples[i].response_ids for i in generated]
+        if packed:
+            values = packed_response_logprobs(model, prompts, answers, temperature, with_entropy=with_entropy)
+        else:
+            values = response_logprobs(model, prompts, answers, pad_id, temperature, with_entropy=with_entropy)
+        parts.append((generated, *values))
     if chosen:
         log_pi = choice_log_distribution(
             candidate_scores(
@@ -152,11 +154,17 @@ def step_logprobs(
 
 
 def batched_logprobs(
-    model, samples: Sequence[StepSample], pad_id: int, batch_size: int, temperature: float = 1.0
+    model,
+    samples: Sequence[StepSample],
+    pad_id: int,
+    batch_size: int,
+    temperature: float = 1.0,
+    packed: bool = False,
 ) -> list[torch.Tensor]:
     """Per-sample 1-D tensors of `step_logprobs` under `model` (no grad: a choice step gives one value, a generated one
     a value per answer token), returned in the order of `samples`: the choice steps in one call (the scorer chunks
-    them by length itself), the generated ones in length-sorted minibatches of `batch_size`."""
+    them by length itself), the generated ones in length-sorted minibatches of `batch_size` (each one packed row with
+    `packed`)."""
     out: list[torch.Tensor | None] = [None] * len(samples)
     chosen = [i for i, s in enumerate(samples) if s.candidates is not None]
     generated = sorted(
@@ -168,7 +176,7 @@ def batched_logprobs(
     model.eval()
     with torch.no_grad():
         for idx in calls:
-            logp, mask, _ = step_logprobs(model, [samples[i] for i in idx], pad_id, temperature)
+            logp, mask, _ = step_logprobs(model, [samples[i] for i in idx], pad_id, temperature, packed=packed)
             for row, i in enumerate(idx):
                 out[i] = logp[row, : int(mask[row].sum())].cpu()
     model.train(was_training)
@@ -176,7 +184,13 @@ def batched_logprobs(
 
 
 def old_logprobs(
-    model, samples: Sequence[StepSample], pad_id: int, batch_size: int, temperature: float, source: str = "sampler"
+    model,
+    samples: Sequence[StepSample],
+    pad_id: int,
+    batch_size: int,
+    temperature: float,
+    source: str = "sampler",
+    packed: bool = False,
 ) -> list[torch.Tensor]:
     """The PPO ratio's old log-probs, per sample as `batched_logprobs` gives them: with `source="sampler"` a choice step
     that carries the sampler's log pi(k | x) (`StepSample.old_logprob`) reads it, every other sample is recomputed
@@ -185,7 +199,8 @@ def old_logprobs(
         raise ValueError(f"train.old_logprobs={source!r} is not one of 'sampler', 'recompute'")
     reuse = [source == "sampler" and s.candidates is not None and s.old_logprob is not None for s in samples]
     todo = [i for i, r in enumerate(reuse) if not r]
-    computed = batched_logprobs(model, [samples[i] for i in todo], pad_id, batch_size, temperature) if todo else []
+    todo_samples = [samples[i] for i in todo]
+    computed = batched_logprobs(model, todo_samples, pad_id, batch_size, temperature, packed) if todo else []
     out: list[torch.Tensor | None] = [
         torch.tensor([s.old_logprob], dtype=torch.float32) if r else None for s, r in zip(samples, reuse)
     ]
@@ -195,7 +210,13 @@ def old_logprobs(
 
 
 def reference_logprobs(
-    model, ref_model, samples: Sequence[StepSample], pad_id: int, batch_size: int, temperature: float = 1.0
+    model,
+    ref_model,
+    samples: Sequence[StepSample],
+    pad_id: int,
+    batch_size: int,
+    temperature: float = 1.0,
+    packed: bool = False,
 ) -> list[torch.Tensor]:
     """`batched_logprobs` under the KL reference: `ref_model`, or, when it is the trained peft model itself (LoRA),
     that model with its adapters disabled (peft's `disable_adapter()`): the frozen base, with no second model."""
@@ -203,8 +224,8 @@ def reference_logprobs(
         if not hasattr(model, "disable_adapter"):
             raise ValueError("the KL reference is the trained model itself, which has no adapters to disable")
         with model.disable_adapter():
-            return batched_logprobs(model, samples, pad_id, batch_size, temperature)
-    return batched_logprobs(ref_model, samples, pad_id, batch_size, temperature)
+            return batched_logprobs(model, samples, pad_id, batch_size, temperature, packed)
+    return batched_logprobs(ref_model, samples, pad_id, batch_size, temperature, packed)
 
 
 def _padded(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
@@ -246,7 +267,8 @@ def ppo_update(
 
     Each minibatch (`train.minibatch_size` steps, grouped as `train.minibatch_order` says) is one optimizer step; its
     forward / backward passes take `train.micro_batch_size` steps at a time and accumulate the gradient, which equals
-    the whole minibatch's.
+    the whole minibatch's. `train.sequence_layout` says how a pass lays out its generated steps: `padded` rows or one
+    `packed` row with no padding (`scpo.policy.packed`; the old and reference log-probs too).
     Returns the token-weighted means over minibatches of pg, kl, entropy, clipfrac, approx_kl, plus grad_norm and
     the number of optimizer steps (a progress bar counts them).
     """
@@ -264,9 +286,10 @@ def ppo_update(
                 f"train.rollout_correction=tis needs the sampler's token log-probs, which {missing} of "
                 f"{len(samples)} steps lack (rollout.engine=vllm gives them; admissible choices have none)"
             )
-    old = old_logprobs(model, samples, pad_id, micro, temperature, train_cfg.old_logprobs)
+    packed = train_cfg.sequence_layout == "packed"
+    old = old_logprobs(model, samples, pad_id, micro, temperature, train_cfg.old_logprobs, packed)
     use_ref = ref_model is not None and train_cfg.kl_coef > 0
-    ref = reference_logprobs(model, ref_model, samples, pad_id, micro, temperature) if use_ref else None
+    ref = reference_logprobs(model, ref_model, samples, pad_id, micro, temperature, packed) if use_ref else None
     device = next(model.parameters()).device
     totals: dict[str, float] = {}
     weight = 0.0
@@ -290,7 +313,7 @@ def ppo_update(
                 part = idx[m : m + micro]  # its share of the minibatch's units, sums to the minibatch's mean
                 chunk = [samples[i] for i in part]
                 logp, mask, entropy = step_logprobs(
-                    model, chunk, pad_id, temperature, with_entropy=train_cfg.entropy_coef > 0
+                    model, chunk, pad_id, temperature, with_entropy=train_cfg.entropy_coef > 0, packed=packed
                 )
                 width = logp.shape[1]
                 old_b = _padded([old[i] for i in part], width).to(device)

@@ -413,3 +413,18 @@ def test_trajectory_html_escapes_text():
     v = group_view(b, 0, _results(b, ("gigpo",)))
     page = trajectory_html(b, v, 0)
     assert "&lt;script&gt;" in page and "<script>" not in page
+
+
+def test_the_hover_shows_the_critics_value_and_td_error_when_the_batch_has_them():
+    """A PPO run's saved rollouts carry the critic's V(s_t) (critic_value): each cell's hover gives it and PPO's TD
+    error delta_t = r_t - pen_t + V(s_{t+1}) - V(s_t) (gamma 1; 0 after a trajectory's end), by hand."""
+    b = _batch().with_column("critic_value", [1.0, 2.0, 4.0, 3.0, 5.0, 0.0, 0.0, 0.0])
+    v = group_view(b, 0, _results(b))
+    # traj 0: (0 + 2 - 1, 0 + 4 - 2, 0 - 0.1 invalid + 0 - 4) = (1, 2, -4.1); traj 1: (0 + 5 - 3, 10 - 5) = (2, 5)
+    assert v.hover[0, 0].endswith("critic V(s_t): 1.000, TD error δ_t: +1.000")
+    assert v.hover[0, 2].endswith("critic V(s_t): 4.000, TD error δ_t: -4.100")
+    assert v.hover[1, 1].endswith("critic V(s_t): 5.000, TD error δ_t: +5.000")
+    ppo = compute_advantages("ppo", b, CreditConfig(), gamma=0.5, whiten="steps")  # the explorer's own PPO result
+    with_ppo = group_view(b, 0, {**_results(b), "ppo": ppo}, ["gigpo"])
+    assert with_ppo.hover[0, 0].endswith("critic V(s_t): 1.000, TD error δ_t: +0.000")  # 0 + 0.5 x 2 - 1
+    assert "critic V" not in group_view(_batch(), 0, _results(_batch())).hover[0, 0]

@@ -166,13 +166,16 @@ def test_gradient_fidelity_on_a_few_batches(policy):
         credit=CreditConfig(),
         progress=False,
     )
-    assert set(res.per_batch["method"]) == set(available_methods())
-    assert len(res.per_batch) == 3 * len(available_methods())
+    from scpo.credit import method_spec
+
+    testable = {m for m in available_methods() if not method_spec(m).critic}  # PPO's critic: only the trainer's
+    assert set(res.per_batch["method"]) == testable and "ppo" not in testable
+    assert len(res.per_batch) == 3 * len(testable)
     finite = res.per_batch.dropna(subset=["cos_panel"])
     assert finite["cos_panel"].between(-1, 1).all() and finite["cos_tasks"].between(-1, 1).all()
     exact = res.per_batch[res.per_batch["method"] == "exact_advantage"]
     assert exact["cos_tasks"].notna().all()
-    assert set(res.summary["method"]) == set(available_methods())
+    assert set(res.summary["method"]) == testable
     assert res.summary.set_index("method").loc["grpo"].isna()["diff_mean"]  # the reference has no difference
     assert set(res.success) == set(TASKS) and res.exact_gradient_norm > 0
     assert {"rollouts_s", "estimators_s", "updates_s", "exact_gradient_s"} <= set(res.seconds)

@@ -43,26 +43,21 @@ def test_holm_adjusts_step_down_and_keeps_the_order():
     np.testing.assert_allclose(holm([0.9, 0.8]), [1.0, 1.0])
 
 
-def _statsmodels_holm(pvals):
-    """statsmodels.stats.multitest.multipletests(pvals, method="holm")[1], transcribed (statsmodels 0.14,
-    stats/multitest.py): sort ascending, p * (m, m-1, ..., 1), running maximum, values above 1 set to 1, unsorted.
-    statsmodels is not in the lock (requirements/cpu.txt), so `holm` is checked against its published algorithm."""
-    pvals = np.asarray(pvals)
-    sortind = np.argsort(pvals)
-    pvals = np.take(pvals, sortind)
-    ntests = len(pvals)
-    pvals_corrected_raw = pvals * np.arange(ntests, 0, -1)
-    pvals_corrected = np.maximum.accumulate(pvals_corrected_raw)
-    pvals_corrected[pvals_corrected > 1] = 1
-    out = np.empty_like(pvals_corrected)
-    out[sortind] = pvals_corrected
+def _holm_by_definition(pvals):
+    """Holm (1979) as the module docstring states it, one comparison at a time: the i-th smallest p_(i) adjusted to
+    max_{j <= i} min(1, (m - j + 1) p_(j)), ties taken in the order given."""
+    m = len(pvals)
+    ranked = sorted(range(m), key=lambda k: pvals[k])
+    out = [0.0] * m
+    for i, k in enumerate(ranked):
+        out[k] = max(min(1.0, (m - j) * pvals[ranked[j]]) for j in range(i + 1))
     return out
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=14))
-def test_holm_equals_statsmodels_multipletests(pvals):
-    np.testing.assert_allclose(holm(pvals), _statsmodels_holm(pvals), rtol=0, atol=1e-15)
+def test_holm_equals_its_definition(pvals):
+    np.testing.assert_allclose(holm(pvals), _holm_by_definition(pvals), rtol=0, atol=1e-15)
 
 
 def test_the_minimum_detectable_difference_has_the_stated_power():
@@ -80,6 +75,16 @@ def test_the_minimum_detectable_difference_has_the_stated_power():
     assert minimum_detectable_difference(0.0, 5) == 0.0
     with pytest.raises(ValueError, match="at least 2 seeds"):
         minimum_detectable_difference(1.0, 1)
+
+
+@pytest.mark.parametrize(("n", "alpha", "power"), [(2, 0.01, 0.9), (2, 0.05, 0.95), (2, 0.001, 0.99), (3, 0.001, 0.99)])
+def test_the_minimum_detectable_difference_has_its_power_with_very_few_seeds(n, alpha, power):
+    """Far beyond the textbook approximation's bracket (and beyond statsmodels' solve_power, which stops at an effect
+    size of 10): the exact power of the two-sided t-test at the MDE is the power asked for."""
+    mde = minimum_detectable_difference(1.0, n, alpha, power)
+    crit, nc = stats.t.ppf(1 - alpha / 2, n - 1), np.sqrt(n) * mde
+    assert mde > 10
+    assert stats.nct.sf(crit, n - 1, nc) + np.nan_to_num(stats.nct.cdf(-crit, n - 1, nc)) == pytest.approx(power)
 
 
 def _sign_flip_by_hand(d):

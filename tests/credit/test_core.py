@@ -132,9 +132,9 @@ def test_gigpo_similarity_anchors_merge_near_identical_observations():
 def test_registry_errors_name_the_bad_value():
     b = two_traj_group()
     with pytest.raises(
-        KeyError, match="unknown credit method 'ppo'; available: exact_advantage, g2po, gigpo, graphgpo, grpo, hcapo"
+        KeyError, match="unknown credit method 'trpo'; available: exact_advantage, g2po, gigpo, graphgpo, grpo, hcapo"
     ):
-        compute_advantages("ppo", b)
+        compute_advantages("trpo", b)
     with pytest.raises(ValueError, match="unknown option 'taux'.*allowed:.*tau"):
         compute_advantages("scpo", b, taux=0.3)
     with pytest.raises(ValueError, match="tau"):
@@ -154,6 +154,7 @@ def test_registry_errors_name_the_bad_value():
         "shuffled",
         "mc_advantage",
         "exact_advantage",
+        "ppo",
     }
 
 

@@ -164,7 +164,7 @@ def test_whitening_needs_two_entries_and_tokens_need_the_policys_answers():
 
 def test_the_critics_values_are_a_declared_need():
     cfg, opts = CreditConfig(), PPOOptions(whiten="steps")
-    with pytest.raises(ValueError, match="needs values"):
+    with pytest.raises(ValueError, match="needs the critic's values"):
         compute_ppo(_batch([0] * 5), cfg, options=opts)
     with pytest.raises(ValueError, match="5 finite values"):
         compute_ppo(_batch([0] * 5), cfg, values=VALUES[:4], options=opts)
@@ -285,8 +285,8 @@ def test_error_messages_name_the_problem():
     with pytest.raises(ValueError, match=no_tokens):
         answer_token_counts(_batch([0] * 5))
     needs = (
-        r"^ppo needs values \(n_rows,\): the critic's V\(s_t\) of each step's state, computed by the trainer's value "
-        r"head, passed as compute_advantages\('ppo', batch, values=\.\.\.\)$"
+        r"^ppo needs the critic's values V\(s_t\) per step: the batch's critic_value column \(the trainer's critic "
+        r"fills it, scpo.train.critic\) or values=\.\.\.$"
     )
     with pytest.raises(ValueError, match=needs):
         compute_ppo(_batch([0] * 5), CreditConfig(), options=PPOOptions())
@@ -318,3 +318,53 @@ def test_the_explained_variance_statistic_needs_two_rows():
     # G = (10, 10): var 0 -> 1 - var(G - V) / 1e-5 with V = (4, 6): G - V = (6, 4), var 2
     ev = compute_ppo(two, cfg, values=[4.0, 6.0], options=raw).stats["value_explained_variance"]
     assert ev == pytest.approx(1 - 2 / 1e-5)
+
+
+def test_ppo_is_registered_and_estimated_from_the_batchs_critic_values_by_hand():
+    """Through the one entry point (`estimate`), the batch's critic_value column: params.yaml's defaults (gamma =
+    lambda = 1, tokens whitening) and the invalid penalty 0.1 on row 3."""
+    from scpo.credit import estimate, method_spec
+
+    spec = method_spec("ppo")
+    assert spec.columns == ("critic_value",) and spec.critic and spec.needs_policy and spec.bound is None
+    batch = _batch([0] * 5, response_lengths=[1, 2, 3, 1, 1], valid=[True, True, True, False, True])
+    batch = batch.with_column("critic_value", VALUES)
+    res = estimate(batch, ["ppo"])["ppo"]
+    # a (terminal): r' = (0, 0, 10), V = (4, 6, 8): delta = (2, 2, 2), A = (6, 4, 2), G = 10 each
+    # b (cut, nothing to bootstrap from): r' = (-0.1, 0), V = (1, 2): delta = (0.9, -2), A = (-1.1, -2), G = (-0.1, 0)
+    adv = np.array([6.0, 4.0, 2.0, -1.1, -2.0])
+    w = np.array([1.0, 2.0, 3.0, 1.0, 1.0])  # each turn counted once per answer token (verl's masked_whiten)
+    mean = (w @ adv) / (8 + 1e-8)
+    var = (w @ (adv - mean) ** 2) / (8 + 1e-8) * 8 / 7
+    np.testing.assert_allclose(res.advantages, (adv - mean) / np.sqrt(var + 1e-8), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(res.returns, [10, 10, 10, -0.1, 0], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(res.diagnostics["td_error"], [2, 2, 2, 0.9, -2], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(res.diagnostics["value"], VALUES)
+    by_hand = compute_ppo(batch, CreditConfig(), values=np.array(VALUES), options=PPOOptions())
+    np.testing.assert_array_equal(res.advantages, by_hand.advantages)
+    assert estimate(batch, ["ppo"], options={"ppo": {"gamma": 0.5}})["ppo"].returns[0] != res.returns[0]
+
+
+def test_an_unmet_critic_need_is_refused_in_one_line_or_skipped():
+    from scpo.credit import compute_advantages, estimate
+
+    batch = _batch([0] * 5, response_lengths=[1, 2, 3, 1, 1])
+    message = (
+        "credit method 'ppo' needs the critic's values V(s_t) per step (the batch's critic_value column: the "
+        "trainer's learned critic, scpo.train.critic, fills it before credit)"
+    )
+    for call in (lambda: estimate(batch, ["grpo", "ppo"]), lambda: compute_advantages("ppo", batch)):
+        with pytest.raises(ValueError) as err:
+            call()
+        assert str(err.value) == message and "\n" not in str(err.value)
+    assert set(estimate(batch, ["grpo", "ppo"], unmet="skip")) == {"grpo"}
+
+
+def test_the_critic_value_column_survives_a_file_and_a_selection(tmp_path):
+    batch = _batch([0] * 5, response_lengths=[1, 2, 3, 1, 1]).with_column("critic_value", VALUES)
+    back = RolloutBatch.read(batch.to_parquet(tmp_path / "b.parquet"))
+    np.testing.assert_array_equal(back.critic_value, VALUES)
+    assert back.critic_value.dtype == np.float64
+    np.testing.assert_array_equal(batch.select(batch.traj_id == 1).critic_value, VALUES[3:])
+    steps = [s.critic_value for t in batch.to_trajectories() for s in t.steps]
+    assert steps == VALUES and RolloutBatch.from_trajectories(batch.to_trajectories()).critic_value.tolist() == VALUES

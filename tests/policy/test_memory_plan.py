@@ -14,7 +14,7 @@ import pytest
 from scpo.config import load_config
 from scpo.policy.memory_plan import GIB, MemoryPlanError, model_shape, plan_memory, vllm_memory_utilization
 from scpo.policy.qwen2_shapes import qwen2_config
-from scpo.run.inputs import check_memory, estimate_lines, start_models
+from scpo.run.inputs import check_memory, critic_lines, estimate_lines, start_models
 
 from helpers.runs import CORRIDOR
 
@@ -113,3 +113,32 @@ def test_the_estimate_is_within_25_percent_of_a_measured_cpu_update():
     )
     row = json.loads(done.stdout.strip().splitlines()[-1])
     assert 0.75 <= row["estimate_over_measured"] <= 1.25, row
+
+
+def test_ppos_critic_adds_a_trained_float32_copy_and_its_own_micro_batch():
+    """The critic (credit.method ppo) holds 16 N more (float32 weights, grads, AdamW moments); its micro-batch of
+    prompts (no answer, no logits) runs after the policy's update, so the peak takes the larger of the two. Qwen2.5-1.5B
+    with verl-agent's recipe: 23 GiB more, still within an H200, beyond an 80 GB H100."""
+    shape = model_shape(qwen2_config("qwen2.5-1.5b"))
+    plain = plan_memory(_gpu(**{"rollout.engine": "vllm"}), shape, H200)
+    ppo = plan_memory(_gpu(**{"rollout.engine": "vllm", "credit.method": "ppo"}), shape, H200)
+    n = shape.params
+    assert plain.critic_held == 0 and plain.critic_update == {}
+    held = (ppo.trainer["critic_weights"], ppo.trainer["critic_grads"], ppo.trainer["critic_adamw"])
+    assert held == (4 * n, 4 * n, 8 * n)
+    tokens = 16 * 2048  # train.critic.micro_batch_size prompts of policy.max_prompt_tokens, gradient checkpointing
+    a = 46 * shape.hidden + 12 * shape.kv_width + 8 * shape.intermediate
+    assert ppo.critic_update["critic_activations"] == tokens * (shape.layers * 4 * shape.hidden + a)
+    update, critic = sum(ppo.update.values()), sum(ppo.critic_update.values())
+    assert ppo.peak == sum(ppo.trainer.values()) + max(update, critic) + sum(ppo.engine.values())
+    assert ppo.peak - plain.peak >= 16 * n and ppo.fits and ppo.peak > 80 * 10**9
+    assert "critic_weights 5.8" in ppo.line() and "critic_activations" in ppo.line()
+
+
+def test_the_preflight_names_the_critics_memory_and_work_on_any_device(tmp_path):
+    cfg = load_config("params.yaml", profile="smoke", overrides={**CORRIDOR, "credit.method": "ppo"})
+    start, _ = start_models(cfg, tmp_path / "run")
+    (line,) = critic_lines(cfg, start)
+    assert line.startswith("critic (credit.method ppo): a value model from the start model's weights, +")
+    assert " GiB held (float32 weights, grads, AdamW) and +" in line and "3 epoch(s) of minibatches of 32 steps" in line
+    assert critic_lines(load_config("params.yaml", profile="smoke", overrides=CORRIDOR), start) == []

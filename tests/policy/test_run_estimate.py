@@ -124,3 +124,20 @@ def test_smollm2s_shape_is_known_before_its_conversion():
     assert math.isclose(config.rope_parameters["rope_theta"], value("llama.rope.freq_base"))
     assert model_shape(config).params == 134_515_008  # vLLM's count of SmolLM2's elements (experiments/vllm_sync_cpu)
     assert known_config("tiny") is None
+
+
+def test_a_critic_adds_its_passes_and_its_checkpoint_bytes_by_hand():
+    """PPO's critic (a float32 copy of the start model): one forward pass over the batch's prompts for its values, then
+    train.critic.epochs of forward + backward (+ a recomputation with checkpointing) over them; a checkpoint holds its
+    weights and AdamW moments (12 N bytes more). Every other method: no critic part."""
+    est = estimate_run(_gpu(**{"credit.method": "ppo", "train.critic.epochs": 2}), SHAPE, assume=FLAT)
+    samples, n = 128 * 25, 10**9
+    values = samples * 1000 * 2 * n / (1e15 * 0.5)
+    fit = 2 * samples * 1000 * 2 * n * (1 + 2 + 1) / (1e15 * 0.5)
+    assert est.parts["critic"] == pytest.approx(values + fit)
+    assert est.checkpoint_bytes == 12 * 10**9 + 12 * 10**9
+    plain = estimate_run(_gpu(), SHAPE, assume=FLAT)
+    assert plain.parts["critic"] == 0.0 and plain.checkpoint_bytes == 12 * 10**9
+    assert est.parts["update"] == plain.parts["update"] and est.parts["generation"] == plain.parts["generation"]
+    line = preflight_lines(_gpu(**{"credit.method": "ppo"}), model_shape(qwen2_config("qwen2.5-1.5b")))[0]
+    assert ", critic " in line

@@ -18,6 +18,11 @@ BENCHMARKS = sorted(p.name for p in (REPO / "benchmarks").glob("[!_]*.py"))
 EXPECTED = {
     "alfworld_bench.py": [r"ALFWorld engines on 1 valid_seen games", r"\nratio +\d+x"],
     "checkpoint_io.py": [r"AdamW state of 1M parameters", r"ratio state files / torch: write [\d.]+x"],
+    "critic_cost.py": [
+        r"--quick: the smoke profile's policy on the corridor",
+        r"ratio ppo / grpo: time per iteration [\d.]+x, per collected step [\d.]+x; the critic's share",
+        r"critic memory: checkpoint files .* ratio files / plan [\d.]+",
+    ],
     "credit_bench.py": [r"difflib / lexical CPU time: [\d.]+x", r"\nlexical +cold"],
     "explorer_bench.py": [r"rollouts: synthetic, quick sizes", r"\nestimator +[\d.]+"],
     "fused_projections.py": [r"--quick: measured on a two-iteration corridor run", r"fused / model's layers: [\d.]+"],
@@ -25,6 +30,11 @@ EXPECTED = {
     "hindsight_bench.py": [r"16 synthetic rows \(--quick\)", r"largest difference of the values"],
     "memory_plan.py": [r"bfloat16 checkpointing=False .* estimate / measured [\d.]+", r"--quick: .*nothing written"],
     "numerics_pin_cost.py": [r"--quick: the smoke profile's policy on the corridor", r"rl steps/s +pinned .* ratio"],
+    "packing.py": [
+        r"alfworld: \d+ steps in \d+ micro-batches of 8 \(group size 8",
+        r"token positions: real [\d,]+, processed padded [\d,]+ \(padding fraction 0\.\d+\), packed [\d,]+",
+        r"packed / padded [\d.]+; largest log-prob difference",
+    ],
     "planner_check.py": [r'"games": 2', r'"all_checks_pass": true'],
     "rl_iteration.py": [r"--quick: this checkout vs this checkout", r"corridor +2x2 +\| collect ms/step"],
     "seed_lanes.py": [r"--quick: this checkout on both sides", r"seeds_s +baseline .* current/baseline [\d.]+"],

@@ -16,7 +16,7 @@ answer that names no move, or names "still", plays NO_OP and is invalid (verl-ag
 
 from __future__ import annotations
 
-from scpo.envs.prompting import extract_action, template_phrases
+from scpo.envs.prompting import extract_action, history_items, history_window, template_phrases
 from scpo.envs.sokoban.room import ACTIONS, NO_OP
 
 __all__ = [
@@ -88,17 +88,11 @@ def build_prompt(
     """The policy's prompt at `step` (0-based count of the steps taken): the grid `observation`, the last
     `history_length` (grid, move) pairs of `history` (oldest first), the admissible moves. `goal` is the template's
     own goal text, so it is not repeated."""
-    if history_length < 0:
-        raise ValueError(f"history_length must be >= 0, got {history_length}")
     shown = ", ".join(f'"{a}"' for a in admissible)
-    recent = list(history[-history_length:]) if history_length > 0 else []
+    recent = [(obs, _move_name(act)) for obs, act in history_window(history, history_length)]
     if step == 0 or not recent:
         return PROMPT_NO_HISTORY.format(observation=observation, admissible=shown)
-    first = step - len(recent) + 1
-    text = "\n".join(
-        HISTORY_ITEM.format(index=first + k, observation=obs, action=_move_name(act))
-        for k, (obs, act) in enumerate(recent)
-    )
+    text = history_items(recent, step, HISTORY_ITEM, one_per_line=True)
     return PROMPT_WITH_HISTORY.format(
         step=step,
         n_history=len(recent),
