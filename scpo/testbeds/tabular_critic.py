@@ -13,10 +13,10 @@ base); a value head on the policy's own trunk would add the value loss's gradien
 policy's update would no longer be the policy-gradient step every other estimator of the benchmark takes.
 
 **An iteration** (verl's order): V_old(s_t) = critic(x(s_t)) on the batch's rows, before any update; PPO's
-advantages and returns from them (`scpo.credit.ppo.compute_ppo`: r_t the environment's reward minus the invalid
-penalty, delta_t = r_t + gamma V_old(s_{t+1}) (1 - done_t) - V_old(s_t), A_t = sum_l (gamma lambda)^l delta_{t+l},
-G_t = A_t + V_old(s_t), A whitened over the batch's steps: the tabular batch has no tokens); then `epochs` full-batch
-Adam steps of the clipped value loss
+advantages and returns from them (the registry's `ppo`, `scpo.credit.ppo`, the values as the batch's `critic_value`:
+r_t the environment's reward minus the invalid penalty, delta_t = r_t + gamma V_old(s_{t+1}) (1 - done_t) -
+V_old(s_t), A_t = sum_l (gamma lambda)^l delta_{t+l}, G_t = A_t + V_old(s_t), A whitened over the batch's steps: the
+tabular batch has no tokens); then `epochs` full-batch Adam steps of the clipped value loss
 
     L_V = 1/2 mean_t max((V(s_t) - G_t)^2, (clip(V(s_t), V_old(s_t) - c, V_old(s_t) + c) - G_t)^2)   (c = 0.5)
 
@@ -36,13 +36,15 @@ import numpy as np
 import torch
 
 from scpo.batch import RolloutBatch
-from scpo.credit.ppo import PPOOptions, compute_ppo
+from scpo.credit import estimate
 from scpo.credit.result import CreditResult
 from scpo.policy.critic import ValueHead, clipped_value_loss
 from scpo.rollout.exact_values import ExactTable
 from scpo.testbeds.tabular_policy import BatchRows, TabularWorld
 
-__all__ = ["CriticOptions", "TabularCritic", "value_fit", "value_error"]
+__all__ = ["PPO", "CriticOptions", "TabularCritic", "value_fit", "value_error"]
+
+PPO = "ppo"  # the registry's estimator, its values the batch's critic_value column
 
 RETURNS_VARY = 1e-9  # relative spread of a batch's returns above which they differ by more than rounding
 
@@ -100,8 +102,8 @@ class TabularCritic:
         """PPO's credit on `batch` from the critic's current values (module docstring); `credit` the credit options
         (their invalid penalty). The CreditResult's `returns` are G_t, its diagnostic "value" V_old(s_t)."""
         values = self.values(rows.node)
-        options = PPOOptions(gamma=self.options.gamma, lam=self.options.lam, whiten="steps")
-        return compute_ppo(batch, credit, values=values, options=options)
+        options = {"gamma": self.options.gamma, "lam": self.options.lam, "whiten": "steps"}
+        return estimate(batch.with_column("critic_value", values), [PPO], credit, options={PPO: options})[PPO]
 
     def fit(self, rows: BatchRows, result: CreditResult) -> dict[str, float]:
         """`epochs` Adam steps of L_V towards `result.returns`, clipped around `result`'s values (module docstring);

@@ -46,7 +46,7 @@ from scpo.envs.registry import env_spec
 from scpo.rollout.exact_values import ExactTable
 from scpo.testbeds.gradient_fidelity import sampled_policy_values
 from scpo.testbeds.policy_gradients import cosine, trainable
-from scpo.testbeds.tabular_critic import TabularCritic, value_error, value_fit
+from scpo.testbeds.tabular_critic import PPO, TabularCritic, value_error, value_fit
 from scpo.testbeds.tabular_policy import BatchRows, TabularWorld
 from scpo.train.collect import sample_tasks
 
@@ -62,7 +62,6 @@ __all__ = [
 ]
 
 EXACT_BATCH = "exact_batch_gradient"  # fidelity's reference row: the exact gradient of the batch's drawn tasks
-PPO = "ppo"  # trained with a learned critic (scpo.testbeds.tabular_critic), not through method_advantages
 
 
 def method_advantages(

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from scpo.credit import CreditConfig
-from scpo.credit.ppo import whiten
+from scpo.credit.ppo import PPOOptions, compute_ppo, whiten
 from scpo.envs.sokoban.room import SYMBOLS
 from scpo.errors import ExpectedError
 from scpo.testbeds.tabular_critic import CriticOptions, TabularCritic, value_error, value_fit
@@ -70,6 +70,17 @@ def test_gae_targets_by_hand_with_a_constant_critic(gamma):
     np.testing.assert_allclose(result.returns, g, atol=1e-12)
     np.testing.assert_allclose(result.diagnostics["value"], 2.5)
     np.testing.assert_allclose(result.advantages, whiten(g - 2.5), atol=1e-12)
+
+
+def test_the_critics_credit_is_compute_ppo_on_its_values():
+    _, _, critic, batch, rows = _setup(options=CriticOptions(gamma=0.9, lam=0.7))
+    with torch.no_grad():
+        critic.net[1].out.weight.normal_(generator=torch.Generator().manual_seed(1))
+    values = critic.values(rows.node)
+    direct = compute_ppo(batch, CreditConfig(), values=values, options=PPOOptions(gamma=0.9, lam=0.7, whiten="steps"))
+    result = critic.advantages(batch, rows, CreditConfig())
+    np.testing.assert_array_equal(result.advantages, direct.advantages)
+    np.testing.assert_array_equal(result.returns, direct.returns)
 
 
 def test_values_are_read_at_each_rows_state_before_the_critic_trains():
