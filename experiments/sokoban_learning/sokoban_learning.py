@@ -8,7 +8,10 @@ experiments/gradient_fidelity (16 `train` rooms with V* >= 4, panel seed 0), lea
 rollout.group_size episodes per iteration at temperature 1, one Adam step per iteration. Two starts per seed:
 `random` (the MLP's initialisation drawn from the seed; lr --cold-lr) and `imitation` (the same, then behaviour
 cloning on the optimal plans of --demo-rooms `train` rooms outside the panel for --imitation-epochs full-batch Adam
-steps at lr 1e-3; RL with a fresh Adam at --warm-lr).
+steps at lr 1e-3; RL with a fresh Adam at --warm-lr). PPO trains a critic of its own (scpo.testbeds.tabular_critic:
+Adam at --critic-lr-ratio times the policy's lr, --critic-epochs steps per iteration) and its runs score their own
+batches beside GRPO and the exact advantage every --eval-every iterations (ppo_critic.csv, ppo_probes.csv,
+ppo_summary.csv, ppo_critic.png).
 
     env $(python -m scpo.numerics env) python experiments/sokoban_learning/sokoban_learning.py \
         --out experiments/sokoban_learning/results
@@ -35,9 +38,12 @@ STARTS = ("random", "imitation")
 LEARNING_METHODS = [  # every registered estimator but HCAPO (it needs a language model's hindsight scores)
     *("exact_advantage", "oracle", "grpo", "gigpo", "scpo", "rloo", "shuffled", "mc_advantage"),
     *("progpo_c", "progpo_r", "g2po", "hgpo", "graphgpo"),
+    "ppo",  # with a learned critic (scpo.testbeds.tabular_critic)
 ]
-EXTRA_COMPARISONS = [("scpo", "gigpo")]  # besides every method against GRPO: the issue's SCPO - GiGPO
-NO_FIDELITY = {"hcapo"}  # needs a language model's hindsight scores
+EXTRA_COMPARISONS = [("scpo", "gigpo"), ("ppo", "exact_advantage")]  # besides every method against GRPO
+NO_FIDELITY = {"hcapo", "ppo"}  # hcapo needs a language model's hindsight scores; ppo a critic (scored along its runs)
+PPO_PROBES = ("grpo", "exact_advantage")  # scored beside PPO on its own batches as its critic learns
+CRITIC_KEYS = ("critic_lr_ratio", "critic_epochs")  # settings only PPO's runs depend on
 _WORKER: dict = {}
 
 
@@ -56,8 +62,23 @@ def settings(args) -> dict:
         "demo_rooms",
         "imitation_epochs",
         "hidden",
+        *CRITIC_KEYS,
     ]
     return {k: getattr(args, k) for k in keys}
+
+
+def check_settings(out: Path, s: dict) -> None:
+    """Refuse `out` if its runs were made with other settings (ExpectedError); a folder from before the critic's
+    settings existed holds no PPO run, so its runs stand and the critic's settings are added to it."""
+    from scpo.errors import ExpectedError
+
+    saved_path = out / "settings.json"
+    if saved_path.exists():
+        saved = json.loads(saved_path.read_text())
+        older = set(s) - set(saved) == set(CRITIC_KEYS) and not list((out / "runs").glob("*_ppo.csv"))
+        if saved != s and not (older and saved == {k: v for k, v in s.items() if k not in CRITIC_KEYS}):
+            raise ExpectedError(f"{out} holds runs made with other settings ({saved_path}); choose another --out")
+    saved_path.write_text(json.dumps(s, indent=2) + "\n")
 
 
 def setup(s: dict) -> dict:
@@ -106,8 +127,11 @@ def _init_worker(s: dict, env: dict | None = None) -> None:
     _WORKER.update(env or setup(s), settings=s, starts={})
 
 
-def _run(job: tuple[str, int, str]) -> tuple[tuple[str, int, str], pd.DataFrame, float]:
-    from scpo.testbeds.tabular_learning import learn
+def _run(job: tuple[str, int, str]) -> tuple[tuple[str, int, str], pd.DataFrame, float, dict[str, pd.DataFrame]]:
+    """One learning run -> its curve, seconds, and for PPO its critic's record per iteration and the probes of its
+    batches (`learn`)."""
+    from scpo.testbeds.tabular_critic import CriticOptions, TabularCritic
+    from scpo.testbeds.tabular_learning import PPO, learn
 
     start, seed, method = job
     env, s = _WORKER, _WORKER["settings"]
@@ -117,6 +141,11 @@ def _run(job: tuple[str, int, str]) -> tuple[tuple[str, int, str], pd.DataFrame,
     model = start_model(env, s, "random", seed)
     model.load_state_dict(env["starts"][key])
     cold = start == "random"
+    lr = s["cold_lr"] if cold else s["warm_lr"]
+    critic, probes = None, []
+    if method == PPO:
+        options = CriticOptions(lr=s["critic_lr_ratio"] * lr, epochs=s["critic_epochs"])
+        critic = TabularCritic.from_policy(env["world"], model, options)
     t0 = time.perf_counter()
     curve = learn(
         env["world"],
@@ -124,14 +153,23 @@ def _run(job: tuple[str, int, str]) -> tuple[tuple[str, int, str], pd.DataFrame,
         method,
         env["credit"],
         iterations=s["cold_iterations"] if cold else s["warm_iterations"],
-        lr=s["cold_lr"] if cold else s["warm_lr"],
+        lr=lr,
         n_tasks=env["cfg"].learning.n_tasks,
         group_size=env["cfg"].rollout.group_size,
         seed=seed,
         eval_every=s["eval_every"],
         data_root=env["cfg"].data.root,
+        critic=critic,
+        probe_methods=PPO_PROBES if critic is not None else (),
+        probes=probes,
     )
-    return job, curve, time.perf_counter() - t0
+    extras = {}
+    if critic is not None:
+        extras = {
+            "critic": pd.DataFrame(critic.history).rename_axis("iteration").reset_index(),
+            "probes": pd.DataFrame(probes),
+        }
+    return job, curve, time.perf_counter() - t0, extras
 
 
 def learning_runs(
@@ -147,7 +185,9 @@ def learning_runs(
     todo = [j for j in jobs if not (runs / f"{j[0]}_{j[1]}_{j[2]}.csv").exists()]
 
     def save(done) -> None:
-        for (st, seed, m), curve, sec in tqdm(done, total=len(todo), desc="learning runs"):
+        for (st, seed, m), curve, sec, extras in tqdm(done, total=len(todo), desc="learning runs"):
+            for kind, frame in extras.items():  # before the run's own file, which marks it done
+                frame.to_csv(runs / f"{st}_{seed}_{m}.{kind}", index=False)
             curve.assign(seconds=sec).to_csv(runs / f"{st}_{seed}_{m}.csv.tmp", index=False)
             (runs / f"{st}_{seed}_{m}.csv.tmp").rename(runs / f"{st}_{seed}_{m}.csv")
 
@@ -159,6 +199,18 @@ def learning_runs(
             save(pool.imap_unordered(_run, todo))
     frames = [pd.read_csv(runs / f"{st}_{seed}_{m}.csv").assign(start=st, seed=seed, method=m) for st, seed, m in jobs]
     return pd.concat(frames, ignore_index=True)
+
+
+def critic_records(out: Path, starts: list[str], seeds: int, kind: str) -> pd.DataFrame:
+    """The PPO runs' `kind` records ("critic": per iteration; "probes": per probed batch and method), every start and
+    seed, from OUT/runs/ (empty where no PPO run was made)."""
+    frames = [
+        pd.read_csv(path).assign(start=st, seed=seed)
+        for st in starts
+        for seed in range(seeds)
+        if (path := out / "runs" / f"{st}_{seed}_ppo.{kind}").exists()
+    ]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def fidelity_runs(s: dict, env: dict, batches: int, starts: list[str]) -> pd.DataFrame:
@@ -237,6 +289,114 @@ def comparisons(curves: pd.DataFrame, reference: str = "grpo") -> tuple[pd.DataF
                     | {"p_signflip_holm": d["p_signflip"], "p_t_holm": d["p_t"]}
                 )
     return pd.DataFrame(rows), pd.DataFrame(diffs), per_run
+
+
+def critic_summary(critic: pd.DataFrame, probes: pd.DataFrame, curves: pd.DataFrame, every: int) -> pd.DataFrame:
+    """Per (start, iteration bin of `every` iterations): the PPO critic's value loss, explained variance on the
+    batches whose returns vary, and its exact `value_fit` and `value_error` at the bin's first iteration; the probes
+    of the batch at that iteration: each probed method's cos_panel and cos_tasks (a zero update counts 0), PPO's
+    corr_exact, and the paired difference PPO - GRPO of cos_tasks. Mean and 95% t-interval over seeds, and the
+    median (where the policy rarely wins, R V^pi barely varies and `value_fit` of a critic a little off is far below 0
+    on some seeds); a last row per start ("all") averages each seed over the bins first."""
+    from scpo.analysis.learning_stats import paired_difference, t_band
+
+    c = critic.assign(bin=critic["iteration"] // every * every)
+    c["ev"] = c["explained_variance"].where(c["returns_vary"])
+    per_seed = c.groupby(["start", "seed", "bin"])[["value_loss", "ev"]].mean()
+    ppo = curves[curves["method"] == "ppo"].set_index(["start", "seed", "iteration"])
+    at = per_seed.index.set_names(["start", "seed", "iteration"])
+    for col in ("value_fit", "value_error"):
+        per_seed[col] = ppo[col].reindex(at).to_numpy()
+    p = probes.copy()
+    p.loc[p["norm"] == 0, ["cos_panel", "cos_tasks"]] = 0.0
+    wide = p.pivot_table(index=["start", "seed", "iteration"], columns="method", values=["cos_panel", "cos_tasks"])
+    wide.columns = [f"{col}_{m}" for col, m in wide.columns]
+    corr = p[p["method"] == "ppo"].set_index(["start", "seed", "iteration"])["corr_exact"]
+    wide["corr_exact_ppo"] = corr
+    wide["d_tasks"] = wide["cos_tasks_ppo"] - wide["cos_tasks_grpo"]
+    wide = wide.rename_axis(["start", "seed", "bin"])
+    joined = per_seed.join(wide[wide.index.get_level_values("bin") % every == 0], how="left").reset_index()
+    rows = []
+    for start, part in joined.groupby("start", sort=False):
+        overall = part.drop(columns=["start", "bin"]).groupby("seed").mean().reset_index().assign(bin="all")
+        for b, q in [*part.groupby("bin"), ("all", overall)]:
+            row = {"start": start, "iteration": b, "seeds": q["seed"].nunique()}
+            for col in [x for x in q.columns if x not in ("start", "seed", "bin")]:
+                x = q[col].dropna().to_numpy(float)
+                row[f"{col}_n"], row[f"{col}_median"] = len(x), float(np.median(x)) if len(x) else np.nan
+                if col == "d_tasks" and len(x) > 1:
+                    d = paired_difference(x)
+                    row.update({col: d["mean"], f"{col}_lo": d["lo"], f"{col}_hi": d["hi"], f"{col}_p": d["p_t"]})
+                    continue
+                mean, lo, hi = t_band(x[:, None]) if len(x) > 1 else ([np.nan], [np.nan], [np.nan])
+                row.update({col: float(mean[0]), f"{col}_lo": float(lo[0]), f"{col}_hi": float(hi[0])})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def critic_markdown(summary: pd.DataFrame) -> str:
+    def cell(r, col, fmt="+.3f"):
+        return f"{r[col]:{fmt}} [{r[col + '_lo']:{fmt}}, {r[col + '_hi']:{fmt}}]" if np.isfinite(r[col]) else "n/a"
+
+    lines = []
+    for start, part in summary.groupby("start", sort=False):
+        lines += [
+            f"#### PPO's critic and its update as it learns: {start} start",
+            "",
+            "| iterations | value loss | explained var. (batches whose returns vary) | V vs R V^pi: explained var. "
+            "(exact, on-policy) | rms error | "
+            "corr(A_PPO, A^pi) | cos tasks PPO | GRPO | exact_advantage | PPO - GRPO [p] | cos panel PPO | GRPO | "
+            "exact_advantage |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for _, r in part.iterrows():
+            ev = f"{cell(r, 'ev')} (n {int(r['ev_n'])})" if np.isfinite(r["ev"]) else "n/a"
+            diff = f"{cell(r, 'd_tasks')} [{r['d_tasks_p']:.2g}]" if np.isfinite(r.get("d_tasks_p", np.nan)) else ""
+            lines.append(
+                f"| {r['iteration']} | {cell(r, 'value_loss', '.3f')} | {ev} | {cell(r, 'value_fit')}, median "
+                f"{r['value_fit_median']:+.2f} | {cell(r, 'value_error', '.2f')} | "
+                f"{cell(r, 'corr_exact_ppo')} | {cell(r, 'cos_tasks_ppo')} | {cell(r, 'cos_tasks_grpo')} | "
+                f"{cell(r, 'cos_tasks_exact_advantage')} | {diff} | {cell(r, 'cos_panel_ppo')} | "
+                f"{cell(r, 'cos_panel_grpo')} | {cell(r, 'cos_panel_exact_advantage')} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def critic_figure(summary: pd.DataFrame, path: Path) -> None:
+    """Per start: the critic's fit (exact value_fit: the median over seeds; batch explained variance) and the cosines
+    of PPO, GRPO and the exact advantage with the batch tasks' gradient, over iterations (mean and 95% t-band over
+    seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    starts = summary["start"].unique()
+    fig, axes = plt.subplots(2, len(starts), figsize=(6 * len(starts), 7), squeeze=False)
+    for k, start in enumerate(starts):
+        part = summary[(summary["start"] == start) & (summary["iteration"].astype(str) != "all")]
+        x = part["iteration"].astype(int)
+        panels = [
+            (axes[0, k], [("value_fit", "V vs R V^pi (exact)"), ("ev", "explained var. (batches whose returns vary)")]),
+            (axes[1, k], [(f"cos_tasks_{m}", m) for m in ("ppo", "grpo", "exact_advantage")]),
+        ]
+        for ax, series in panels:
+            for col, label in series:
+                if col == "value_fit":  # a few seeds' values are far below 0 where R V^pi barely varies: the median
+                    ax.plot(x, part[f"{col}_median"], marker="o", ms=3, label=f"{label}, median over seeds")
+                    continue
+                ax.plot(x, part[col], marker="o", ms=3, label=label)
+                ax.fill_between(x, part[f"{col}_lo"], part[f"{col}_hi"], alpha=0.15)
+            ax.axhline(0, color="grey", lw=0.8)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        axes[0, k].set(title=f"{start} start: PPO's critic", ylabel="explained variance", ylim=(-1.5, 1))
+        axes[1, k].set(xlabel="iteration", ylabel="cos(update, grad J of the batch's rooms)")
+    fig.suptitle("Sokoban: PPO's critic and its update along its runs (mean, 95% t-band over seeds)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def markdown(table: pd.DataFrame, diffs: pd.DataFrame, fid: pd.DataFrame, corr: list[dict]) -> str:
@@ -333,13 +493,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--demo-rooms", type=int, default=300)
     ap.add_argument("--imitation-epochs", type=int, default=110)
     ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument(
+        "--critic-lr-ratio",
+        type=float,
+        default=10.0,
+        help="PPO critic's Adam lr / the policy's (verl-agent: 1e-5 / 1e-6)",
+    )
+    ap.add_argument("--critic-epochs", type=int, default=1, help="PPO critic's Adam steps per iteration (the policy's)")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--quick", action="store_true", help="2 seeds, 3 methods, 6 / 4 iterations, 2 fidelity batches")
+    ap.add_argument("--quick", action="store_true", help="2 seeds, 4 methods, 6 / 4 iterations, 2 fidelity batches")
     args = ap.parse_args(argv)
     if args.quick:
         args.seeds, args.methods, args.cold_iterations, args.warm_iterations = (
             2,
-            ["exact_advantage", "grpo", "shuffled"],
+            ["exact_advantage", "grpo", "shuffled", "ppo"],
             6,
             4,
         )
@@ -349,10 +516,7 @@ def main(argv: list[str] | None = None) -> None:
         raise ExpectedError(f"--methods {' '.join(args.methods)}: the comparisons are made against grpo, include it")
     s = settings(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    saved = args.out / "settings.json"
-    if saved.exists() and json.loads(saved.read_text()) != s:
-        raise ExpectedError(f"{args.out} holds runs made with other settings ({saved}); choose another --out")
-    saved.write_text(json.dumps(s, indent=2) + "\n")
+    check_settings(args.out, s)
 
     t0 = time.perf_counter()
     env = setup(s)
@@ -408,6 +572,15 @@ def main(argv: list[str] | None = None) -> None:
     }
     (args.out / "runs.json").write_text(json.dumps(info, indent=2) + "\n")
     text = markdown(table, diffs, fid, corr)
+    critic = critic_records(args.out, args.starts, args.seeds, "critic")
+    if len(critic):
+        probes = critic_records(args.out, args.starts, args.seeds, "probes")
+        critic.to_csv(args.out / "ppo_critic.csv", index=False)
+        probes.to_csv(args.out / "ppo_probes.csv", index=False)
+        summary = critic_summary(critic, probes, curves, every=2 * args.eval_every)
+        summary.to_csv(args.out / "ppo_summary.csv", index=False)
+        critic_figure(summary, args.out / "ppo_critic.png")
+        text += "\n" + critic_markdown(summary)
     (args.out / "summary.md").write_text(text + "\n")
     figure(curves, args.out / "learning_curves.png")
     print(text)

@@ -17,6 +17,12 @@ budget at temperature 1: sampled success, computed exactly) is recorded before t
 `eval_every` iterations and after the last. Within a seed every method starts from the same weights and draws its
 first batch with the same tasks and random stream, so runs are paired by seed.
 
+**PPO** (`PPO`) is trained with a learned critic (`scpo.testbeds.tabular_critic.TabularCritic`): each iteration its
+advantages are GAE from the critic's values of the batch's states read before the critic trains on the batch, then
+the critic takes its value-loss steps and the policy its step. Along a run, `probe_methods` score the run's own batch at
+each evaluation (`probe_batch`): PPO's update beside the other methods' on the same episodes of the same policy, and
+the correlation of each method's advantages with the exact advantage A^pi(s_t, a_t).
+
 **Gradient fidelity** (`fidelity`): per batch of the fixed policy, the cosine of each method's update with grad J of
 the panel (`cos_panel`) and with the exact gradient of the batch's own tasks (`cos_tasks`), as
 `scpo.testbeds.gradient_fidelity` measures the language-model policy (`summarize_cosines` summarises both); beside
@@ -40,10 +46,20 @@ from scpo.envs.registry import env_spec
 from scpo.rollout.exact_values import ExactTable
 from scpo.testbeds.gradient_fidelity import sampled_policy_values
 from scpo.testbeds.policy_gradients import cosine, trainable
+from scpo.testbeds.tabular_critic import PPO, TabularCritic, value_error, value_fit
 from scpo.testbeds.tabular_policy import BatchRows, TabularWorld
 from scpo.train.collect import sample_tasks
 
-__all__ = ["EXACT_BATCH", "method_advantages", "imitate", "fidelity", "learn", "room_gradient_cosines"]
+__all__ = [
+    "EXACT_BATCH",
+    "PPO",
+    "method_advantages",
+    "imitate",
+    "fidelity",
+    "learn",
+    "probe_batch",
+    "room_gradient_cosines",
+]
 
 EXACT_BATCH = "exact_batch_gradient"  # fidelity's reference row: the exact gradient of the batch's drawn tasks
 
@@ -157,33 +173,98 @@ def learn(
     seed: int = 0,
     eval_every: int = 10,
     data_root: str = "data",
+    critic: TabularCritic | None = None,
+    probe_methods: Sequence[str] = (),
+    probes: list[dict] | None = None,
 ) -> pd.DataFrame:
     """Train `model` in place with `method` for `iterations` iterations (module docstring) -> the curve: iteration,
-    exact panel success (sampled, temperature 1), and the batch's share of won episodes (NaN at the last point)."""
+    exact panel success (sampled, temperature 1), and the batch's share of won episodes (NaN at the last point).
+
+    `method` "ppo" takes its values from `critic` (required), which trains on each batch after its values are read
+    (`scpo.testbeds.tabular_critic`): the curve then holds, per evaluation, the critic's `value_fit` and `value_error`
+    against the policy's
+    exact values. With `probe_methods`, at each evaluation but the last the run's own batch is scored
+    (`probe_batch`: `method` and `probe_methods` side by side) and the records are appended to `probes`."""
     opt = torch.optim.Adam(trainable(model), lr=lr)
     tasks = list(world.graph.tasks)
-    spec = method_spec(method)
-    needs_table = spec.exact_values or spec.policy_values
+    if (method == PPO) != (critic is not None):
+        raise ValueError(f"method {method!r} with critic={critic!r}: a critic is what ppo needs, and ppo only")
+    spec = None if method == PPO else method_spec(method)
+    needs_table = spec is not None and (spec.exact_values or spec.policy_values)
     curve = []
     for it in range(iterations + 1):
         evaluate = it % eval_every == 0 or it == iterations
         table = world.table(model) if evaluate or needs_table else None
         if evaluate:
             curve.append({"iteration": it, "success": float(table.success.mean()), "batch_success": float("nan")})
+            if critic is not None:
+                curve[-1]["value_fit"] = value_fit(critic, table, credit.success_reward)
+                curve[-1]["value_error"] = value_error(critic, table, credit.success_reward)
         if it == iterations:
             break
         drawn = sample_tasks(tasks, n_tasks, seed, it)
         batch, rows = world.rollouts(model, drawn, group_size, seed=_stream(seed, it))
-        adv = method_advantages(
-            world, batch, rows, table, [method], credit, np.random.default_rng([seed, it, 1]), data_root
-        )
+        if critic is not None:
+            ppo = critic.advantages(batch, rows, credit)
+            adv = {PPO: ppo.advantages}
+        else:
+            adv = method_advantages(
+                world, batch, rows, table, [method], credit, np.random.default_rng([seed, it, 1]), data_root
+            )
         if it % eval_every == 0:
             curve[-1]["batch_success"] = float(batch.won[batch.step == 0].mean())
+            if probe_methods and probes is not None:
+                others = method_advantages(
+                    world,
+                    batch,
+                    rows,
+                    table,
+                    [m for m in probe_methods if m != method],
+                    credit,
+                    np.random.default_rng([seed, it, 2]),
+                    data_root,
+                )
+                scored = probe_batch(world, model, table, rows, drawn, adv | others)
+                probes.extend(r | {"iteration": it} for r in scored)
+        if critic is not None:
+            critic.fit(rows, ppo)
         loss = world.policy_loss(model, rows, adv[method])
         opt.zero_grad()
         loss.backward()
         opt.step()
     return pd.DataFrame(curve)
+
+
+def probe_batch(
+    world: TabularWorld,
+    model: torch.nn.Module,
+    table: ExactTable,
+    rows: BatchRows,
+    drawn: Sequence[str],
+    advantages: dict[str, np.ndarray],
+) -> list[dict]:
+    """Per method on one batch of the current policy: the update's norm, its cosines with grad J of the panel
+    (`cos_panel`) and of the batch's drawn tasks (`cos_tasks`), and the Pearson correlation of its advantages with
+    the exact on-policy advantage A^pi(s_t, a_t) of the batch's steps (`corr_exact`; NaN where either is constant; a
+    whitening does not change it)."""
+    index = {t: k for k, t in enumerate(world.graph.tasks)}
+    panel = world.success_gradient(model, table)
+    own = world.success_gradient(model, table, sorted({index[t] for t in drawn}))
+    exact = table.advantage[rows.edge]
+    out = []
+    for m, g in world.update_direction(model, rows, advantages).items():
+        a = np.asarray(advantages[m], dtype=np.float64)
+        corr = float(np.corrcoef(a, exact)[0, 1]) if np.ptp(a) > 0 and np.ptp(exact) > 0 else float("nan")
+        out.append(
+            {
+                "method": m,
+                "norm": float(np.linalg.norm(g)),
+                "cos_panel": cosine(g, panel),
+                "cos_tasks": cosine(g, own),
+                "corr_exact": corr,
+            }
+        )
+    return out
 
 
 def _stream(seed: int, iteration: int) -> int:

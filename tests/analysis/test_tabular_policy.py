@@ -188,13 +188,20 @@ def test_sokoban_learning_quick_mode_writes_its_tables_and_refuses_a_folder_of_o
     script = load_script("experiments/sokoban_learning/sokoban_learning.py")
     script.main(["--quick", "--out", str(tmp_path)])
     summary = (tmp_path / "summary.md").read_text()
-    assert "| exact_advantage |" in summary and "Rank correlation" in summary
+    assert "| exact_advantage |" in summary and "| ppo |" in summary and "Rank correlation" in summary
+    assert "PPO's critic and its update as it learns: random start" in summary
     runs = json.loads((tmp_path / "runs.json").read_text())
     assert runs["seeds"] == 2 and runs["cpu"]
     import pandas as pd
 
     diffs = pd.read_csv(tmp_path / "differences.csv")
-    assert set(diffs["method"]) == {"exact_advantage", "shuffled"} and (diffs["n"] == 2).all()
-    assert len(list((tmp_path / "runs").glob("*.csv"))) == 2 * 2 * 3
+    assert set(diffs["method"]) == {"exact_advantage", "shuffled", "ppo"} and (diffs["n"] == 2).all()
+    assert set(zip(diffs["method"], diffs["reference"])) >= {("ppo", "grpo"), ("ppo", "exact_advantage")}
+    assert len(list((tmp_path / "runs").glob("*.csv"))) == 2 * 2 * 4
+    critic = pd.read_csv(tmp_path / "ppo_critic.csv")
+    assert len(critic) == 2 * (6 + 4) and set(critic["start"]) == {"random", "imitation"}
+    probes = pd.read_csv(tmp_path / "ppo_probes.csv")
+    assert set(probes["method"]) == {"ppo", "grpo", "exact_advantage"}
+    assert set(pd.read_csv(tmp_path / "ppo_summary.csv")["iteration"].astype(str)) >= {"0", "all"}
     with pytest.raises(ExpectedError, match="other settings"):
         script.main(["--quick", "--out", str(tmp_path), "--hidden", "8"])
