@@ -13,11 +13,13 @@ notebook's `overrides` parameter ("key=value; ..."), so it goes through the same
 A value given twice for one name (`--grid method=grpo,grpo`), or two points whose folder names coincide, is refused
 before anything runs.
 
-`<out>` belongs to one sweep: `<out>/sweep.json` records its notebook, grid and points. A sweep into a non-empty
-`<out>` is refused in one line naming what it holds (another grid's sweep, or other files) unless `overwrite`; then
-the earlier sweep's own entries (its summary, notebooks, point folders and records) are removed first, and only when
-`<out>` holds nothing else: not a `.git`, not the current directory or one above it, not `data.root`
-(`scpo.pipeline.safe_replace`, the same guard as a run folder's `--overwrite`).
+`<out>` belongs to one sweep: one writer at a time holds its lock (`scpo.pipeline.folder_lock.RunLock`, as a run
+folder's), so a second sweep into it, `--overwrite` included, fails at once naming the first; `<out>/sweep.json` records
+its notebook, grid and points. A sweep into a non-empty `<out>` is refused in one line naming what it holds (another
+grid's sweep, or other files) unless `overwrite`; then the earlier sweep's own entries (its summary, notebooks, point
+folders and records) are removed first, and only when `<out>` holds nothing else: not a `.git`, not the current
+directory or one above it, not `data.root` (`scpo.pipeline.safe_replace`, the same guard as a run folder's
+`--overwrite`).
 
 Every point gets its own folder, `<out>/<point>/` (`<point>`: the grid values, e.g. `method-scpo__credit.scpo.tau-0.8`,
 or `p003-<hash>` when that would be too long), passed as the notebook's `out_dir` parameter when it has one and the grid
@@ -62,6 +64,7 @@ from tqdm.auto import tqdm
 
 from scpo.config import ConfigError, load_config, parse_overrides
 from scpo.errors import ExpectedError, PlacementError, write_problem
+from scpo.pipeline.folder_lock import LOCK_FILE, RunLock, check_not_in_use
 from scpo.pipeline.safe_replace import ReplaceError, check_replaceable, remove_own_entries
 
 __all__ = [
@@ -354,7 +357,7 @@ def check_sweep_folder(out: Path, grid: Sequence[str], overwrite: bool, protecte
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ReplaceError(f"--out {out} is a file, not a folder; choose a folder for the sweep")
-    names = sorted(os.listdir(out)) if out.is_dir() else []
+    names = sorted(n for n in os.listdir(out) if n != LOCK_FILE) if out.is_dir() else []
     if names in ([], [".gitignore"]):
         return
     points, earlier = _recorded_points(out)
@@ -370,7 +373,7 @@ def check_sweep_folder(out: Path, grid: Sequence[str], overwrite: bool, protecte
             f"sweep folder {out} is not empty, it holds {what}; add --overwrite to replace "
             f"{'it' if points is not None else 'them'}, or choose another --out"
         )
-    check_replaceable(out, lambda name: name in own, "sweep", protected)
+    check_replaceable(out, lambda name: name in own or name == LOCK_FILE, "sweep", protected)
 
 
 def _ray_execute(notebook, output, params, kernel, cwd):  # a Ray task: Ray has set CUDA_VISIBLE_DEVICES already
@@ -439,12 +442,25 @@ def run_sweep(
                 protected.update({"data.root": base_cfg.data.root, "data.shared_dir": base_cfg.data.shared_dir})
             except ConfigError:  # valid only with each point's values (checked above): the data is theirs
                 pass
+    check_not_in_use(out, "sweep folder")
+    check_sweep_folder(out, grid, overwrite, protected)
+    with RunLock(out, "sweep folder") as lock:  # one sweep at a time writes into `out`
+        if lock.note:
+            tqdm.write(lock.note, file=sys.stderr)
+        return _sweep_into(notebook, out, grid, points, names, all_params, notebook_params, shared, protected,
+                           overwrite, kernel, backend, jobs, gpus, gpus_per_point, ray_address, cwd)  # fmt: skip
+
+
+def _sweep_into(notebook, out, grid, points, names, all_params, notebook_params, shared, protected, overwrite, kernel,
+                backend, jobs, gpus, gpus_per_point, ray_address, cwd) -> pd.DataFrame:  # fmt: skip
+    """The sweep once it holds `out`'s lock: the folder checked again (no other sweep can start now) and cleared,
+    every point run, the summary."""
     check_sweep_folder(out, grid, overwrite, protected)
     try:
         if overwrite:
             points_before, _ = _recorded_points(out)
             own = set(_SWEEP_FILES) | {f"{p}{e}" for p in points_before or [] for e in ("", ".ipynb", ".json")}
-            remove_own_entries(out, lambda n: n in own)
+            remove_own_entries(out, lambda n: n in own, keep=(LOCK_FILE,))
         out.mkdir(parents=True, exist_ok=True)
         if not (out / ".gitignore").exists():  # the points' folders hold whole runs (models): regenerable, not for git
             (out / ".gitignore").write_text("# the sweep's points' folders (scpo sweep)\n/*/\n")

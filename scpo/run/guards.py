@@ -10,7 +10,7 @@ Modes of a training command on `<run>` (decided by `scpo.run.plan`):
 - resume: a restorable checkpoint whose recorded config matches (the plan checks it).
 
 A run folder is never created inside another run folder (whose `--overwrite` would then remove it), and `--out`
-naming a file is one line too. One writer at a time: `scpo.run.lock.RunLock`.
+naming a file is one line too. One writer at a time: `scpo.pipeline.folder_lock.RunLock`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from scpo.errors import RunFolderError
+from scpo.pipeline.folder_lock import LOCK_FILE
 from scpo.pipeline.safe_replace import check_replaceable, enclosing_run, remove_own_entries
-from scpo.run.lock import LOCK_FILE
 
 __all__ = [
     "RUN_ENTRIES",

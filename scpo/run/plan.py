@@ -8,7 +8,7 @@ never touched by a command that fails one of them):
 - the run folder and the mode: fresh (the folder absent or empty), overwrite (a folder holding only a run's own
   entries and none of `protected_paths`), or resume (a restorable checkpoint whose recorded config matches:
   `scpo.run.provenance.config_differences`; `--force` accepts differences and the provenance records them);
-  not a file, not inside another run, not in use (`scpo.run.guards`, `scpo.run.lock`);
+  not a file, not inside another run, not in use (`scpo.run.guards`, `scpo.pipeline.folder_lock`);
 - the environment's settings (`scpo.envs.registry.EnvSettings`), the task pool (the training split's tasks, or for RL
   with `train.panel_size` its panel: `scpo.run.inputs.task_pool`) and the split's tasks demonstrated (the warm
   start's, `train.sft.n_demos` drawn with `train.seed`: `scpo.envs.demos.demo_tasks`);
@@ -35,6 +35,7 @@ from scpo.config import Config, ConfigError
 from scpo.envs.demos import demo_tasks
 from scpo.envs.registry import EnvSettings, env_settings
 from scpo.errors import RunFolderError
+from scpo.pipeline.folder_lock import check_not_in_use
 from scpo.pipeline.layout import run_dir as layout_run_dir
 from scpo.policy.placement import resolve_device
 from scpo.run.checkpoint import TrainingState, restorable_checkpoint
@@ -50,7 +51,6 @@ from scpo.run.inputs import (
     task_list,
     task_pool,
 )
-from scpo.run.lock import check_not_in_use
 from scpo.run.provenance import config_differences, git_state, provenance, read_provenance, resolved_config
 
 __all__ = ["RunPlan", "Resume", "make_plan", "default_run_dir", "protected_paths", "STAGES"]

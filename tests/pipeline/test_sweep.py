@@ -97,6 +97,48 @@ def test_the_sweep_command_exits_1_when_a_point_fails(tmp_path):
     assert "1 of 2 points ok" in result.stderr
 
 
+def _fingerprint(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_overwrite_of_a_sweep_still_running_is_refused_in_one_line(tmp_path):
+    """A sweep (a second process) still runs in OUT: `scpo sweep --overwrite --out OUT` names it and changes nothing,
+    rather than removing its folders and mixing two sweeps' records and summaries."""
+    import subprocess
+    import sys
+    import time
+
+    from helpers import REPO
+
+    notebook = write_notebook(
+        tmp_path / "slow.ipynb",
+        'x = 1\nout_dir = ""',
+        "import pathlib, time\npathlib.Path(out_dir).mkdir(parents=True)\ntime.sleep(60 if x == 1 else 0)",
+    )
+    out = tmp_path / "out"
+    running = subprocess.Popen(
+        [sys.executable, "-m", "scpo.cli", "sweep", str(notebook), "--grid", "x=1", "--out", str(out)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.time() + 60
+        while not (out / "x-1").is_dir():  # the first point runs
+            assert running.poll() is None and time.time() < deadline, running.stderr.read() if running.stderr else ""
+            time.sleep(0.2)
+        before = _fingerprint(out)
+        result = CliRunner().invoke(app, ["sweep", str(notebook), "--grid", "x=2", "--out", str(out), "--overwrite"])
+        assert result.exit_code == 1, result.output
+        lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and f"sweep folder {out} is in use by pid {running.pid}" in lines[0], result.stderr
+        assert _fingerprint(out) == before and running.poll() is None
+    finally:
+        running.kill()
+        running.wait()
+
+
 def _config_notebook(path):
     """A notebook taking params / profile / overrides (as the project's notebooks do) that reports what it got."""
     return write_notebook(

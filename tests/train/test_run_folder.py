@@ -104,7 +104,7 @@ def test_a_second_writer_fails_at_once_naming_the_first(tmp_path):
 
 
 def test_a_lock_left_by_a_dead_process_is_taken_over_with_a_message(tmp_path):
-    from scpo.run.lock import LOCK_FILE, RunLock
+    from scpo.pipeline.folder_lock import LOCK_FILE, RunLock
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
