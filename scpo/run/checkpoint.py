@@ -40,6 +40,7 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 
 from scpo.errors import ExpectedError, disk_full
+from scpo.pipeline.folder_lock import LOCK_FILE
 from scpo.policy.completeness import tensor_names_problem
 
 __all__ = [
@@ -302,9 +303,10 @@ def restorable_checkpoint(run_dir: Path) -> tuple[Path, TrainingState, list[str]
     when there is none."""
     done = finished_checkpoints(run_dir)
     if not done:
+        started = Path(run_dir).is_dir() and any(p.name != LOCK_FILE for p in Path(run_dir).iterdir())
         raise CheckpointError(
-            f"nothing to resume in {run_dir}: no finished checkpoint under "
-            f"{Path(run_dir) / 'checkpoints'}; start it without --resume"
+            f"nothing to resume in {run_dir}: no finished checkpoint under {Path(run_dir) / 'checkpoints'}; "
+            + ("start it again with --overwrite" if started else "start it without --resume")
         )
     problems: list[tuple[str, str]] = []
     for ckpt in reversed(done):

@@ -43,6 +43,7 @@ __all__ = [
     "start_models",
     "start_model_record",
     "check_memory",
+    "check_machine",
     "input_differences",
 ]
 
@@ -198,6 +199,49 @@ def _model_config(cfg: Config, start: ModelSource):
     if start.build == "profile":
         return AutoConfig.from_pretrained(p.profile)  # a Hub name: its config.json (cached with the model)
     return AutoConfig.from_pretrained(start.path)
+
+
+def check_machine(cfg: Config, device) -> None:
+    """MachineError (one line) when this machine cannot run `cfg` as asked, before anything is loaded or written: the
+    generation engine (`scpo.policy.placement.check_engine`), and the gpu profile on a machine where `train.device:
+    auto` found no GPU, refused with the run's estimated time (`scpo.policy.run_estimate`, on an H200; a CPU takes
+    far longer). An explicit `--set train.device=cpu` is the confirmation that runs it here anyway."""
+    from scpo.errors import MachineError
+    from scpo.policy.placement import check_engine
+
+    if cfg.profile == "gpu" and device.type != "cuda" and cfg.train.device == "auto":
+        raise MachineError(
+            f"--profile gpu on a machine with no GPU (torch sees none): {cfg.train.iterations} iterations of "
+            f"{cfg.rollout.n_tasks} tasks x {cfg.rollout.group_size} episodes with {cfg.policy.profile}, "
+            f"{_gpu_estimate(cfg)}; use --profile cpu or smoke, or run it on this CPU anyway with "
+            "--set train.device=cpu --set rollout.engine=transformers"
+        )
+    check_engine(cfg.rollout.engine, device)
+
+
+def _gpu_estimate(cfg: Config) -> str:
+    """'estimated X on an H200 GPU (Y per iteration), far longer on a CPU', from the model's config when it is on this
+    machine (or Qwen2.5-1.5B's, which `scpo.policy.qwen2_shapes` holds)."""
+    from scpo.policy.memory_plan import model_shape
+    from scpo.policy.run_estimate import H200, duration_text, estimate_run
+
+    config = None
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(cfg.policy.profile, local_files_only=True)
+    except (OSError, ValueError):  # not on this machine: the known shape below, or no estimate
+        if cfg.policy.profile.lower().endswith("qwen2.5-1.5b-instruct"):
+            from scpo.policy.qwen2_shapes import qwen2_config
+
+            config = qwen2_config()
+    if config is None:
+        return "time estimate unavailable (the model's config is not on this machine)"
+    est = estimate_run(cfg, model_shape(config, cfg.policy.lora_r if cfg.policy.lora else None))
+    return (
+        f"estimated {duration_text(est.run_s)} on an {H200.gpu} ({duration_text(est.iteration_s)} per iteration), "
+        "far longer on a CPU"
+    )
 
 
 def check_memory(cfg: Config, start: ModelSource, device, capacity: int | None = None) -> str:

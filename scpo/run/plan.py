@@ -43,6 +43,7 @@ from scpo.run.guards import check_fresh, check_out_folder, check_overwritable
 from scpo.run.history import HISTORY_FILE, history_problem
 from scpo.run.inputs import (
     ModelSource,
+    check_machine,
     check_memory,
     estimate_lines,
     input_differences,
@@ -187,8 +188,9 @@ def make_plan(
     env = env_settings(cfg)
     split = task_list(env, env.train_split)
     tasks, pool_record = task_pool(cfg, env, stage, split)
-    start, reference = start_models(cfg, run_dir)
     device = resolve_device(cfg.train.device)
+    check_machine(cfg, device)
+    start, reference = start_models(cfg, run_dir)
     memory = check_memory(cfg, start, device)
     if device.type == "cuda":
         notes += [memory, *estimate_lines(cfg, start)]

@@ -31,7 +31,7 @@ from scpo.envs.registry import env_settings
 from scpo.errors import RunFolderError, write_problem
 from scpo.pipeline.folder_lock import RunLock, check_not_in_use
 from scpo.policy import load_policy, resolve_model_dir
-from scpo.policy.placement import resolve_device
+from scpo.policy.placement import check_engine, resolve_device
 from scpo.rollout import collect_rollouts, make_engine
 from scpo.run.checkpoint import model_problem
 from scpo.run.inputs import task_list
@@ -163,6 +163,7 @@ def run_evaluation(
     t_start = time.perf_counter()
     cfg, where = config_for_checkpoint(cfg, checkpoint, force=force)
     env = env_settings(cfg)
+    check_engine(cfg.rollout.engine, resolve_device(cfg.train.device))  # before loading: no GPU, or no vLLM
     model_dir = resolve_model_dir(checkpoint)
     problem = model_problem(model_dir)
     if problem:

@@ -133,11 +133,11 @@ def test_eval_of_a_model_missing_a_tensor_is_refused_in_one_line(stopped, tmp_pa
 
 
 def test_load_policy_refuses_a_model_missing_or_adding_tensors(stopped, tmp_path):
+    from scpo.errors import ExpectedError
     from scpo.policy import load_policy
-    from scpo.policy.completeness import IncompleteModelError
 
     model = Path(shutil.copytree(stopped / "model", tmp_path / "model"))
     _edit_tensors(model / "model.safetensors", drop=_DROPPED, add="extra.scale")
-    with pytest.raises(IncompleteModelError) as err:
+    with pytest.raises(ExpectedError) as err:  # IncompleteModelError
         load_policy(model)
     assert _DROPPED in str(err.value) and "extra.scale" in str(err.value) and "\n" not in str(err.value)
