@@ -36,7 +36,7 @@ def check_not_in_use(run_dir: Path, what: str = "run folder") -> None:
     path = Path(run_dir) / LOCK_FILE
     try:
         fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no lock, or no folder (a file: the caller's checks say so)
         return
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
