@@ -10,7 +10,8 @@ notebook's `overrides` parameter ("key=value; ..."), so it goes through the same
 (which take all three) every point's config is validated before the first one runs, so a typo fails the sweep at once
 (`SweepError`, one line).
 
-A value given twice for one name (`--grid method=grpo,grpo`), or two points whose folder names coincide, is refused
+A value given twice for one name (`--grid method=grpo,grpo`), two points whose folder names coincide, or a key set
+both by the grid and by --set / --profile / --params (`--set train.lr=0.1 --grid train.lr=0.01,0.02`) is refused
 before anything runs.
 
 `<out>` belongs to one sweep: one writer at a time holds its lock (`scpo.pipeline.folder_lock.RunLock`, as a run
@@ -220,6 +221,22 @@ def _shared_parameters(
 NOTEBOOK_KEYS = {"method": "credit.method", "env": "env.name", "seed": "train.seed"}
 
 
+def _check_no_clash(
+    grid: dict[str, list[Any]], sets: dict[str, Any], params: str | Path | None, profile: str | None
+) -> None:
+    """SweepError when --set, --profile or --params and the grid set the same key (`--set train.lr=0.1 --grid
+    train.lr=0.01,0.02`): the grid's value would win at every point, silently."""
+    shared = {**sets, **({"profile": profile} if profile else {}), **({"params": params} if params else {})}
+    for name, values in grid.items():
+        for key in (name, NOTEBOOK_KEYS.get(name)):
+            if key in shared:
+                given = f"--{key}" if key in ("profile", "params") else f"--set {key}"
+                raise SweepError(
+                    f"{given}={shared[key]} and --grid {name}={','.join(map(str, values))} set the same key (the "
+                    f"grid's value would win at every point); keep one of them"
+                )
+
+
 def _check_configs(points: list[dict[str, Any]], all_params: list[dict[str, Any]], config_file: Path) -> None:
     """Validate every point's config (params file, profile, `NOTEBOOK_KEYS`, the `overrides` string) before any point
     runs."""
@@ -313,9 +330,12 @@ def _execute_point(
 
 def _local_devices(gpus: str | None, jobs: int) -> list[str]:
     """The local backend's slots: one per GPU of `gpus` ("auto": every visible GPU), else `jobs` slots that leave
-    CUDA_VISIBLE_DEVICES as it is (refused on a machine with GPUs when jobs > 1: the points would share the first)."""
+    CUDA_VISIBLE_DEVICES as it is (refused on a machine with GPUs when jobs > 1: the points would share the first).
+    `jobs` < 1 and a GPU id this machine does not show are refused, never changed into something else."""
     from scpo.pipeline.devices import unique_gpus, visible_gpus
 
+    if isinstance(jobs, bool) or jobs < 1:
+        raise SweepError(f"--jobs {jobs}: allowed: an integer >= 1 (points run at once)")
     try:
         if gpus == "auto":
             found = visible_gpus()
@@ -323,7 +343,20 @@ def _local_devices(gpus: str | None, jobs: int) -> list[str]:
                 raise SweepError("--gpus auto but no GPU is visible (CUDA_VISIBLE_DEVICES / torch.cuda)")
             return found
         if gpus:
-            return unique_gpus([g.strip() for g in gpus.split(",") if g.strip()])
+            ids = unique_gpus([g.strip() for g in gpus.split(",") if g.strip()])
+            visible = visible_gpus()
+            absent = [g for g in ids if g not in visible]
+            if absent:
+                seen = (
+                    f"visible: {','.join(visible)}"
+                    if visible
+                    else "no GPU is visible (CUDA_VISIBLE_DEVICES / torch.cuda)"
+                )
+                raise SweepError(
+                    f"--gpus {gpus}: GPU {absent[0]} is not on this machine ({seen}); name visible GPUs, "
+                    "or leave --gpus out and set --jobs"
+                )
+            return ids
     except PlacementError as err:
         raise SweepError(str(err)) from None
     found = visible_gpus()
@@ -407,6 +440,8 @@ def run_sweep(
 
     if backend not in BACKENDS:
         raise SweepError(f"backend={backend!r} is not one of {', '.join(BACKENDS)}")
+    if isinstance(jobs, bool) or jobs < 1:
+        raise SweepError(f"--jobs {jobs}: allowed: an integer >= 1 (points run at once)")
     if backend == "local":
         _local_devices(gpus, jobs)  # refused before anything runs
     notebook, out = Path(notebook), Path(out)
@@ -414,7 +449,7 @@ def run_sweep(
         raise SweepError(f"no notebook at {notebook}")
     notebook_params = list(pm.inspect_notebook(str(notebook)))
     try:
-        parse_overrides(list(overrides))
+        _check_no_clash(parse_grid(grid), parse_overrides(list(overrides)), params, profile)
         points = grid_points(parse_grid(grid))
         reserved = [name for name in points[0] if name in RESERVED_COLUMNS or name.startswith("result.")]
         if reserved:
