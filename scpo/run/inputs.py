@@ -4,6 +4,8 @@ from, the models it starts from and whether they fit the device; and what its pr
 
     "task_pool":   {"env", "split", "count", "sha256"[, "panel"]}   sha256 of the sorted task ids, one per line;
                    with `train.panel_size` the pool is the panel RL draws from, "panel": {"size", "seed"}
+    "data":        {"kind", "count", "sha256"[, "built"]}          the prepared data of those tasks (`data_record`):
+                   ALFWorld's game files, the WebShop catalogue, or for a generated env the task ids
     "start_model": {"policy": model, "kl_reference": model (only when it is another model than the policy's start)}
         model = {"source": where it was loaded from, "sha256": digest of its files}   a local model folder or file
               | {"source": Hub name, "revision": the cached snapshot's commit}           a Hub model
@@ -22,6 +24,7 @@ one and names each difference in a few words; the trainer refuses a resume with 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +41,7 @@ __all__ = [
     "task_list",
     "task_pool",
     "task_pool_record",
+    "data_record",
     "model_digest",
     "profile_source",
     "start_models",
@@ -106,6 +110,39 @@ def task_pool_record(env: str, split: str, tasks: list[str], panel: tuple[int, i
     if panel is not None:
         record["panel"] = {"size": panel[0], "seed": panel[1]}
     return record
+
+
+def data_record(env: EnvSettings, tasks: list[str]) -> dict[str, Any]:
+    """What the prepared data of `tasks` was, as a digest: {"kind", "count", "sha256"[, "built"]}.
+
+    alfworld: the game files of the tasks (sha256 over each task id and its game file's sha256, in task order sorted);
+    webshop: the catalogue `scpo prepare-data` built (every file of `data/webshop/catalogue/`: name and sha256, and its
+    meta.json's build settings as "built"), so an evaluation on a catalogue rebuilt under another profile is told
+    apart; an environment without prepared data (corridor, sokoban: generated from the task id): "generated", the
+    digest of the task ids themselves."""
+    h = hashlib.sha256()
+    if env.name == "alfworld":
+        for task in sorted(tasks):
+            h.update(f"{task}\0{_file_digest(Path(env.package.game_file(task, env.data_root)))}\n".encode())
+        return {"kind": "alfworld game files", "count": len(tasks), "sha256": h.hexdigest()}
+    if env.name == "webshop":
+        from scpo.envs.webshop.catalogue import catalogue_dir
+
+        folder = catalogue_dir(env.data_root)
+        files = sorted(p for p in folder.iterdir() if p.is_file())
+        for file in files:
+            h.update(f"{file.name}\0{_file_digest(file)}\n".encode())
+        record: dict[str, Any] = {"kind": "webshop catalogue", "count": len(files), "sha256": h.hexdigest()}
+        try:
+            meta = json.loads((folder / "meta.json").read_text())
+            record["built"] = {
+                k: meta[k] for k in ("version", "seed", "source", "goals", "n_products", "n_goals") if k in meta
+            }
+        except (OSError, ValueError, TypeError):
+            pass
+        return record
+    h.update("\n".join(sorted(tasks)).encode())
+    return {"kind": "generated (no prepared data)", "count": len(tasks), "sha256": h.hexdigest()}
 
 
 def _file_digest(path: Path) -> str:
@@ -282,7 +319,8 @@ def _short(digest: str | None) -> str:
 
 def input_differences(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
     """One phrase per input that differs between a run's saved provenance and this command's record: the task pool
-    (count and digest), each start model (digest or Hub revision). Inputs the saved record lacks are not compared."""
+    (count and digest), the prepared data (digest), each start model (digest or Hub revision). Inputs the saved record
+    lacks are not compared."""
     out = []
     old_pool, new_pool = saved.get("task_pool"), now.get("task_pool")
     if old_pool and new_pool and old_pool.get("sha256") != new_pool.get("sha256"):
@@ -292,6 +330,12 @@ def input_differences(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
             f"the task pool ({new_pool['env']} {where}) is {new_pool['count']} tasks, sha256 "
             f"{_short(new_pool['sha256'])} now, {old_pool['count']} tasks, sha256 {_short(old_pool['sha256'])} in "
             "the run (data.root holds other data)"
+        )
+    old_data, new_data = saved.get("data"), now.get("data")
+    if old_data and new_data and old_data.get("sha256") != new_data.get("sha256"):
+        out.append(
+            f"the prepared data ({new_data['kind']}) has sha256 {_short(new_data['sha256'])} now, "
+            f"{_short(old_data['sha256'])} in the run (data.root holds other data: rebuilt or replaced)"
         )
     old_models, new_models = saved.get("start_model") or {}, now.get("start_model") or {}
     for role, label in (("policy", "the start model"), ("kl_reference", "the KL reference")):

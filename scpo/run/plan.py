@@ -45,6 +45,7 @@ from scpo.run.inputs import (
     ModelSource,
     check_machine,
     check_memory,
+    data_record,
     estimate_lines,
     input_differences,
     start_model_record,
@@ -194,7 +195,11 @@ def make_plan(
     memory = check_memory(cfg, start, device)
     if device.type == "cuda":
         notes += [memory, *estimate_lines(cfg, start)]
-    inputs = {"task_pool": pool_record, "start_model": start_model_record(start, reference)}
+    inputs = {
+        "task_pool": pool_record,
+        "data": data_record(env, tasks),
+        "start_model": start_model_record(start, reference),
+    }
 
     plan_resume = None
     if resume:

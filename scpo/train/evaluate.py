@@ -34,7 +34,7 @@ from scpo.policy import load_policy, resolve_model_dir
 from scpo.policy.placement import check_engine, resolve_device
 from scpo.rollout import collect_rollouts, make_engine
 from scpo.run.checkpoint import model_problem
-from scpo.run.inputs import task_list
+from scpo.run.inputs import data_record, task_list
 from scpo.run.provenance import read_provenance, write_json_atomic
 from scpo.train.seeding import iteration_seed, seed_everything, set_threads
 
@@ -238,6 +238,7 @@ def _evaluate(cfg: Config, env, model_dir: Path, splits: dict, out_dir: Path, wh
             "episode_length": float(np.mean([len(t) for t in trajectories])),
             "invalid_rate": float(np.mean([not s.valid for t in trajectories for s in t.steps])),
             "per_task_type": per_type,
+            "data": data_record(env, tasks),  # the prepared data evaluated on (games / catalogue), as a digest
             "env_s": timing.env_s,
             "gen_s": timing.gen_s,
         }
