@@ -14,6 +14,13 @@ Three groups of cases, each a mistake made in a normal week:
   nothing), paths (a file, a read-only folder or a full disk as --out or data.root), and every command's own inputs
   (credit-map, fidelity, notebook parameters, a resume with changed code, a bad `dvc exp run -S` value).
 
+Issue 59 added, to the second group: a checkpoint or model missing a tensor (resume, eval), `--overwrite` of a sweep
+still running, an evaluation of a checkpoint then a resume that prunes it, `-p overwrite false` in the train and
+evaluate notebooks, `dvc status` of a train stage after a credit option changed; to the third: no-GPU settings, `scpo
+parity` mistakes, credit-map suffixes and unmixed groups, Ctrl-C before the first checkpoint, the gpu profile on a
+CPU, booleans as counts, temperature 0, `--jobs 0` / `--gpus` on a CPU, `--set` against the grid, the WebShop data
+digest and `~` in a path. Each result records the commit its clone was at (`--only` reruns keep the others').
+
 Each runs the `scpo` command of CLONE (`python -m scpo.cli`, PYTHONPATH=CLONE) on the smoke profile, in folders under
 WORK. DATA is a prepared data root (data/alfworld, and data/webshop with its catalogue for the WebShop cases);
 CLONE/data is made a link to it. A case records what the command printed (exit code, number of stderr lines, the last
