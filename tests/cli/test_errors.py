@@ -459,7 +459,7 @@ def test_credit_map_of_a_group_with_nothing_to_tell_apart_says_so(tmp_path, repo
         (("--games", "0"), "--games 0: allowed: an integer >= 1"),
         (("--games", "-3"), "--games -3: allowed: an integer >= 1"),
         (("--data-root", "{tmp}/no-data"), "no ALFWorld games under {tmp}/no-data"),
-        (("--out", "{tmp}"), "--out {tmp} is a folder"),
+        (("--games", "1", "--out", "{tmp}"), "--out {tmp} is a folder"),
     ],
     ids=["split", "zero", "negative", "no-data", "folder"],
 )
