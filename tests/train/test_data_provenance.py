@@ -9,13 +9,15 @@ import json
 from scpo.config import load_config
 from scpo.envs.registry import env_settings
 from scpo.envs.webshop.catalogue import build_catalogue
-from scpo.run.inputs import data_record, input_differences, task_list
+from scpo.run.inputs import task_list
 
 from helpers import REPO
 from helpers.runs import CORRIDOR_SETS, cli, train_cli
 
 
 def _webshop_record(raw, root, seed):
+    from scpo.run.inputs import data_record
+
     build_catalogue(raw, root / "webshop", n_products=60, n_goals=30, seed=seed)
     cfg = load_config(REPO / "params.yaml", profile="smoke", overrides={"env.name": "webshop", "data.root": str(root)})
     env = env_settings(cfg)
@@ -23,6 +25,8 @@ def _webshop_record(raw, root, seed):
 
 
 def test_a_webshop_catalogue_rebuilt_otherwise_has_another_digest(webshop_sample_dir, tmp_path):
+    from scpo.run.inputs import input_differences
+
     first = _webshop_record(webshop_sample_dir, tmp_path / "a", seed=0)
     again = _webshop_record(webshop_sample_dir, tmp_path / "b", seed=0)
     other = _webshop_record(webshop_sample_dir, tmp_path / "c", seed=1)
@@ -34,6 +38,8 @@ def test_a_webshop_catalogue_rebuilt_otherwise_has_another_digest(webshop_sample
 
 def test_alfworld_game_files_are_digested_by_content(tmp_path, repo_root):
     import shutil
+
+    from scpo.run.inputs import data_record
 
     root = tmp_path / "data"
     shutil.copytree(repo_root / "tests" / "fixtures" / "alfworld", root / "alfworld")
