@@ -1895,9 +1895,19 @@ def table(before: Path, after: Path) -> str:
         "# Reliability: everyday mistakes, before and after",
         "",
         "Each row is one mistake a researcher makes in a normal week, run on the smoke profile against a fresh",
-        "clone (`checks/reliability.py run`; offline: no Hugging Face Hub, no GitHub). Before: a clone at",
-        f"{bc}; after: a clone at {ac}. WORK and CLONE stand for the check's work folder and the clone.",
-        "Regenerate (each run takes a while on 2 cores):",
+        "clone (`checks/reliability.py run`; offline: no Hugging Face Hub, no GitHub).",
+        f"Before: a clone at {bc}.",
+        f"After: a clone at {ac}.",
+        *(
+            [
+                "Cases were run in separate passes (`run --only NAMES`, which keeps the other cases' results): each",
+                "commit above is named with the number of cases that ran on it; earlier passes were not re-run.",
+            ]
+            if "cases)" in bc + ac
+            else []
+        ),
+        "WORK and CLONE stand for the check's work folder and the clone. Regenerate (each run takes a while on 2",
+        "cores):",
         "",
         "    git clone REPO CLONE_BEFORE && git -C CLONE_BEFORE checkout BEFORE; git clone REPO CLONE_AFTER",
         "    python checks/reliability.py run --repo CLONE_BEFORE --data DATA --shared SHARED --work WORK_B \\",
