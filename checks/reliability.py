@@ -14,6 +14,13 @@ Three groups of cases, each a mistake made in a normal week:
   nothing), paths (a file, a read-only folder or a full disk as --out or data.root), and every command's own inputs
   (credit-map, fidelity, notebook parameters, a resume with changed code, a bad `dvc exp run -S` value).
 
+Issue 59 added, to the second group: a checkpoint or model missing a tensor (resume, eval), `--overwrite` of a sweep
+still running, an evaluation of a checkpoint then a resume that prunes it, `-p overwrite false` in the train and
+evaluate notebooks, `dvc status` of a train stage after a credit option changed; to the third: no-GPU settings, `scpo
+parity` mistakes, credit-map suffixes and unmixed groups, Ctrl-C before the first checkpoint, the gpu profile on a
+CPU, booleans as counts, temperature 0, `--jobs 0` / `--gpus` on a CPU, `--set` against the grid, the WebShop data
+digest and `~` in a path. Each result records the commit its clone was at (`--only` reruns keep the others').
+
 Each runs the `scpo` command of CLONE (`python -m scpo.cli`, PYTHONPATH=CLONE) on the smoke profile, in folders under
 WORK. DATA is a prepared data root (data/alfworld, and data/webshop with its catalogue for the WebShop cases);
 CLONE/data is made a link to it. A case records what the command printed (exit code, number of stderr lines, the last
@@ -1464,6 +1471,339 @@ def dvc_bad_value(c: Checkout, base: Path) -> dict:
     }
 
 
+# ------------------------------------------------------------------------------------- issue 59: the cases it added
+group("lost")
+
+
+def _drop_tensor(model_file: Path) -> str:
+    """Rewrite a model's safetensors file without one of its MLP tensors (a valid file); the tensor's name."""
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(model_file)
+    name = sorted(k for k in tensors if ".mlp." in k)[0]
+    del tensors[name]
+    save_file(tensors, model_file, metadata={"format": "pt"})
+    return name
+
+
+@case("`train --resume` with one tensor removed from the newest checkpoint's model.safetensors (a valid file)")
+def resume_missing_tensor(c: Checkout, base: Path) -> dict:
+    run = c.copy(base, "i1")
+    name = _drop_tensor(run / "checkpoints" / "iter_0002" / "model" / "model.safetensors")
+    o = c.run("train", *SMOKE, "--out", run, "--resume", "--set", "train.iterations=3")
+    note = next((ln for ln in o.lines if name in ln), "")
+    right = o.rc == 0 and "resuming from iter_0001" in note and history_iterations(run) == [0, 1, 2]
+    return {
+        "said": f"exit {o.rc}" + (f'; "{note[:220]}"' if note else f"; nothing named {name}: {o.said()}"),
+        "lost": "no" if right else "wrong: continued from a model whose missing layer was initialised at random",
+        "ok": right,
+    }
+
+
+@case("`scpo eval` of a run whose model/ lacks one tensor")
+def eval_missing_tensor(c: Checkout, base: Path) -> dict:
+    run = c.copy(base, "i2")
+    name = _drop_tensor(run / "model" / "model.safetensors")
+    out = c.work / "i2-eval"
+    shutil.rmtree(out, ignore_errors=True)
+    o = c.run("eval", *SMOKE, "--checkpoint", run, "--out", out)
+    wrote = (out / "eval.json").exists()
+    return {
+        "said": o.said(),
+        "lost": "wrong: eval.json of a partly random model" if wrote else "no",
+        "ok": o.rc != 0 and len(o.lines) == 1 and name in o.last() and not wrote,
+    }
+
+
+def _sweep_grid(method: str, iterations: int) -> list[str]:
+    return ["--grid", "profile=smoke", "--grid", f"method={method}", "--grid", f"train.iterations={iterations}"]
+
+
+@case("`scpo sweep --overwrite` (`--grid method=gigpo`) into a sweep (`--grid method=grpo`) that is still running")
+def sweep_overwrite_running(c: Checkout, base: Path) -> dict:
+    out = c.work / "i3"
+    shutil.rmtree(out, ignore_errors=True)
+    first = c.spawn("sweep", "notebooks/02_train.ipynb", *_sweep_grid("grpo", 50), "--out", out)
+    deadline = time.time() + 600
+    while not list(out.glob("*/provenance.json")) and first.poll() is None and time.time() < deadline:
+        time.sleep(0.5)
+    o = c.run("sweep", "notebooks/02_train.ipynb", *_sweep_grid("gigpo", 1), "--out", out, "--overwrite", timeout=1800)
+    running = first.poll() is None  # the first sweep (50 iterations) was still running when the second ended
+    try:
+        grid = json.loads((out / SWEEP_JSON).read_text())["grid"]
+    except (OSError, ValueError, KeyError):
+        grid = []
+    first.terminate()  # not needed to the end: what matters is whether the second one wrote into it meanwhile
+    first.wait(timeout=600)
+    rows = _rows(out / "summary.csv")
+    methods = [r.get("method") for r in rows]
+    clean = o.rc != 0 and "method=grpo" in grid and "gigpo" not in methods
+    return {
+        "said": f"first still running: {'yes' if running else 'no'}; second "
+        + o.said()
+        + f"; then sweep.json grid {grid}, summary.csv methods {methods or 'none'}",
+        "lost": "no" if clean else "mixed: the running sweep's folders and record replaced by the second's",
+        "ok": running and clean and len(o.lines) == 1 and "in use" in o.last(),
+    }
+
+
+SWEEP_JSON = "sweep.json"
+
+
+@case("`eval --checkpoint RUN/checkpoints/iter_0001` (default --out), then `train --resume` to 5 iterations")
+def eval_then_resume(c: Checkout, base: Path) -> dict:
+    run = c.copy(base, "i4")
+    e = c.run("eval", *SMOKE, "--checkpoint", run / "checkpoints" / "iter_0001")
+    written = sorted(run.rglob("eval.json"))
+    o = c.run("train", *SMOKE, "--out", run, "--resume", "--set", "train.iterations=5")
+    kept = [p for p in written if p.exists()]
+    where = ", ".join(str(p.relative_to(run)) for p in written) or "nowhere"
+    right = e.rc == 0 and o.rc == 0 and written and kept == written
+    return {
+        "said": f"eval exit {e.rc}, eval.json at RUN/{where}; resume exit {o.rc}",
+        "lost": "no" if right else f"yes: {len(written) - len(kept)} of {len(written)} eval.json deleted by pruning",
+        "ok": right,
+    }
+
+
+def _papermill(c: Checkout, notebook: str, out_nb: Path, *params: str) -> Outcome:
+    return c.tool(
+        sys.executable, "-m", "papermill", notebook, str(out_nb), "-k", "python3", "--no-progress-bar", *params,
+        timeout=1800,
+    )  # fmt: skip
+
+
+@case("`papermill notebooks/02_train.ipynb OUT -p overwrite false` aimed at a finished run")
+def notebook_overwrite_false(c: Checkout, base: Path) -> dict:
+    run = c.copy(base, "i5")
+    before = fingerprint(run)
+    o = _papermill(c, "notebooks/02_train.ipynb", c.work / "i5.ipynb", "-p", "profile", "smoke", "-p", "overwrite",
+                   "false", "-p", "seed", "3", "-p", "out_dir", str(run))  # fmt: skip
+    error = next((ln.strip() for ln in o.stderr.splitlines() if "Error:" in ln), "")
+    return {
+        "said": f'exit {o.rc}; "{error[:200]}"',
+        "lost": lost(before, run),
+        "ok": o.rc != 0 and lost(before, run) == "no",
+    }
+
+
+@case("`papermill notebooks/03_evaluate.ipynb OUT -p overwrite no` into a folder holding another run's eval.json")
+def notebook_eval_overwrite_no(c: Checkout, base: Path) -> dict:
+    out = c.work / "i6-eval"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    (out / "eval.json").write_text(json.dumps({"checkpoint": "another run", "splits": {}}))
+    before = fingerprint(out)
+    o = _papermill(c, "notebooks/03_evaluate.ipynb", c.work / "i6.ipynb", "-p", "profile", "smoke", "-p",
+                   "overwrite", "no", "-p", "checkpoint", str(base), "-p", "out_dir", str(out))  # fmt: skip
+    error = next((ln.strip() for ln in o.stderr.splitlines() if "Error:" in ln), "")
+    return {
+        "said": f'exit {o.rc}; "{error[:200]}"',
+        "lost": lost(before, out),
+        "ok": o.rc != 0 and lost(before, out) == "no",
+    }
+
+
+@case("`dvc status train@grpo-alfworld` after editing `credit.grpo.stats_over` in params.yaml")
+def dvc_status_credit_option(c: Checkout, base: Path) -> dict:
+    params = c.repo / "params.yaml"
+    original = params.read_text()
+    params.write_text(original.replace("grpo: {stats_over: steps}", "grpo: {stats_over: trajectories}"))
+    try:
+        d = c.tool(sys.executable, "-m", "dvc", "status", "train@grpo-alfworld")
+    finally:
+        params.write_text(original)
+    seen = "credit.grpo" in d.stdout
+    return {
+        "said": f"exit {d.rc}; "
+        + (
+            "the stage's changed params name credit.grpo"
+            if seen
+            else "credit.grpo not named: " + (d.stdout.strip().splitlines() or [""])[0][:120]
+        ),
+        "lost": "no" if seen else "wrong: `dvc repro -s` would keep the old value",
+        "ok": d.rc == 0 and seen,
+    }
+
+
+group("line")
+
+
+@case("`train --set train.device=cuda` and `--set rollout.engine=vllm` (smollm2-135m) on a machine without a GPU")
+def no_gpu_settings(c: Checkout, base: Path) -> dict:
+    outs = []
+    for name, sets in (
+        ("i10a", ["train.device=cuda"]),
+        ("i10b", ["rollout.engine=vllm", "policy.profile=smollm2-135m", "rollout.action_choice=generate"]),
+    ):
+        shutil.rmtree(c.work / name, ignore_errors=True)
+        outs.append(c.run("train", *SMOKE, "--out", c.work / name, *[a for s in sets for a in ("--set", s)]))
+    left = [n for n in ("i10a", "i10b") if (c.work / n / "provenance.json").exists()]
+    return {
+        "said": "; ".join(o.said() for o in outs) + (f"; provenance.json left in {left}" if left else ""),
+        "lost": "no",
+        "ok": all(o.rc != 0 and len(o.lines) == 1 for o in outs) and not left,
+    }
+
+
+@case("`scpo parity` with `--split valid_sen`, `--games 0`, `--games -1`, a missing `--data-root`, a folder as `--out`")
+def parity_mistakes(c: Checkout, base: Path) -> dict:
+    outs = [
+        c.run("parity", "--split", "valid_sen"),
+        c.run("parity", "--games", "0"),
+        c.run("parity", "--games", "-1"),
+        c.run("parity", "--games", "1", "--data-root", c.work / "no-data"),
+        c.run("parity", "--games", "1", "--random-walks", "0", "--out", c.work),
+    ]
+    return {
+        "said": "; ".join(o.said() + f" after {o.seconds:.0f} s" for o in outs),
+        "lost": "no",
+        "ok": all(o.rc != 0 and len(o.lines) == 1 for o in outs),
+    }
+
+
+@case("`credit-map RUN --out WORK/map.txt` (a suffix matplotlib cannot write)")
+def credit_map_bad_suffix(c: Checkout, base: Path) -> dict:
+    o = c.run("credit-map", base, "--out", c.work / "i12.txt")
+    return {"said": o.said() + f" after {o.seconds:.0f} s", "lost": "no", "ok": o.rc != 0 and len(o.lines) == 1}
+
+
+@case("`credit-map RUN` of a smoke run whose groups all lost (no group with won and lost siblings)")
+def credit_map_unmixed(c: Checkout, base: Path) -> dict:
+    figure = c.work / "i13.png"
+    figure.unlink(missing_ok=True)
+    o = c.run("credit-map", base, "--out", figure)
+    said = next((ln for ln in o.lines if "sibling" in ln or "every advantage is 0" in ln), "")
+    return {
+        "said": f"exit {o.rc}" + (f'; "{said[:220]}"' if said else "; nothing said of the group; figure drawn"),
+        "lost": "no",
+        "ok": bool(said) and (o.rc == 0) == figure.exists(),
+    }
+
+
+@case("Ctrl-C (SIGINT) before the first checkpoint, then a plain `train` and `train --resume` on the folder")
+def interrupted_before_checkpoint(c: Checkout, base: Path) -> dict:
+    run = c.work / "i14"
+    shutil.rmtree(run, ignore_errors=True)
+    victim = c.spawn("train", *SMOKE, "--out", run)
+    deadline = time.time() + 300
+    while not (run / "provenance.json").exists() and victim.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    victim.send_signal(signal.SIGINT)
+    victim.wait(timeout=300)
+    ckpt = latest_checkpoint_name(run)
+    plain = c.run("train", *SMOKE, "--out", run)
+    resumed = c.run("train", *SMOKE, "--out", run, "--resume")
+    contradict = "--resume" in plain.last() and "without --resume" in resumed.last()
+    way = all(o.rc == 0 or "--overwrite" in o.last() for o in (plain, resumed))
+    return {
+        "said": f"checkpoint after Ctrl-C: {ckpt or 'none'}; plain: {plain.said()}; --resume: {resumed.said()}",
+        "lost": "no",
+        "ok": not contradict and way and all(o.rc == 0 or len(o.lines) == 1 for o in (plain, resumed)),
+    }
+
+
+def latest_checkpoint_name(run: Path) -> str | None:
+    done = sorted(p.name for p in (run / "checkpoints").glob("iter_*") if (p / "state.json").exists())
+    return done[-1] if done else None
+
+
+@case("`train --profile gpu` on a machine with no GPU")
+def gpu_profile_on_cpu(c: Checkout, base: Path) -> dict:
+    shutil.rmtree(c.work / "i15", ignore_errors=True)
+    o = c.run("train", "--profile", "gpu", "--out", c.work / "i15")
+    return {
+        "said": o.said() + f" after {o.seconds:.0f} s",
+        "lost": "no",
+        "ok": o.rc != 0 and len(o.lines) == 1 and "no GPU" in o.last() and "estimated" in o.last(),
+    }
+
+
+@case("`train --set train.iterations=true` (a boolean as an iteration count) and `--set rollout.temperature=0`")
+def boolean_count_and_zero_temperature(c: Checkout, base: Path) -> dict:
+    outs = []
+    for name, value in (("i16a", "train.iterations=true"), ("i16b", "rollout.temperature=0")):
+        shutil.rmtree(c.work / name, ignore_errors=True)
+        outs.append(c.run("train", *SMOKE, "--out", c.work / name, "--set", value))
+    return {
+        "said": "; ".join(o.said() for o in outs),
+        "lost": "no",
+        "ok": all(o.rc != 0 and len(o.lines) == 1 for o in outs),
+    }
+
+
+@case("`scpo sweep --jobs 0`, and `--backend local --gpus 0,1` on a machine without GPUs")
+def sweep_jobs_gpus(c: Checkout, base: Path) -> dict:
+    outs = []
+    for name, extra in (("i17a", ["--jobs", "0"]), ("i17b", ["--backend", "local", "--gpus", "0,1"])):
+        shutil.rmtree(c.work / name, ignore_errors=True)
+        outs.append(c.run("sweep", "notebooks/02_train.ipynb", *_sweep_grid("grpo", 1), "--out", c.work / name,
+                          *extra, timeout=1800))  # fmt: skip
+    return {
+        "said": "; ".join(o.said() + f" after {o.seconds:.0f} s" for o in outs),
+        "lost": "no",
+        "ok": all(o.rc != 0 and len(o.lines) == 1 for o in outs),
+    }
+
+
+@case("`scpo sweep --set train.iterations=1 --grid train.iterations=2` (the same key twice)")
+def sweep_set_and_grid(c: Checkout, base: Path) -> dict:
+    out = c.work / "i18"
+    shutil.rmtree(out, ignore_errors=True)
+    o = c.run("sweep", "notebooks/02_train.ipynb", "--profile", "smoke", "--set", "train.iterations=1", "--grid",
+              "train.iterations=2", "--grid", "method=grpo", "--out", out, timeout=1800)  # fmt: skip
+    rows = _rows(out / "summary.csv")
+    iters = rows[0].get("result.iterations") if rows else None
+    return {
+        "said": o.said() if o.rc else f"exit 0; the point trained {iters} iteration(s), nothing said of --set",
+        "lost": "no",
+        "ok": o.rc != 0 and len(o.lines) == 1,
+    }
+
+
+@case("data provenance: a WebShop run's provenance.json and its eval.json (the catalogue's digest)")
+def webshop_data_digest(c: Checkout, base: Path) -> dict:
+    run, out = c.work / "i19", c.work / "i19-eval"
+    for folder in (run, out):
+        shutil.rmtree(folder, ignore_errors=True)
+    t = c.run("train", *SMOKE, "--env", "webshop", "--out", run, "--set", "train.iterations=1")
+    e = c.run("eval", *SMOKE, "--checkpoint", run, "--out", out)
+    try:
+        record = json.loads((run / "provenance.json").read_text()).get("data") or {}
+    except (OSError, ValueError):
+        record = {}
+    try:
+        splits = json.loads((out / "eval.json").read_text())["splits"]
+        evaluated = {name: (s.get("data") or {}).get("sha256", "")[:12] for name, s in splits.items()}
+    except (OSError, ValueError, KeyError):
+        evaluated = {}
+    ok = t.rc == 0 and e.rc == 0 and bool(record.get("sha256")) and evaluated and all(evaluated.values())
+    return {
+        "said": f"train exit {t.rc}, eval exit {e.rc}; provenance data: {record.get('kind', 'none')} "
+        f"{str(record.get('sha256', ''))[:12]}; eval.json data per split: {evaluated or 'none'}",
+        "lost": "no",
+        "ok": bool(ok),
+    }
+
+
+@case("`parity --games 1 --random-walks 0 --out '~/parity.json'` (HOME=WORK/home; a quoted ~ reaches the command)")
+def tilde_out(c: Checkout, base: Path) -> dict:
+    home = c.work / "home"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    shutil.rmtree(c.repo / "~", ignore_errors=True)
+    o = c.run("parity", "--games", "1", "--random-walks", "0", "--out", "~/i20.json", env={"HOME": str(home)})
+    literal = (c.repo / "~").exists()
+    shutil.rmtree(c.repo / "~", ignore_errors=True)
+    wrote = (home / "i20.json").exists()
+    return {
+        "said": f"exit {o.rc}; "
+        + ("wrote a folder literally named ~ in the checkout" if literal else f"wrote HOME/i20.json: {wrote}"),
+        "lost": "no",
+        "ok": not literal and o.rc == 0 and wrote,
+    }
+
+
 # ------------------------------------------------------------------------------------------------------------- main
 def run_all(repo: Path, data: Path, work: Path, out: Path, only: list[str] | None, shared: Path | None) -> None:
     c = Checkout(repo, data, work)
@@ -1473,6 +1813,13 @@ def run_all(repo: Path, data: Path, work: Path, out: Path, only: list[str] | Non
     c.base_outcome = c.run("train", *SMOKE, "--out", base)  # a finished 2-iteration run: the victim of most cases
     assert c.base_outcome.rc == 0, c.base_outcome.stderr[-3000:]
     results = json.loads(out.read_text()) if out.exists() and only else {}
+    commit = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    earlier = results.get("_meta", {}).get("commit")
+    for res in results.values():  # results of an earlier run kept (--only): they name the commit they ran on
+        if isinstance(res, dict) and "title" in res:
+            res.setdefault("commit", earlier)
     for name, title, fn, _ in CASES:
         if only and name not in only:
             continue
@@ -1482,13 +1829,10 @@ def run_all(repo: Path, data: Path, work: Path, out: Path, only: list[str] | Non
         except Exception as err:
             res = {"said": f"the case raised {type(err).__name__}: {err}", "lost": "?", "ok": False}
         res = {k: _placeholders(v, c) if isinstance(v, str) else v for k, v in res.items()}
-        res.update(title=title, seconds=round(time.time() - t0, 1), kind=outcome_kind(res))
+        res.update(title=title, seconds=round(time.time() - t0, 1), kind=outcome_kind(res), commit=commit)
         results[name] = res
         print(f"[{'ok' if res['ok'] else '--'}] {name}: {res['said'][:200]} | lost: {res['lost']}", flush=True)
         out.write_text(json.dumps(results, indent=2))
-    commit = subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
     results["_meta"] = {"commit": commit, "python": sys.version.split()[0]}
     out.write_text(json.dumps(results, indent=2))
 
@@ -1530,18 +1874,40 @@ def _counts(results: dict, names: list[str]) -> str:
     )
 
 
+def _commits(results: dict, names: list[str]) -> str:
+    """The commit(s) a results file's cases ran on: 'X', or 'X (N cases), Y (M cases)'."""
+    fallback = results.get("_meta", {}).get("commit", "?")
+    counts: dict[str, int] = {}
+    for name in names:
+        commit = results.get(name, {}).get("commit") or fallback
+        counts[commit] = counts.get(commit, 0) + 1
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{c} ({n} cases)" for c, n in counts.items())
+
+
 def table(before: Path, after: Path) -> str:
     """reports/RELIABILITY.md: the summary counts, then one table per group of cases."""
     b, a = json.loads(before.read_text()), json.loads(after.read_text())
-    bc, ac = b.get("_meta", {}).get("commit", "?"), a.get("_meta", {}).get("commit", "?")
     names = [name for name, *_ in CASES if name in a]
+    bc, ac = _commits(b, names), _commits(a, names)
     out = [
         "# Reliability: everyday mistakes, before and after",
         "",
         "Each row is one mistake a researcher makes in a normal week, run on the smoke profile against a fresh",
-        "clone (`checks/reliability.py run`; offline: no Hugging Face Hub, no GitHub). Before: a clone at",
-        f"{bc}; after: a clone at {ac}. WORK and CLONE stand for the check's work folder and the clone.",
-        "Regenerate (each run takes a while on 2 cores):",
+        "clone (`checks/reliability.py run`; offline: no Hugging Face Hub, no GitHub).",
+        f"Before: a clone at {bc}.",
+        f"After: a clone at {ac}.",
+        *(
+            [
+                "Cases were run in separate passes (`run --only NAMES`, which keeps the other cases' results): each",
+                "commit above is named with the number of cases that ran on it; earlier passes were not re-run.",
+            ]
+            if "cases)" in bc + ac
+            else []
+        ),
+        "WORK and CLONE stand for the check's work folder and the clone. Regenerate (each run takes a while on 2",
+        "cores):",
         "",
         "    git clone REPO CLONE_BEFORE && git -C CLONE_BEFORE checkout BEFORE; git clone REPO CLONE_AFTER",
         "    python checks/reliability.py run --repo CLONE_BEFORE --data DATA --shared SHARED --work WORK_B \\",

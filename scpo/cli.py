@@ -22,7 +22,7 @@ import typer
 
 from scpo.config import Config, ConfigError, load_config, parse_overrides
 from scpo.credit.registry import available_methods
-from scpo.errors import ExpectedError, write_problem
+from scpo.errors import DataError, ExpectedError, write_problem
 
 ABOUT = "Credit assignment for group-based RL of LLM agents: SCPO and the estimators it is compared with."
 
@@ -310,18 +310,40 @@ def credit_map(
 ) -> None:
     """Heat map of every estimator's per-step advantages on one group of saved rollouts (notebook 04's figure)."""
     from scpo.analysis.credit_maps import credit_map_figure
+    from scpo.analysis.rollout_files import mixed_groups
 
     cfg = _config(params, profile, sets)
     with _one_line_errors():
         if Path(out).is_dir():
             raise ConfigError(f"--out {out} is a folder; give the figure's file name, e.g. {Path(out) / 'map.png'}")
+        _check_figure_suffix(out)
         try:
-            path, view, _ = credit_map_figure(rollouts, cfg, iteration=iteration, group=group, out=out)
+            path, view, _ = credit_map_figure(
+                rollouts, cfg, iteration=iteration, group=group, out=out, refuse_blank=True
+            )
         except OSError as err:
             if write_problem(err, out) is None:
                 raise
             raise ExpectedError(f"{write_problem(err, out)}; choose another --out") from None
+    if view.group not in mixed_groups(view.batch):
+        typer.echo(
+            f"note: group {view.group} has no won and lost siblings: the group-relative estimators' advantages are 0 "
+            "on it; only estimators with other baselines show credit",
+            err=True,
+        )
     _done(f"wrote {path} (iteration {view.iteration}, group {view.group})")
+
+
+def _check_figure_suffix(out: Path) -> None:
+    """ConfigError (before any work) when matplotlib cannot write a figure of `out`'s suffix."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    if out.suffix.lstrip(".").lower() not in kinds:
+        raise ConfigError(
+            f"--out {out}: a figure cannot be written as {out.suffix or 'a file without a suffix'}; "
+            f"allowed suffixes: {', '.join('.' + k for k in sorted(kinds))}"
+        )
 
 
 @app.command("import")
@@ -356,9 +378,44 @@ def parity(
     """ALFWorld parity: play walkthroughs and random walks in both engines and report agreement."""
     from scpo.envs.alfworld.parity import main as parity_main
 
-    parity_main(
-        split=split, games=games, random_walks=random_walks, walk_steps=walk_steps, data_root=data_root, out=out
-    )
+    with _one_line_errors():
+        _check_parity_inputs(split, games, random_walks, walk_steps, data_root, out)
+        parity_main(
+            split=split, games=games, random_walks=random_walks, walk_steps=walk_steps, data_root=data_root, out=out
+        )
+
+
+def _check_parity_inputs(
+    split: str, games: int | None, random_walks: int, walk_steps: int, data_root: Path, out: Path | None
+) -> None:
+    """Every `scpo parity` input checked before a game is played (ConfigError / DataError, one line): known splits,
+    positive counts, games present under `data_root`, and `--out` a file name (not a folder) in a writable place."""
+    from scpo.envs.alfworld.games import SPLITS, list_tasks
+
+    splits = [s.strip() for s in split.split(",")]
+    unknown = [s for s in splits if s not in SPLITS]
+    if unknown:
+        raise ConfigError(f"--split {unknown[0]!r} is not an ALFWorld split; allowed: {', '.join(SPLITS)}")
+    for option, value, least in (
+        ("--games", games, 1),
+        ("--random-walks", random_walks, 0),
+        ("--walk-steps", walk_steps, 1),
+    ):
+        if value is not None and (isinstance(value, bool) or value < least):
+            raise ConfigError(
+                f"{option} {value}: allowed: an integer >= {least}"
+                + (" (or leave it out: all games)" if option == "--games" else "")
+            )
+    if out is not None:
+        if out.is_dir():
+            raise ConfigError(f"--out {out} is a folder; give the report's file name, e.g. {out / 'parity.json'}")
+        if out.suffix != ".json":
+            raise ConfigError(f"--out {out}: the report is JSON; give a file name ending in .json")
+    for name in splits:
+        if not list_tasks(name, data_root):  # DataError naming the folder when there is no ALFWorld data at all
+            raise DataError(
+                f"no ALFWorld games of split {name!r} under {data_root}; run `scpo prepare-data --only alfworld`"
+            )
 
 
 @app.command()

@@ -708,7 +708,7 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
         elif not loc:  # a check across sections (`Config._check_combinations`): its message names the keys
             lines.append(f"{source}: {e['msg'].removeprefix('Value error, ')}")
         else:
-            lines.append(f"{source}: {key} = {e.get('input')!r} is invalid: {e['msg']}")
+            lines.append(f"{source}: {key} = {e.get('input')!r} is invalid: {e['msg'].removeprefix('Value error, ')}")
     return "\n".join(lines)
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "RunFolderError",
     "ModelNotFoundError",
     "PlacementError",
+    "MachineError",
     "one_line",
     "disk_full",
     "write_problem",
@@ -47,6 +48,11 @@ class RunFolderError(ExpectedError, RuntimeError):
 
 class ModelNotFoundError(ExpectedError, FileNotFoundError):
     """A policy model (`policy.profile`, `train.init_from`, an evaluated checkpoint) that is not on this machine."""
+
+
+class MachineError(ExpectedError, ValueError):
+    """A setting this machine cannot honour: a GPU it does not have (`train.device=cuda`, the gpu profile), an engine
+    that is not installed (`rollout.engine=vllm`)."""
 
 
 class PlacementError(ExpectedError, RuntimeError):

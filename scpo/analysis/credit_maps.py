@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scpo.analysis.rollout_files import RolloutView, choose_view
+from scpo.analysis.rollout_files import RolloutChoiceError, RolloutView, choose_view, mixed_groups
 from scpo.batch import RolloutBatch
 from scpo.config import Config
 
@@ -259,12 +259,15 @@ def credit_map_figure(
     out: str | Path = "credit_map.png",
     methods: tuple[str, ...] | None = None,
     label: str | None = None,
+    refuse_blank: bool = False,
 ) -> tuple[Path, RolloutView, dict]:
     """Draw the credit maps of saved rollouts: `choose_view(source, iteration, group)`, every estimator of `methods`
     (default: report.methods) whose needs the rollouts meet (`scpo.credit.estimate`), after the advantages the
     run was trained with when the rollouts carry them (`trained_with`), one figure at `out`.
     Returns (figure path, the view drawn, {method: CreditResult}). Notebook 04 and `scpo credit-map` both draw
-    through this."""
+    through this. `refuse_blank`: a group on which every advantage is 0 (its siblings all won or all lost with equal
+    rewards: nothing to tell apart) is a RolloutChoiceError saying so and naming the groups that are mixed, instead of
+    a figure of zeros (`scpo credit-map`)."""
     from scpo.credit import estimate
 
     view = choose_view(source, iteration, group)
@@ -277,5 +280,27 @@ def credit_map_figure(
         **({TRAINED_WITH: trained} if trained is not None else {}),
         **{m: r.advantages for m, r in results.items()},
     }
+    if refuse_blank:
+        _refuse_blank(view, advantages)
     path = draw_credit_maps(batch, g, advantages, anchor, matches, Path(out), credit_map_title(cfg, view, label))
     return path, view, results
+
+
+def _refuse_blank(view: RolloutView, advantages: Mapping[str, np.ndarray]) -> None:
+    """RolloutChoiceError when every advantage on the view's group is 0 (`credit_map_figure`'s `refuse_blank`)."""
+    rows = view.batch.group_id == view.group
+    if any(np.any(np.asarray(a)[rows] != 0) for a in advantages.values()):
+        return
+    outcome = "won" if view.batch.won[rows].all() else "lost"
+    mixed = {i: mixed_groups(b).tolist() for i, b in view.batches.items() if len(mixed_groups(b))}
+    where = (
+        f"groups with won and lost siblings: iteration {view.iteration}: {mixed[view.iteration][:8]}"
+        if view.iteration in mixed
+        else f"saved iterations with such groups: {sorted(mixed)[:8]}"
+        if mixed
+        else f"no saved iteration of {view.source} has a group with won and lost siblings"
+    )
+    raise RolloutChoiceError(
+        f"every advantage is 0 on group {view.group} of iteration {view.iteration} (its trajectories all {outcome}, "
+        f"rewards equal): no credit to draw; {where}; choose one with --iteration / --group"
+    )

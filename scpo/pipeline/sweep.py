@@ -10,14 +10,17 @@ notebook's `overrides` parameter ("key=value; ..."), so it goes through the same
 (which take all three) every point's config is validated before the first one runs, so a typo fails the sweep at once
 (`SweepError`, one line).
 
-A value given twice for one name (`--grid method=grpo,grpo`), or two points whose folder names coincide, is refused
+A value given twice for one name (`--grid method=grpo,grpo`), two points whose folder names coincide, or a key set
+both by the grid and by --set / --profile / --params (`--set train.lr=0.1 --grid train.lr=0.01,0.02`) is refused
 before anything runs.
 
-`<out>` belongs to one sweep: `<out>/sweep.json` records its notebook, grid and points. A sweep into a non-empty
-`<out>` is refused in one line naming what it holds (another grid's sweep, or other files) unless `overwrite`; then
-the earlier sweep's own entries (its summary, notebooks, point folders and records) are removed first, and only when
-`<out>` holds nothing else: not a `.git`, not the current directory or one above it, not `data.root`
-(`scpo.pipeline.safe_replace`, the same guard as a run folder's `--overwrite`).
+`<out>` belongs to one sweep: one writer at a time holds its lock (`scpo.pipeline.folder_lock.RunLock`, as a run
+folder's), so a second sweep into it, `--overwrite` included, fails at once naming the first; `<out>/sweep.json` records
+its notebook, grid and points. A sweep into a non-empty `<out>` is refused in one line naming what it holds (another
+grid's sweep, or other files) unless `overwrite`; then the earlier sweep's own entries (its summary, notebooks, point
+folders and records) are removed first, and only when `<out>` holds nothing else: not a `.git`, not the current
+directory or one above it, not `data.root` (`scpo.pipeline.safe_replace`, the same guard as a run folder's
+`--overwrite`).
 
 Every point gets its own folder, `<out>/<point>/` (`<point>`: the grid values, e.g. `method-scpo__credit.scpo.tau-0.8`,
 or `p003-<hash>` when that would be too long), passed as the notebook's `out_dir` parameter when it has one and the grid
@@ -62,6 +65,7 @@ from tqdm.auto import tqdm
 
 from scpo.config import ConfigError, load_config, parse_overrides
 from scpo.errors import ExpectedError, PlacementError, write_problem
+from scpo.pipeline.folder_lock import LOCK_FILE, RunLock, check_not_in_use
 from scpo.pipeline.safe_replace import ReplaceError, check_replaceable, remove_own_entries
 
 __all__ = [
@@ -217,6 +221,22 @@ def _shared_parameters(
 NOTEBOOK_KEYS = {"method": "credit.method", "env": "env.name", "seed": "train.seed"}
 
 
+def _check_no_clash(
+    grid: dict[str, list[Any]], sets: dict[str, Any], params: str | Path | None, profile: str | None
+) -> None:
+    """SweepError when --set, --profile or --params and the grid set the same key (`--set train.lr=0.1 --grid
+    train.lr=0.01,0.02`): the grid's value would win at every point, silently."""
+    shared = {**sets, **({"profile": profile} if profile else {}), **({"params": params} if params else {})}
+    for name, values in grid.items():
+        for key in (name, NOTEBOOK_KEYS.get(name)):
+            if key in shared:
+                given = f"--{key}" if key in ("profile", "params") else f"--set {key}"
+                raise SweepError(
+                    f"{given}={shared[key]} and --grid {name}={','.join(map(str, values))} set the same key (the "
+                    f"grid's value would win at every point); keep one of them"
+                )
+
+
 def _check_configs(points: list[dict[str, Any]], all_params: list[dict[str, Any]], config_file: Path) -> None:
     """Validate every point's config (params file, profile, `NOTEBOOK_KEYS`, the `overrides` string) before any point
     runs."""
@@ -310,9 +330,12 @@ def _execute_point(
 
 def _local_devices(gpus: str | None, jobs: int) -> list[str]:
     """The local backend's slots: one per GPU of `gpus` ("auto": every visible GPU), else `jobs` slots that leave
-    CUDA_VISIBLE_DEVICES as it is (refused on a machine with GPUs when jobs > 1: the points would share the first)."""
+    CUDA_VISIBLE_DEVICES as it is (refused on a machine with GPUs when jobs > 1: the points would share the first).
+    `jobs` < 1 and a GPU id this machine does not show are refused, never changed into something else."""
     from scpo.pipeline.devices import unique_gpus, visible_gpus
 
+    if isinstance(jobs, bool) or jobs < 1:
+        raise SweepError(f"--jobs {jobs}: allowed: an integer >= 1 (points run at once)")
     try:
         if gpus == "auto":
             found = visible_gpus()
@@ -320,7 +343,20 @@ def _local_devices(gpus: str | None, jobs: int) -> list[str]:
                 raise SweepError("--gpus auto but no GPU is visible (CUDA_VISIBLE_DEVICES / torch.cuda)")
             return found
         if gpus:
-            return unique_gpus([g.strip() for g in gpus.split(",") if g.strip()])
+            ids = unique_gpus([g.strip() for g in gpus.split(",") if g.strip()])
+            visible = visible_gpus()
+            absent = [g for g in ids if g not in visible]
+            if absent:
+                seen = (
+                    f"visible: {','.join(visible)}"
+                    if visible
+                    else "no GPU is visible (CUDA_VISIBLE_DEVICES / torch.cuda)"
+                )
+                raise SweepError(
+                    f"--gpus {gpus}: GPU {absent[0]} is not on this machine ({seen}); name visible GPUs, "
+                    "or leave --gpus out and set --jobs"
+                )
+            return ids
     except PlacementError as err:
         raise SweepError(str(err)) from None
     found = visible_gpus()
@@ -354,7 +390,7 @@ def check_sweep_folder(out: Path, grid: Sequence[str], overwrite: bool, protecte
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ReplaceError(f"--out {out} is a file, not a folder; choose a folder for the sweep")
-    names = sorted(os.listdir(out)) if out.is_dir() else []
+    names = sorted(n for n in os.listdir(out) if n != LOCK_FILE) if out.is_dir() else []
     if names in ([], [".gitignore"]):
         return
     points, earlier = _recorded_points(out)
@@ -370,7 +406,7 @@ def check_sweep_folder(out: Path, grid: Sequence[str], overwrite: bool, protecte
             f"sweep folder {out} is not empty, it holds {what}; add --overwrite to replace "
             f"{'it' if points is not None else 'them'}, or choose another --out"
         )
-    check_replaceable(out, lambda name: name in own, "sweep", protected)
+    check_replaceable(out, lambda name: name in own or name == LOCK_FILE, "sweep", protected)
 
 
 def _ray_execute(notebook, output, params, kernel, cwd):  # a Ray task: Ray has set CUDA_VISIBLE_DEVICES already
@@ -404,6 +440,8 @@ def run_sweep(
 
     if backend not in BACKENDS:
         raise SweepError(f"backend={backend!r} is not one of {', '.join(BACKENDS)}")
+    if isinstance(jobs, bool) or jobs < 1:
+        raise SweepError(f"--jobs {jobs}: allowed: an integer >= 1 (points run at once)")
     if backend == "local":
         _local_devices(gpus, jobs)  # refused before anything runs
     notebook, out = Path(notebook), Path(out)
@@ -411,7 +449,7 @@ def run_sweep(
         raise SweepError(f"no notebook at {notebook}")
     notebook_params = list(pm.inspect_notebook(str(notebook)))
     try:
-        parse_overrides(list(overrides))
+        _check_no_clash(parse_grid(grid), parse_overrides(list(overrides)), params, profile)
         points = grid_points(parse_grid(grid))
         reserved = [name for name in points[0] if name in RESERVED_COLUMNS or name.startswith("result.")]
         if reserved:
@@ -439,12 +477,25 @@ def run_sweep(
                 protected.update({"data.root": base_cfg.data.root, "data.shared_dir": base_cfg.data.shared_dir})
             except ConfigError:  # valid only with each point's values (checked above): the data is theirs
                 pass
+    check_not_in_use(out, "sweep folder")
+    check_sweep_folder(out, grid, overwrite, protected)
+    with RunLock(out, "sweep folder") as lock:  # one sweep at a time writes into `out`
+        if lock.note:
+            tqdm.write(lock.note, file=sys.stderr)
+        return _sweep_into(notebook, out, grid, points, names, all_params, notebook_params, shared, protected,
+                           overwrite, kernel, backend, jobs, gpus, gpus_per_point, ray_address, cwd)  # fmt: skip
+
+
+def _sweep_into(notebook, out, grid, points, names, all_params, notebook_params, shared, protected, overwrite, kernel,
+                backend, jobs, gpus, gpus_per_point, ray_address, cwd) -> pd.DataFrame:  # fmt: skip
+    """The sweep once it holds `out`'s lock: the folder checked again (no other sweep can start now) and cleared,
+    every point run, the summary."""
     check_sweep_folder(out, grid, overwrite, protected)
     try:
         if overwrite:
             points_before, _ = _recorded_points(out)
             own = set(_SWEEP_FILES) | {f"{p}{e}" for p in points_before or [] for e in ("", ".ipynb", ".json")}
-            remove_own_entries(out, lambda n: n in own)
+            remove_own_entries(out, lambda n: n in own, keep=(LOCK_FILE,))
         out.mkdir(parents=True, exist_ok=True)
         if not (out / ".gitignore").exists():  # the points' folders hold whole runs (models): regenerable, not for git
             (out / ".gitignore").write_text("# the sweep's points' folders (scpo sweep)\n/*/\n")

@@ -24,11 +24,12 @@ from types import MethodType
 
 import torch
 
-from scpo.errors import PlacementError
+from scpo.errors import MachineError, PlacementError
 from scpo.policy.profiles import torch_dtype
 
 __all__ = [
     "resolve_device",
+    "check_engine",
     "compute_precision",
     "autocast_each_forward",
     "forward_precision",
@@ -37,17 +38,37 @@ __all__ = [
 
 
 def resolve_device(name: str) -> torch.device:
-    """`train.device`: 'auto' -> cuda when torch sees a GPU, else cpu; 'cuda' without a GPU is an error."""
+    """`train.device`: 'auto' -> cuda when torch sees a GPU, else cpu; 'cuda' without a GPU is a MachineError (one
+    line)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
+        raise MachineError(
             "train.device='cuda' but torch sees no GPU (torch.cuda.is_available() is False); "
             "use train.device=auto or cpu"
         )
     if name not in ("cpu", "cuda"):
         raise ValueError(f"train.device={name!r} is not one of 'auto', 'cpu', 'cuda'")
     return torch.device(name)
+
+
+def check_engine(engine: str, device: torch.device) -> None:
+    """MachineError (one line) when `rollout.engine` cannot run here: vLLM needs a GPU and the `vllm` package."""
+    if engine != "vllm":
+        return
+    if device.type != "cuda":
+        raise MachineError(
+            f"rollout.engine='vllm' needs a GPU, and this run's device is {device.type} (torch sees "
+            f"{'no GPU' if not torch.cuda.is_available() else 'a GPU, but train.device=cpu'}); "
+            "use --set rollout.engine=transformers"
+        )
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise MachineError(
+            "rollout.engine='vllm' but vLLM is not installed in this environment "
+            "(`pip install -r requirements/gpu.txt`); or use --set rollout.engine=transformers"
+        )
 
 
 def compute_precision(device: torch.device, dtype: str):

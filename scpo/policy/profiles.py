@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from scpo.errors import ModelNotFoundError
+from scpo.policy.completeness import check_loading_info
 
 __all__ = [
     "Policy",
@@ -212,7 +213,8 @@ def _hub_cache_dir() -> str:
 
 
 def load_policy(path: str | Path, dtype: str = "float32", device: str | None = None) -> Policy:
-    """Load a saved policy (model dir, run dir or checkpoint dir)."""
+    """Load a saved policy (model dir, run dir or checkpoint dir); IncompleteModelError (one line naming the tensors)
+    when its weights miss tensors of its architecture or hold others (`scpo.policy.completeness`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     quiet_transformers()
@@ -220,7 +222,7 @@ def load_policy(path: str | Path, dtype: str = "float32", device: str | None = N
     meta_file = model_dir / POLICY_META
     meta = json.loads(meta_file.read_text()) if meta_file.exists() else {"profile": str(model_dir), "chat": None}
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch_dtype(dtype))
+    model = _complete_model(AutoModelForCausalLM, model_dir, dtype)
     if device:
         model.to(device)
     chat = meta.get("chat")
@@ -230,6 +232,22 @@ def load_policy(path: str | Path, dtype: str = "float32", device: str | None = N
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return Policy(model=model, tokenizer=tokenizer, profile=meta.get("profile", str(model_dir)), chat=bool(chat))
+
+
+def _complete_model(auto_class, source: str | Path, dtype: str):
+    """`auto_class.from_pretrained(source)` in `dtype`, refused (`IncompleteModelError` naming the tensors) when the
+    weights miss a tensor of the architecture or hold one it lacks: transformers would initialise the missing ones at
+    random and drop the others with only a warning. That warning (its load report) is silenced: the error says it."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model, info = auto_class.from_pretrained(source, dtype=torch_dtype(dtype), output_loading_info=True)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    check_loading_info(info, source)
+    return model
 
 
 def create_policy(
@@ -289,7 +307,7 @@ def _load_pretrained(source: str | Path, dtype: str, device: str | None) -> Poli
         return load_policy(source, dtype=dtype, device=device)
     quiet_transformers()
     tokenizer = AutoTokenizer.from_pretrained(source)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype(dtype))
+    model = _complete_model(AutoModelForCausalLM, source, dtype)
     if device:
         model.to(device)
     tokenizer.padding_side = "left"

@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Assumptions", "H200", "RunEstimate", "estimate_run", "preflight_lines", "GB"]
+__all__ = ["Assumptions", "H200", "RunEstimate", "estimate_run", "preflight_lines", "duration_text", "GB"]
 
 GB = 10**9
 
@@ -164,7 +164,8 @@ def estimate_run(cfg, shape, env: str | None = None, assume: Assumptions = H200)
     )
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """`45 s`, `12 min`, `3.5 h` or `2.1 days`."""
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 2 * 3600:
@@ -178,10 +179,11 @@ def preflight_lines(cfg, shape, env: str | None = None, assume: Assumptions = H2
     """What the training preflight prints beside the memory plan: time per iteration (by part) and per run, disk per
     run, each marked as an estimate on `assume.gpu`."""
     est = estimate_run(cfg, shape, env, assume)
-    parts = ", ".join(f"{k} {_duration(v)}" for k, v in est.parts.items() if v >= 0.5)
+    parts = ", ".join(f"{k} {duration_text(v)}" for k, v in est.parts.items() if v >= 0.5)
     return [
         f"time estimate ({assume.gpu}, {cfg.rollout.engine} engine, assumed throughput): "
-        f"{_duration(est.iteration_s)} per iteration ({parts}), {_duration(est.run_s)} for {est.iterations} iterations",
+        f"{duration_text(est.iteration_s)} per iteration ({parts}), "
+        f"{duration_text(est.run_s)} for {est.iterations} iterations",
         f"disk estimate: {est.disk_bytes / GB:.1f} GB per run ({est.kept_checkpoints} checkpoints of "
         f"{est.checkpoint_bytes / GB:.1f} GB, final model {est.final_model_bytes / GB:.1f} GB, saved rollouts "
         f"{est.rollout_bytes / GB:.1f} GB)",

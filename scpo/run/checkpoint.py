@@ -40,6 +40,8 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 
 from scpo.errors import ExpectedError, disk_full
+from scpo.pipeline.folder_lock import LOCK_FILE
+from scpo.policy.completeness import tensor_names_problem
 
 __all__ = [
     "CheckpointError",
@@ -293,8 +295,9 @@ def checkpoint_problem(ckpt: Path) -> str | None:
 
 
 def model_problem(model_dir: Path) -> str | None:
-    """Why the model folder `model_dir` cannot be loaded, naming the file (one line), or None: config.json must parse
-    and every safetensors header must cover its file (no tensor is read)."""
+    """Why the model folder `model_dir` cannot be loaded, naming the file or the tensors (one line), or None:
+    config.json must parse, every safetensors header must cover its file and the headers must name exactly the
+    architecture's tensors (`scpo.policy.completeness.tensor_names_problem`; no tensor is read)."""
     model_dir = Path(model_dir)
     try:
         json.loads((model_dir / "config.json").read_text())
@@ -308,7 +311,7 @@ def model_problem(model_dir: Path) -> str | None:
                 f.keys()
         except (SafetensorError, OSError) as err:
             return f"{path} is not a readable safetensors file ({_first_line(err)})"
-    return None
+    return tensor_names_problem(model_dir)
 
 
 def restorable_checkpoint(run_dir: Path) -> tuple[Path, TrainingState, list[str]]:
@@ -317,9 +320,10 @@ def restorable_checkpoint(run_dir: Path) -> tuple[Path, TrainingState, list[str]
     when there is none."""
     done = finished_checkpoints(run_dir)
     if not done:
+        started = Path(run_dir).is_dir() and any(p.name != LOCK_FILE for p in Path(run_dir).iterdir())
         raise CheckpointError(
-            f"nothing to resume in {run_dir}: no finished checkpoint under "
-            f"{Path(run_dir) / 'checkpoints'}; start it without --resume"
+            f"nothing to resume in {run_dir}: no finished checkpoint under {Path(run_dir) / 'checkpoints'}; "
+            + ("start it again with --overwrite" if started else "start it without --resume")
         )
     problems: list[tuple[str, str]] = []
     for ckpt in reversed(done):

@@ -20,12 +20,12 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from scpo.errors import RunFolderError, disk_full, write_problem
+from scpo.pipeline.folder_lock import RunLock
 from scpo.pipeline.manifest import write_run_manifest
 from scpo.policy.placement import gpu_claim
 from scpo.run.checkpoint import finished_checkpoints, latest_checkpoint
 from scpo.run.guards import check_fresh, clear_run_folder
 from scpo.run.history import HISTORY_FILE
-from scpo.run.lock import RunLock
 from scpo.run.plan import RunPlan
 from scpo.run.provenance import PROVENANCE_FILE, read_provenance, write_json_atomic
 

@@ -10,7 +10,7 @@ Modes of a training command on `<run>` (decided by `scpo.run.plan`):
 - resume: a restorable checkpoint whose recorded config matches (the plan checks it).
 
 A run folder is never created inside another run folder (whose `--overwrite` would then remove it), and `--out`
-naming a file is one line too. One writer at a time: `scpo.run.lock.RunLock`.
+naming a file is one line too. One writer at a time: `scpo.pipeline.folder_lock.RunLock`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from scpo.errors import RunFolderError
+from scpo.pipeline.folder_lock import LOCK_FILE
 from scpo.pipeline.safe_replace import check_replaceable, enclosing_run, remove_own_entries
-from scpo.run.lock import LOCK_FILE
+from scpo.run.checkpoint import finished_checkpoints
 
 __all__ = [
     "RUN_ENTRIES",
@@ -76,6 +77,8 @@ def describe_run(run_dir: Path) -> str:
         what = "a finished run (summary.json)"
     elif ckpts:
         what = f"an unfinished run (checkpoints up to {ckpts[-1]})"
+    elif "provenance.json" in names:
+        what = "a run stopped before its first checkpoint (nothing to resume)"
     else:
         what = "files"
     shown = ", ".join(n + ("/" if (run_dir / n).is_dir() else "") for n in names[:5])
@@ -83,8 +86,11 @@ def describe_run(run_dir: Path) -> str:
 
 
 def check_fresh(run_dir: Path, resumable: bool = True) -> None:
-    """RunFolderError unless `run_dir` is absent or empty (a fresh run never writes into another run's folder)."""
+    """RunFolderError unless `run_dir` is absent or empty (a fresh run never writes into another run's folder). The
+    ways out it names are ones that work: --resume only when the folder has a checkpoint to resume from (a run stopped
+    before its first checkpoint has none)."""
     if folder_contents(run_dir):
+        resumable = resumable and finished_checkpoints(run_dir) != []
         ways = "continue it with --resume, replace it with --overwrite" if resumable else "replace it with --overwrite"
         raise RunFolderError(
             f"run folder {run_dir} is not empty, it holds {describe_run(run_dir)}; {ways}, or choose another --out"

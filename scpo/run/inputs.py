@@ -4,6 +4,8 @@ from, the models it starts from and whether they fit the device; and what its pr
 
     "task_pool":   {"env", "split", "count", "sha256"[, "panel"]}   sha256 of the sorted task ids, one per line;
                    with `train.panel_size` the pool is the panel RL draws from, "panel": {"size", "seed"}
+    "data":        {"kind", "count", "sha256"[, "built"]}          the prepared data of those tasks (`data_record`):
+                   ALFWorld's game files, the WebShop catalogue, or for a generated env the task ids
     "start_model": {"policy": model, "kl_reference": model (only when it is another model than the policy's start)}
         model = {"source": where it was loaded from, "sha256": digest of its files}   a local model folder or file
               | {"source": Hub name, "revision": the cached snapshot's commit}           a Hub model
@@ -22,6 +24,7 @@ one and names each difference in a few words; the trainer refuses a resume with 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -38,12 +41,14 @@ __all__ = [
     "task_list",
     "task_pool",
     "task_pool_record",
+    "data_record",
     "model_digest",
     "profile_source",
     "start_models",
     "start_model_record",
     "check_memory",
     "critic_lines",
+    "check_machine",
     "input_differences",
 ]
 
@@ -106,6 +111,39 @@ def task_pool_record(env: str, split: str, tasks: list[str], panel: tuple[int, i
     if panel is not None:
         record["panel"] = {"size": panel[0], "seed": panel[1]}
     return record
+
+
+def data_record(env: EnvSettings, tasks: list[str]) -> dict[str, Any]:
+    """What the prepared data of `tasks` was, as a digest: {"kind", "count", "sha256"[, "built"]}.
+
+    alfworld: the game files of the tasks (sha256 over each task id and its game file's sha256, in task order sorted);
+    webshop: the catalogue `scpo prepare-data` built (every file of `data/webshop/catalogue/`: name and sha256, and its
+    meta.json's build settings as "built"), so an evaluation on a catalogue rebuilt under another profile is told
+    apart; an environment without prepared data (corridor, sokoban: generated from the task id): "generated", the
+    digest of the task ids themselves."""
+    h = hashlib.sha256()
+    if env.name == "alfworld":
+        for task in sorted(tasks):
+            h.update(f"{task}\0{_file_digest(Path(env.package.game_file(task, env.data_root)))}\n".encode())
+        return {"kind": "alfworld game files", "count": len(tasks), "sha256": h.hexdigest()}
+    if env.name == "webshop":
+        from scpo.envs.webshop.catalogue import catalogue_dir
+
+        folder = catalogue_dir(env.data_root)
+        files = sorted(p for p in folder.iterdir() if p.is_file())
+        for file in files:
+            h.update(f"{file.name}\0{_file_digest(file)}\n".encode())
+        record: dict[str, Any] = {"kind": "webshop catalogue", "count": len(files), "sha256": h.hexdigest()}
+        try:
+            meta = json.loads((folder / "meta.json").read_text())
+            record["built"] = {
+                k: meta[k] for k in ("version", "seed", "source", "goals", "n_products", "n_goals") if k in meta
+            }
+        except (OSError, ValueError, TypeError):
+            pass
+        return record
+    h.update("\n".join(sorted(tasks)).encode())
+    return {"kind": "generated (no prepared data)", "count": len(tasks), "sha256": h.hexdigest()}
 
 
 def _file_digest(path: Path) -> str:
@@ -201,6 +239,49 @@ def _model_config(cfg: Config, start: ModelSource):
     return AutoConfig.from_pretrained(start.path)
 
 
+def check_machine(cfg: Config, device) -> None:
+    """MachineError (one line) when this machine cannot run `cfg` as asked, before anything is loaded or written: the
+    generation engine (`scpo.policy.placement.check_engine`), and the gpu profile on a machine where `train.device:
+    auto` found no GPU, refused with the run's estimated time (`scpo.policy.run_estimate`, on an H200; a CPU takes
+    far longer). An explicit `--set train.device=cpu` is the confirmation that runs it here anyway."""
+    from scpo.errors import MachineError
+    from scpo.policy.placement import check_engine
+
+    if cfg.profile == "gpu" and device.type != "cuda" and cfg.train.device == "auto":
+        raise MachineError(
+            f"--profile gpu on a machine with no GPU (torch sees none): {cfg.train.iterations} iterations of "
+            f"{cfg.rollout.n_tasks} tasks x {cfg.rollout.group_size} episodes with {cfg.policy.profile}, "
+            f"{_gpu_estimate(cfg)}; use --profile cpu or smoke, or run it on this CPU anyway with "
+            "--set train.device=cpu --set rollout.engine=transformers"
+        )
+    check_engine(cfg.rollout.engine, device)
+
+
+def _gpu_estimate(cfg: Config) -> str:
+    """'estimated X on an H200 GPU (Y per iteration), far longer on a CPU', from the model's config when it is on this
+    machine (or Qwen2.5-1.5B's, which `scpo.policy.qwen2_shapes` holds)."""
+    from scpo.policy.memory_plan import model_shape
+    from scpo.policy.run_estimate import H200, duration_text, estimate_run
+
+    config = None
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(cfg.policy.profile, local_files_only=True)
+    except (OSError, ValueError):  # not on this machine: the known shape below, or no estimate
+        if cfg.policy.profile.lower().endswith("qwen2.5-1.5b-instruct"):
+            from scpo.policy.qwen2_shapes import qwen2_config
+
+            config = qwen2_config()
+    if config is None:
+        return "time estimate unavailable (the model's config is not on this machine)"
+    est = estimate_run(cfg, model_shape(config, cfg.policy.lora_r if cfg.policy.lora else None))
+    return (
+        f"estimated {duration_text(est.run_s)} on an {H200.gpu} ({duration_text(est.iteration_s)} per iteration), "
+        "far longer on a CPU"
+    )
+
+
 def check_memory(cfg: Config, start: ModelSource, device, capacity: int | None = None) -> str:
     """The memory plan's line for `cfg` starting from `start` on `device` (`capacity` bytes replace the device's);
     MemoryPlanError (one line) when the estimated peak exceeds the device's memory."""
@@ -261,7 +342,8 @@ def _short(digest: str | None) -> str:
 
 def input_differences(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
     """One phrase per input that differs between a run's saved provenance and this command's record: the task pool
-    (count and digest), each start model (digest or Hub revision). Inputs the saved record lacks are not compared."""
+    (count and digest), the prepared data (digest), each start model (digest or Hub revision). Inputs the saved record
+    lacks are not compared."""
     out = []
     old_pool, new_pool = saved.get("task_pool"), now.get("task_pool")
     if old_pool and new_pool and old_pool.get("sha256") != new_pool.get("sha256"):
@@ -271,6 +353,12 @@ def input_differences(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:
             f"the task pool ({new_pool['env']} {where}) is {new_pool['count']} tasks, sha256 "
             f"{_short(new_pool['sha256'])} now, {old_pool['count']} tasks, sha256 {_short(old_pool['sha256'])} in "
             "the run (data.root holds other data)"
+        )
+    old_data, new_data = saved.get("data"), now.get("data")
+    if old_data and new_data and old_data.get("sha256") != new_data.get("sha256"):
+        out.append(
+            f"the prepared data ({new_data['kind']}) has sha256 {_short(new_data['sha256'])} now, "
+            f"{_short(old_data['sha256'])} in the run (data.root holds other data: rebuilt or replaced)"
         )
     old_models, new_models = saved.get("start_model") or {}, now.get("start_model") or {}
     for role, label in (("policy", "the start model"), ("kl_reference", "the KL reference")):

@@ -8,7 +8,7 @@ never touched by a command that fails one of them):
 - the run folder and the mode: fresh (the folder absent or empty), overwrite (a folder holding only a run's own
   entries and none of `protected_paths`), or resume (a restorable checkpoint whose recorded config matches:
   `scpo.run.provenance.config_differences`; `--force` accepts differences and the provenance records them);
-  not a file, not inside another run, not in use (`scpo.run.guards`, `scpo.run.lock`);
+  not a file, not inside another run, not in use (`scpo.run.guards`, `scpo.pipeline.folder_lock`);
 - the environment's settings (`scpo.envs.registry.EnvSettings`), the task pool (the training split's tasks, or for RL
   with `train.panel_size` its panel: `scpo.run.inputs.task_pool`) and the split's tasks demonstrated (the warm
   start's, `train.sft.n_demos` drawn with `train.seed`: `scpo.envs.demos.demo_tasks`);
@@ -37,6 +37,7 @@ from scpo.config import Config, ConfigError
 from scpo.envs.demos import demo_tasks
 from scpo.envs.registry import EnvSettings, env_settings
 from scpo.errors import RunFolderError
+from scpo.pipeline.folder_lock import check_not_in_use
 from scpo.pipeline.layout import run_dir as layout_run_dir
 from scpo.policy.placement import resolve_device
 from scpo.run.checkpoint import TrainingState, restorable_checkpoint
@@ -44,8 +45,10 @@ from scpo.run.guards import check_fresh, check_out_folder, check_overwritable
 from scpo.run.history import HISTORY_FILE, history_problem
 from scpo.run.inputs import (
     ModelSource,
+    check_machine,
     check_memory,
     critic_lines,
+    data_record,
     estimate_lines,
     input_differences,
     start_model_record,
@@ -53,7 +56,6 @@ from scpo.run.inputs import (
     task_list,
     task_pool,
 )
-from scpo.run.lock import check_not_in_use
 from scpo.run.provenance import config_differences, git_state, provenance, read_provenance, resolved_config
 
 __all__ = ["RunPlan", "Resume", "CriticPlan", "make_plan", "default_run_dir", "protected_paths", "STAGES"]
@@ -201,15 +203,20 @@ def make_plan(
     env = env_settings(cfg)
     split = task_list(env, env.train_split)
     tasks, pool_record = task_pool(cfg, env, stage, split)
-    start, reference = start_models(cfg, run_dir)
     device = resolve_device(cfg.train.device)
+    check_machine(cfg, device)
+    start, reference = start_models(cfg, run_dir)
     memory = check_memory(cfg, start, device)
     critic = CriticPlan(start, cfg.train.critic) if stage == "rl" and cfg.trains_critic else None
     if device.type == "cuda":
         notes += [memory, *estimate_lines(cfg, start)]
     if critic is not None:
         notes += critic_lines(cfg, start)
-    inputs = {"task_pool": pool_record, "start_model": start_model_record(start, reference)}
+    inputs = {
+        "task_pool": pool_record,
+        "data": data_record(env, tasks),
+        "start_model": start_model_record(start, reference),
+    }
 
     plan_resume = None
     if resume:

@@ -13,9 +13,9 @@ answer lengths, dtype) and `rollout.action_choice` from it. An explicit override
 unless forced; the evaluation splits (`env.<name>.eval_splits`) are the evaluation's choice. Every check (model files,
 evaluation data, an existing eval.json, an --out that is a file) runs before anything is written.
 
-One evaluation at a time writes into an --out: it holds the folder's lock (`scpo.run.lock.RunLock`, as
-training does), so a second `scpo eval` into the same folder fails at once naming the first; each writes its files
-under temporary names of its own and renames them into place. `--overwrite` replaces eval.json and eval.csv only.
+One evaluation at a time writes into an --out: it holds the folder's lock (`scpo.pipeline.folder_lock.RunLock`, as
+training does), so a second `scpo eval` into the same folder fails at once naming the first; each writes its files under
+temporary names of its own and renames them into place. `--overwrite` replaces eval.json and eval.csv only.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ import numpy as np
 from scpo.config import Config, ConfigError, apply_overrides, validate_config
 from scpo.envs.registry import env_settings
 from scpo.errors import RunFolderError, write_problem
+from scpo.pipeline.folder_lock import RunLock, check_not_in_use
 from scpo.policy import load_policy, resolve_model_dir
-from scpo.policy.placement import resolve_device
+from scpo.policy.placement import check_engine, resolve_device
 from scpo.rollout import collect_rollouts, make_engine
 from scpo.run.checkpoint import model_problem
-from scpo.run.inputs import task_list
-from scpo.run.lock import RunLock, check_not_in_use
+from scpo.run.inputs import data_record, task_list
 from scpo.run.provenance import read_provenance, write_json_atomic
 from scpo.train.seeding import iteration_seed, seed_everything, set_threads
 
@@ -163,6 +163,7 @@ def run_evaluation(
     t_start = time.perf_counter()
     cfg, where = config_for_checkpoint(cfg, checkpoint, force=force)
     env = env_settings(cfg)
+    check_engine(cfg.rollout.engine, resolve_device(cfg.train.device))  # before loading: no GPU, or no vLLM
     model_dir = resolve_model_dir(checkpoint)
     problem = model_problem(model_dir)
     if problem:
@@ -237,6 +238,7 @@ def _evaluate(cfg: Config, env, model_dir: Path, splits: dict, out_dir: Path, wh
             "episode_length": float(np.mean([len(t) for t in trajectories])),
             "invalid_rate": float(np.mean([not s.valid for t in trajectories for s in t.steps])),
             "per_task_type": per_type,
+            "data": data_record(env, tasks),  # the prepared data evaluated on (games / catalogue), as a digest
             "env_s": timing.env_s,
             "gen_s": timing.gen_s,
         }

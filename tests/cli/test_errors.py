@@ -424,3 +424,47 @@ def test_scpo_config_validates_values_before_dvc_writes_them(tmp_path):
     assert result.exit_code == 0
     assert result.stdout.strip() == f"{REPO / 'params.yaml'}: valid with profile smoke; credit.scpo.tau=0.8"
     assert (REPO / "params.yaml").read_text() == before
+
+
+def test_credit_map_of_a_group_with_nothing_to_tell_apart_says_so(tmp_path, repo_root):
+    """Every sibling lost with equal rewards: every advantage is 0; one line instead of a figure of zeros. A suffix
+    matplotlib cannot write is refused before any work."""
+    import pandas as pd
+
+    from scpo.credit.synthetic import synthetic_batch
+
+    rollouts = tmp_path / "run" / "rollouts"
+    synthetic_batch(n_groups=2, group_size=3, max_steps=4).to_parquet(rollouts / "iter_0000.parquet")
+    frame = pd.read_parquet(rollouts / "iter_0000.parquet")
+    frame["reward"], frame["won"], frame["valid"] = 0.0, False, True
+    frame.to_parquet(rollouts / "iter_0000.parquet")
+    figure = tmp_path / "m.png"
+    result = cli("credit-map", tmp_path / "run", "--params", repo_root / "params.yaml", "--out", figure,
+                 "--set", "report.methods=[grpo,gigpo,scpo,rloo]")  # fmt: skip
+    assert result.exit_code == 1, result.output
+    line = one_line(result.stderr)
+    assert line.startswith("every advantage is 0 on group ") and "all lost" in line, line
+    assert "no saved iteration of" in line and not figure.exists()
+    result = cli("credit-map", tmp_path / "run", "--params", repo_root / "params.yaml", "--out", figure)
+    assert result.exit_code == 0 and figure.exists()  # ProGPO-C's progress baseline gives credit within the group
+    assert "has no won and lost siblings" in result.stderr, result.stderr
+    result = cli("credit-map", tmp_path / "run", "--params", repo_root / "params.yaml", "--out", tmp_path / "x.txt")
+    assert result.exit_code == 2 and "--out" in one_line(result.stderr) and ".png" in one_line(result.stderr)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--split", "valid_sen"), "--split 'valid_sen' is not an ALFWorld split"),
+        (("--games", "0"), "--games 0: allowed: an integer >= 1"),
+        (("--games", "-3"), "--games -3: allowed: an integer >= 1"),
+        (("--data-root", "{tmp}/no-data"), "no ALFWorld games under {tmp}/no-data"),
+        (("--games", "1", "--out", "{tmp}"), "--out {tmp} is a folder"),
+    ],
+    ids=["split", "zero", "negative", "no-data", "folder"],
+)
+def test_parity_mistakes_are_one_line_before_any_game(tmp_path, args, expected):
+    result = cli("parity", *(a.format(tmp=tmp_path) for a in args))
+    assert result.exit_code in (1, 2), result.output
+    assert one_line(result.stderr).startswith(expected.format(tmp=tmp_path)), result.stderr
+    assert "identical" not in result.output

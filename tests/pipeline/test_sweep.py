@@ -97,6 +97,48 @@ def test_the_sweep_command_exits_1_when_a_point_fails(tmp_path):
     assert "1 of 2 points ok" in result.stderr
 
 
+def _fingerprint(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_overwrite_of_a_sweep_still_running_is_refused_in_one_line(tmp_path):
+    """A sweep (a second process) still runs in OUT: `scpo sweep --overwrite --out OUT` names it and changes nothing,
+    rather than removing its folders and mixing two sweeps' records and summaries."""
+    import subprocess
+    import sys
+    import time
+
+    from helpers import REPO
+
+    notebook = write_notebook(
+        tmp_path / "slow.ipynb",
+        'x = 1\nout_dir = ""',
+        "import pathlib, time\npathlib.Path(out_dir).mkdir(parents=True)\ntime.sleep(600 if x == 1 else 0)",
+    )
+    out = tmp_path / "out"
+    running = subprocess.Popen(
+        [sys.executable, "-m", "scpo.cli", "sweep", str(notebook), "--grid", "x=1", "--out", str(out)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.time() + 300
+        while not (out / "x-1").is_dir():  # the first point runs
+            assert running.poll() is None and time.time() < deadline, "the first sweep did not start its point"
+            time.sleep(0.2)
+        before = _fingerprint(out)
+        result = CliRunner().invoke(app, ["sweep", str(notebook), "--grid", "x=2", "--out", str(out), "--overwrite"])
+        assert result.exit_code == 1, result.output
+        lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and f"sweep folder {out} is in use by pid {running.pid}" in lines[0], result.stderr
+        assert _fingerprint(out) == before and running.poll() is None
+    finally:
+        running.kill()
+        running.wait()
+
+
 def _config_notebook(path):
     """A notebook taking params / profile / overrides (as the project's notebooks do) that reports what it got."""
     return write_notebook(
@@ -167,14 +209,16 @@ def _gpu_notebook(path):
     )
 
 
-def test_local_backend_gives_each_point_one_gpu(tmp_path):
-    """`--backend local --gpus 0,1`: 4 points, 2 at a time, each in its own Papermill process whose
-    CUDA_VISIBLE_DEVICES is one GPU id; the summary has the serial sweep's rows in grid order."""
+def test_local_backend_gives_each_point_one_gpu(tmp_path, monkeypatch):
+    """`--backend local --gpus 0,1` on a machine showing GPUs 0 and 1: 4 points, 2 at a time, each in its own Papermill
+    process whose CUDA_VISIBLE_DEVICES is one GPU id; the summary has the serial sweep's rows in grid order."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     notebook = _gpu_notebook(tmp_path / "nb.ipynb")
     summary = run_sweep(notebook, ["x=1,2,3,4"], tmp_path / "local", backend="local", gpus="0,1")
     assert summary["x"].tolist() == [1, 2, 3, 4] and (summary["status"] == "ok").all()
     assert summary["result.x2"].tolist() == [2, 4, 6, 8]
     assert set(summary["result.gpu"].astype(str)) <= {"0", "1"} and len(set(summary["result.gpu"].astype(str))) >= 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU: --jobs 2 runs two points at once on the CPU
     failing = run_sweep(_notebook(tmp_path / "fail.ipynb"), ["x=2,3"], tmp_path / "local_fail", backend="local", jobs=2)
     assert failing["status"].iloc[0] == "ok" and failing["status"].iloc[1].startswith("failed:")
     # the notebook's own error, read from the Papermill process's output, as the serial backend reports it
@@ -202,3 +246,37 @@ def test_ray_backend_runs_points_as_ray_tasks_and_writes_the_serial_summary(tmp_
     for name in ("summary.csv", "summary.md"):
         text = (tmp_path / "ray___" / "out" / name).read_text().replace("ray___", "serial")
         assert text == (tmp_path / "serial" / "out" / name).read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--jobs", "0"], "--jobs 0: allowed: an integer >= 1"),
+        (["--backend", "local", "--jobs", "-1"], "--jobs -1: allowed: an integer >= 1"),
+        (["--backend", "local", "--gpus", "0,1"], "--gpus 0,1: GPU 0 is not on this machine (no GPU is visible"),
+    ],
+    ids=["jobs-0", "jobs-negative", "gpus-on-a-cpu"],
+)
+def test_jobs_and_gpus_this_machine_cannot_honour_are_refused(tmp_path, monkeypatch, args, expected):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # a machine without GPUs
+    notebook = _notebook(tmp_path / "nb.ipynb")
+    result = CliRunner().invoke(app, ["sweep", str(notebook), "--grid", "x=1", "--out", str(tmp_path / "out"), *args])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().startswith(expected), result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--set", "a.b=1", "--grid", "a.b=2,3"], "--set a.b=1 and --grid a.b=2,3 set the same key"),
+        (["--set", "credit.method=grpo", "--grid", "method=grpo,scpo"], "--set credit.method=grpo and --grid method="),
+    ],
+    ids=["dotted", "notebook-parameter"],
+)
+def test_a_set_the_grid_would_override_is_refused(tmp_path, args, expected):
+    notebook = _notebook(tmp_path / "nb.ipynb")
+    result = CliRunner().invoke(app, ["sweep", str(notebook), "--out", str(tmp_path / "out"), *args])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().startswith(expected) and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "out").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -317,3 +318,10 @@ def test_dynamic_sampling_option(repo_root):
     assert on.rollout.dynamic_sampling.enable
     with pytest.raises(ValueError, match="rollout.dynamic_sampling.max_tries"):
         load_config(repo_root / "params.yaml", overrides={"rollout.dynamic_sampling.max_tries": 0})
+
+
+@pytest.mark.parametrize("key", ["train.iterations", "train.lr", "rollout.n_tasks", "train.checkpoint_every"])
+def test_a_boolean_is_no_number(repo_root, key):
+    """YAML's `true` where a number belongs is refused naming the key (pydantic alone reads it as 1)."""
+    with pytest.raises(ConfigError, match=rf"{re.escape(key)} = True is invalid: a boolean"):
+        load_config(repo_root / "params.yaml", profile="smoke", overrides={key: True})

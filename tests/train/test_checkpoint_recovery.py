@@ -83,3 +83,61 @@ def test_a_checkpoint_records_the_size_of_every_file(stopped):
     files = json.loads((ckpt / "state.json").read_text())["files"]
     assert {"model/model.safetensors", "model/tokenizer.json", "optimizer.safetensors", "rng.safetensors"} <= set(files)
     assert all((ckpt / rel).stat().st_size == size for rel, size in files.items())
+
+
+def _edit_tensors(model_file: Path, drop: str | None = None, add: str | None = None) -> None:
+    """Rewrite a model's safetensors file without tensor `drop` and/or with an extra tensor `add` (a valid file: only
+    the set of tensors differs, as in a copy cut by hand or a file from another model)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(model_file)
+    if drop is not None:
+        del tensors[drop]
+    if add is not None:
+        tensors[add] = torch.zeros(3)
+    save_file(tensors, model_file, metadata={"format": "pt"})
+
+
+_DROPPED = "model.layers.0.mlp.up_proj.weight"
+
+
+@pytest.mark.parametrize(
+    ("drop", "add", "named"),
+    [(_DROPPED, None, _DROPPED), (None, "extra.scale", "extra.scale")],
+    ids=["missing", "extra"],
+)
+def test_resume_falls_back_when_the_newest_model_misses_or_adds_a_tensor(runs, stopped, drop, add, named):
+    _edit_tensors(stopped / "checkpoints" / "iter_0002" / "model" / "model.safetensors", drop, add)
+    result = train_cli(stopped, "--resume", iterations=3)
+    assert result.exit_code == 0, result.output
+    note = [ln for ln in result.stderr.splitlines() if "cannot be restored" in ln]
+    assert len(note) == 1 and named in note[0] and "resuming from iter_0001 instead" in note[0], result.stderr
+    assert "newly initialized" not in result.output
+    pd.testing.assert_frame_equal(
+        comparable_history(runs / "uninterrupted"), comparable_history(stopped), check_exact=False, rtol=1e-6, atol=1e-9
+    )
+
+
+def test_eval_of_a_model_missing_a_tensor_is_refused_in_one_line(stopped, tmp_path):
+    from helpers.runs import cli
+
+    ckpt = stopped / "checkpoints" / "iter_0002"
+    _edit_tensors(ckpt / "model" / "model.safetensors", drop=_DROPPED)
+    out = tmp_path / "eval"
+    result = cli("eval", "--profile", "smoke", "--checkpoint", ckpt, "--out", out, "--set", "eval.n_episodes=1")
+    assert result.exit_code == 1, result.output
+    line = one_line(result.stderr)
+    assert _DROPPED in line and "lacks 1 tensor" in line, line
+    assert not (out / "eval.json").exists()
+
+
+def test_load_policy_refuses_a_model_missing_or_adding_tensors(stopped, tmp_path):
+    from scpo.errors import ExpectedError
+    from scpo.policy import load_policy
+
+    model = Path(shutil.copytree(stopped / "model", tmp_path / "model"))
+    _edit_tensors(model / "model.safetensors", drop=_DROPPED, add="extra.scale")
+    with pytest.raises(ExpectedError) as err:  # IncompleteModelError
+        load_policy(model)
+    assert _DROPPED in str(err.value) and "extra.scale" in str(err.value) and "\n" not in str(err.value)

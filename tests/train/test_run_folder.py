@@ -104,7 +104,7 @@ def test_a_second_writer_fails_at_once_naming_the_first(tmp_path):
 
 
 def test_a_lock_left_by_a_dead_process_is_taken_over_with_a_message(tmp_path):
-    from scpo.run.lock import LOCK_FILE, RunLock
+    from scpo.pipeline.folder_lock import LOCK_FILE, RunLock
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -116,3 +116,24 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_with_a_message(tmp_path):
         assert f"took over the lock left by pid {dead.pid}" in lock.note and "is no longer running" in lock.note
     with RunLock(tmp_path) as lock:  # released cleanly: nothing to report next time
         assert lock.note is None
+
+
+def test_a_run_stopped_before_its_first_checkpoint_is_named_with_the_way_out_that_works(run):
+    """Ctrl-C before the first checkpoint leaves provenance.json (and perhaps a history) but nothing to resume: a plain
+    `train` must not send the user to --resume, nor --resume back to a plain `train`; both name --overwrite."""
+    import shutil
+
+    for name in ("checkpoints", "model", "summary.json", "manifest.json"):
+        path = run / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    before = fingerprint(run)
+    plain = train_cli(run, iterations=2)
+    assert plain.exit_code == 1
+    line = one_line(plain.stderr)
+    assert "--resume" not in line and "replace it with --overwrite" in line and "before its first checkpoint" in line
+    resumed = train_cli(run, "--resume", iterations=2)
+    assert resumed.exit_code == 1
+    line = one_line(resumed.stderr)
+    assert "nothing to resume" in line and "start it again with --overwrite" in line, line
+    assert fingerprint(run) == before
+    assert train_cli(run, "--overwrite", iterations=1).exit_code == 0

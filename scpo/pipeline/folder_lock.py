@@ -1,4 +1,4 @@
-"""`RunLock`: one writer at a time in a run folder (or an evaluation's --out).
+"""`RunLock`: one writer at a time in a folder: a run folder, an evaluation's --out, a sweep's --out.
 
 An exclusive lock on the folder: `fcntl.flock` on `<run>/.scpo.lock`, a file holding the holder's pid, host, command
 and start time. A second writer fails at once, naming the holder. The kernel releases a flock when its process dies, so
@@ -30,18 +30,19 @@ __all__ = ["RunLock", "LOCK_FILE", "check_not_in_use"]
 LOCK_FILE = ".scpo.lock"
 
 
-def check_not_in_use(run_dir: Path) -> None:
-    """RunFolderError naming the holder when another process holds `run_dir`'s lock (read-only: nothing is created)."""
+def check_not_in_use(run_dir: Path, what: str = "run folder") -> None:
+    """RunFolderError naming the holder when another process holds `run_dir`'s lock (read-only: nothing is created);
+    `what` names the folder in the message ("run folder", "sweep folder")."""
     path = Path(run_dir) / LOCK_FILE
     try:
         fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no lock, or no folder (a file: the caller's checks say so)
         return
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         raise RunFolderError(
-            f"run folder {run_dir} is in use by {_holder_text(_read_holder(fd))}; wait for it to "
+            f"{what} {run_dir} is in use by {_holder_text(_read_holder(fd))}; wait for it to "
             "finish or stop it, or choose another --out"
         ) from None
     else:
@@ -62,10 +63,11 @@ def _pid_alive(pid: int) -> bool:
 
 class RunLock:
     """`with RunLock(run_dir) as lock:` holds the folder's lock (see the module docstring); `lock.note` is the line
-    to show when a stale lock was taken over (else None)."""
+    to show when a stale lock was taken over (else None); `what` names the folder in messages."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, what: str = "run folder"):
         self.run_dir = Path(run_dir)
+        self.what = what
         self.path = self.run_dir / LOCK_FILE
         self.note: str | None = None
         self._fd: int | None = None
@@ -92,7 +94,7 @@ class RunLock:
                     time.sleep(0.1)
                     continue
                 raise RunFolderError(
-                    f"run folder {self.run_dir} is in use by {_holder_text(holder)}; wait for it to "
+                    f"{self.what} {self.run_dir} is in use by {_holder_text(holder)}; wait for it to "
                     f"finish or stop it, or choose another --out"
                 ) from None
             # the file may have been removed (a clean release) between our open and our lock: then lock the new one
@@ -106,7 +108,9 @@ class RunLock:
         previous = _read_holder(fd)
         if previous.get("pid"):
             state = "is no longer running" if not _pid_alive(int(previous["pid"])) else "no longer holds it"
-            self.note = f"run folder {self.run_dir}: took over the lock left by {_holder_text(previous)}, which {state}"
+            self.note = (
+                f"{self.what} {self.run_dir}: took over the lock left by {_holder_text(previous)}, which {state}"
+            )
         me = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
