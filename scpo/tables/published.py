@@ -3,7 +3,8 @@
 They come from other papers' models and scale (Qwen2.5-1.5B-Instruct unless marked 7B; 16 tasks x 8 rollouts, 150
 iterations), never from this repository's runs: tables print them in a separate, labelled block, and the side-by-side
 comparison uses the 1.5B figures only, and only those trained without dynamic sampling (`rollout.dynamic_sampling`, off
-in our runs). GraphGPO's figures are its paper's as secondary sources quote them.
+in our runs). GraphGPO's figures are its paper's as secondary sources quote them, and so are PPO's (GiGPO's Table 1,
+"PPO (with critic)", as two independent transcriptions give it).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ _ROWS = [
     (MODEL_1_5B, "scpo", "SCPO paper", 93.7, 4.1, 74.8, 2.0),
     (MODEL_1_5B, "graphgpo", "GraphGPO paper (secondary sources)", 92.71, None, 78.65, None),
     (MODEL_1_5B, "rloo", "GiGPO paper", 69.7, 2.5, None, None),
+    (MODEL_1_5B, "ppo", "GiGPO paper (secondary sources)", 54.4, 3.1, 51.5, 2.9),
     (MODEL_7B, "grpo", "GiGPO paper", 77.6, None, 66.1, None),
     (MODEL_7B, "gigpo", "GiGPO paper", 90.8, None, None, None),
     (MODEL_7B, "graphgpo", "GraphGPO paper (secondary sources)", 95.31, None, 80.31, None),
     (MODEL_7B, "rloo", "GiGPO paper", 75.5, None, None, None),
+    (MODEL_7B, "ppo", "GiGPO paper (secondary sources)", 80.4, 2.7, 68.7, 5.1),
 ]
 # trained with dynamic sampling (GiGPO paper, App. E.4): listed in `published_table`, never set beside our runs
 _DYNAMIC_SAMPLING_ROWS = [

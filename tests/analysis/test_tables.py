@@ -107,6 +107,9 @@ def test_published_figures_match_algorithms_md():
     assert "90.8" not in pub["gigpo"]["alfworld"]  # 7B figures never enter the 1.5B comparison
     assert pub["graphgpo"] == {"alfworld": "92.71", "webshop": "78.65"}
     assert pub["rloo"] == {"alfworld": "69.7 ± 2.5", "webshop": "n/a"}
+    assert pub["ppo"] == {"alfworld": "54.4 ± 3.1", "webshop": "51.5 ± 2.9"}
+    ppo_7b = table.loc[("Qwen2.5-7B-Instruct", "ppo", "GiGPO paper (secondary sources)")]
+    assert (ppo_7b["alfworld"], ppo_7b["webshop"]) == ("80.4 ± 2.7", "68.7 ± 5.1")
     assert table.loc[("Qwen2.5-7B-Instruct", "graphgpo", "GraphGPO paper (secondary sources)"), "webshop"] == "80.31"
     assert table.loc[("Qwen2.5-7B-Instruct", "rloo", "GiGPO paper"), "alfworld"] == "75.5"
     dynamic = table.loc[("Qwen2.5-1.5B-Instruct", "gigpo", "GiGPO paper App. E.4, dynamic sampling")]
