@@ -200,11 +200,11 @@ def make_plan(
     else:
         check_fresh(run_dir, resumable=stage == "rl")
 
+    device = resolve_device(cfg.train.device)
+    check_machine(cfg, device)  # before the data: what this machine cannot run is said first
     env = env_settings(cfg)
     split = task_list(env, env.train_split)
     tasks, pool_record = task_pool(cfg, env, stage, split)
-    device = resolve_device(cfg.train.device)
-    check_machine(cfg, device)
     start, reference = start_models(cfg, run_dir)
     memory = check_memory(cfg, start, device)
     critic = CriticPlan(start, cfg.train.critic) if stage == "rl" and cfg.trains_critic else None
