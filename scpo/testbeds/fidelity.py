@@ -154,9 +154,15 @@ def _hindsight(
 
 
 def _estimate(cfg, batch: RolloutBatch, methods: Sequence[str], hindsight, timer: Timer) -> dict:
+    """{method: advantages} of `methods` on `batch`. A method that reads a learned critic's values (PPO) is scored
+    only on rollouts that carry them (the critic's run's own); any other unmet need is an error."""
+    from scpo.credit.registry import method_spec
+
+    critic = [m for m in methods if method_spec(m).critic]
     with timer("estimators"):
-        results = estimate(batch, methods, cfg.credit, hindsight_logprob=hindsight)
-        return {m: r.advantages for m, r in results.items()}
+        results = estimate(batch, [m for m in methods if m not in critic], cfg.credit, hindsight_logprob=hindsight)
+        results |= estimate(batch, critic, cfg.credit, unmet="skip")
+        return {m: results[m].advantages for m in methods if m in results}
 
 
 def oracle_inconsistency(batch: RolloutBatch, advantages: Mapping[str, np.ndarray]) -> pd.DataFrame:

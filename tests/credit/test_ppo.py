@@ -368,3 +368,22 @@ def test_the_critic_value_column_survives_a_file_and_a_selection(tmp_path):
     np.testing.assert_array_equal(batch.select(batch.traj_id == 1).critic_value, VALUES[3:])
     steps = [s.critic_value for t in batch.to_trajectories() for s in t.steps]
     assert steps == VALUES and RolloutBatch.from_trajectories(batch.to_trajectories()).critic_value.tolist() == VALUES
+
+
+def test_fidelity_scores_the_critic_only_on_rollouts_that_carry_its_values():
+    """The fidelity benchmarks score PPO on its own runs' rollouts (they carry the critic's values) and leave it out
+    elsewhere, in the order asked; any other estimator's unmet need stays an error."""
+    from types import SimpleNamespace
+
+    from scpo.credit import estimate
+    from scpo.testbeds.fidelity import Timer, _estimate
+
+    cfg = SimpleNamespace(credit=None)
+    batch = _batch([0] * 5, response_lengths=[1, 2, 3, 1, 1])
+    assert list(_estimate(cfg, batch, ["ppo", "grpo"], None, Timer())) == ["grpo"]
+    with_values = batch.with_column("critic_value", VALUES)
+    a = _estimate(cfg, with_values, ["ppo", "grpo"], None, Timer())
+    assert list(a) == ["ppo", "grpo"]
+    np.testing.assert_array_equal(a["ppo"], estimate(with_values, ["ppo"])["ppo"].advantages)
+    with pytest.raises(ValueError, match="credit method 'hcapo' needs"):
+        _estimate(cfg, batch, ["grpo", "hcapo"], None, Timer())
