@@ -25,13 +25,16 @@ are ignored, unless their name is close to one of the schema's (a typo: an error
 is one `JsonlFormatError` line naming the file, the line and the field.
 
 `read_iterations(path)` yields (iteration, RolloutBatch) one iteration at a time: memory holds one iteration's lines.
+A file whose name ends in `.gz` (`steps.jsonl.gz`) is read through gzip as it streams.
 """
 
 from __future__ import annotations
 
 import difflib
+import gzip
 import json
 import math
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,7 +44,7 @@ import numpy as np
 from scpo.batch import RolloutBatch
 from scpo.errors import ExpectedError
 
-__all__ = ["JsonlFormatError", "REQUIRED", "OPTIONAL", "read_iterations", "steps_to_jsonl"]
+__all__ = ["JsonlFormatError", "REQUIRED", "OPTIONAL", "is_steps_file", "read_iterations", "steps_to_jsonl"]
 
 REQUIRED = ("group", "trajectory", "step", "observation", "action", "reward", "done", "won")
 OPTIONAL = (
@@ -164,40 +167,61 @@ def _parse(line: str, n: int, path: Path) -> dict:
 def read_iterations(
     path: str | Path, progress: Callable[[int], None] | None = None
 ) -> Iterator[tuple[int, RolloutBatch]]:
-    """(iteration, batch) for each iteration of the steps JSONL at `path`, in file order, one at a time. `progress`
-    is called with the bytes of each line read."""
+    """(iteration, batch) for each iteration of the steps JSONL at `path` (gzip-compressed when its name ends in
+    .gz), in file order, one at a time. `progress` is called with the bytes of the file read since its last call (of
+    the compressed file for a .gz: they add up to the file's size)."""
     path = Path(path)
     current: _Iteration | None = None
     seen: dict[int, int] = {}  # iteration -> its first line
-    with path.open("rb") as fh:
-        for n, raw in enumerate(fh, start=1):
-            if progress is not None:
-                progress(len(raw))
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise JsonlFormatError(f"{path}, line {n}: not UTF-8 text (byte {err.start + 1})") from None
-            if not line.strip():
-                continue
-            row = _parse(line, n, path)
-            it = row.get("iteration", 0)
-            if current is None or it != current.iteration:
-                if it in seen:
-                    raise JsonlFormatError(
-                        f"{path}, line {n}: field 'iteration' is {it} again, after iteration {current.iteration} "
-                        f"began on line {current.first_line}; the lines of an iteration must be contiguous"
-                    )
-                if current is not None:
-                    yield current.iteration, _build(current, path)
-                current = _Iteration(it, n)
-                seen[it] = n
-            for k in _ALL_OR_NONE:
-                if k in row:
-                    current.given.setdefault(k, n)
-            current.add(n, row)
+    for n, raw in _lines(path, progress):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise JsonlFormatError(f"{path}, line {n}: not UTF-8 text (byte {err.start + 1})") from None
+        if not line.strip():
+            continue
+        row = _parse(line, n, path)
+        it = row.get("iteration", 0)
+        if current is None or it != current.iteration:
+            if it in seen:
+                raise JsonlFormatError(
+                    f"{path}, line {n}: field 'iteration' is {it} again, after iteration {current.iteration} "
+                    f"began on line {current.first_line}; the lines of an iteration must be contiguous"
+                )
+            if current is not None:
+                yield current.iteration, _build(current, path)
+            current = _Iteration(it, n)
+            seen[it] = n
+        for k in _ALL_OR_NONE:
+            if k in row:
+                current.given.setdefault(k, n)
+        current.add(n, row)
     if current is None:
         raise JsonlFormatError(f"{path}: no steps (the file is empty)")
     yield current.iteration, _build(current, path)
+
+
+def is_steps_file(path: Path) -> bool:
+    """Whether `path` names a steps JSONL: `*.jsonl`, or `*.jsonl.gz` compressed."""
+    return path.name.endswith((".jsonl", ".jsonl.gz"))
+
+
+def _lines(path: Path, progress: Callable[[int], None] | None) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw line) of `path`, decompressed on the fly for a .gz; `progress` gets the file's bytes read."""
+    with path.open("rb") as raw:
+        fh = gzip.GzipFile(fileobj=raw, mode="rb") if path.name.endswith(".gz") else raw
+        done = 0
+        n = 0
+        try:
+            for n, line in enumerate(fh, start=1):
+                if progress is not None:
+                    at = raw.tell()
+                    progress(at - done)
+                    done = at
+                yield n, line
+        except (OSError, EOFError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
+            what = str(err) or type(err).__name__
+            raise JsonlFormatError(f"{path}: not a readable gzip file after line {n} ({what})") from None
 
 
 def _build(it: _Iteration, path: Path) -> RolloutBatch:

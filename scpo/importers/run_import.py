@@ -23,7 +23,7 @@ from typing import Literal
 
 from scpo.batch import RolloutBatch
 from scpo.errors import ExpectedError, RunFolderError
-from scpo.importers.jsonl import read_iterations
+from scpo.importers.jsonl import is_steps_file, read_iterations
 from scpo.importers.rollout_file import extra_column, iteration_name, write_rollout_file
 
 __all__ = ["ImportSourceError", "ImportSummary", "source_kind", "import_run", "MANIFEST"]
@@ -64,22 +64,24 @@ class ImportSummary:
 
 
 def source_kind(source: str | Path) -> str:
-    """'jsonl' for a .jsonl file or a folder of them, 'rollouts' for a folder of iter_XXXX.parquet rollout files (or a
-    run folder holding rollouts/); ImportSourceError naming what the path holds otherwise."""
+    """'jsonl' for a .jsonl (or .jsonl.gz) file or a folder of them, 'rollouts' for a folder of iter_XXXX.parquet
+    rollout files (or a run folder holding rollouts/); ImportSourceError naming what the path holds otherwise."""
     path = Path(source)
     if not path.exists():
         raise ImportSourceError(f"no file or folder at {path}")
     if path.is_file():
-        if path.suffix == ".jsonl":
+        if is_steps_file(path):
             return "jsonl"
-        raise ImportSourceError(f"{path} is not a steps JSONL (*.jsonl) file; give one, or a folder of rollout files")
+        raise ImportSourceError(
+            f"{path} is not a steps JSONL (*.jsonl, *.jsonl.gz) file; give one, or a folder of rollout files"
+        )
     if _parquet_iterations(path):
         return "rollouts"
-    if sorted(path.glob("*.jsonl")):
+    if _jsonl_files(path):
         return "jsonl"
     raise ImportSourceError(
         f"{path} holds neither rollout files (rollouts/iter_XXXX.parquet, as verl-agent's writer saves them) nor "
-        f"steps JSONL files (*.jsonl)"
+        f"steps JSONL files (*.jsonl, *.jsonl.gz)"
     )
 
 
@@ -121,7 +123,7 @@ def _check_out(out: Path, source: Path, overwrite: bool) -> None:
 
 
 def _jsonl_files(source: Path) -> list[Path]:
-    return [source] if source.is_file() else sorted(source.glob("*.jsonl"))
+    return [source] if source.is_file() else sorted(p for p in source.iterdir() if p.is_file() and is_steps_file(p))
 
 
 def _jsonl_iterations(source: Path, bar) -> Iterator[tuple[int, RolloutBatch, Path | None]]:

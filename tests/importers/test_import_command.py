@@ -57,6 +57,29 @@ def test_a_jsonl_run_is_imported_with_a_bar_over_its_bytes_and_a_final_line(tmp_
     assert manifest["kind"] == "jsonl" and manifest["iterations"] == 3 and manifest["rows"] == 3 * batch.n_rows
 
 
+def test_a_gzip_jsonl_and_a_folder_of_them_import_as_the_plain_file_does(tmp_path):
+    import gzip
+
+    plain = tmp_path / "plain" / "steps.jsonl"
+    plain.parent.mkdir()
+    steps_file(plain)
+    packed = tmp_path / "packed" / "steps.jsonl.gz"
+    packed.parent.mkdir()
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert cli("import", plain, tmp_path / "a").exit_code == 0
+    for source, out in ((packed, tmp_path / "b"), (packed.parent, tmp_path / "c")):
+        result = cli("import", source, out)
+        assert result.exit_code == 0, result.output
+        percent, n, total = last_bar(result.stderr, f"import {source.name}")
+        assert percent == "100" and n == total  # compressed bytes read = the file's size
+        files, ref = iteration_files(out), iteration_files(tmp_path / "a")
+        assert [f.name for f in files] == [f.name for f in ref]
+        for f, g in zip(files, ref):
+            got, want = RolloutBatch.read(f), RolloutBatch.read(g)
+            for col in ("group_id", "traj_id", "step", "reward", "observation", "action", "trained_advantage"):
+                np.testing.assert_array_equal(getattr(got, col), getattr(want, col), err_msg=col)
+
+
 def test_a_repeated_import_is_refused_and_overwrite_replaces_it_whole(tmp_path):
     src, out = tmp_path / "steps.jsonl", tmp_path / "out"
     steps_file(src, iterations=3)

@@ -142,3 +142,39 @@ def test_unknown_fields_far_from_the_schema_are_ignored_and_ids_may_be_numbers(t
     write(tmp_path / "s.jsonl", rows)
     ((_, b),) = list(read_iterations(tmp_path / "s.jsonl"))
     assert b.n_trajectories == 2 and set(b.group_uid) == {"7"} and list(b.step) == [0, 1, 0, 1]
+
+
+def test_a_gzip_file_streams_the_same_batches_and_its_progress_adds_up_to_its_size(tmp_path):
+    import gzip
+
+    batch = synthetic_batch(n_groups=3, group_size=4, max_steps=6, seed=2)
+    plain, packed = tmp_path / "s.jsonl", tmp_path / "s.jsonl.gz"
+    with plain.open("w") as fh:
+        for it in range(3):
+            steps_to_jsonl(batch, fh, iteration=it)
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    for path in (plain, packed):
+        read = []
+        got = list(read_iterations(path, progress=read.append))
+        assert [it for it, _ in got] == [0, 1, 2]
+        assert sum(read) == path.stat().st_size and all(n >= 0 for n in read)
+        for (_, b), (_, ref) in zip(got, read_iterations(plain)):
+            for col in ("group_id", "traj_id", "step", "reward", "observation", "action"):
+                assert np.array_equal(getattr(b, col), getattr(ref, col)), col
+
+
+@pytest.mark.parametrize("damage", ["not_gzip", "cut_short"])
+def test_a_damaged_gzip_file_is_one_line_naming_it(tmp_path, damage):
+    import gzip
+
+    batch = synthetic_batch(n_groups=2, group_size=3, max_steps=4, seed=1)
+    plain = tmp_path / "s.jsonl"
+    with plain.open("w") as fh:
+        steps_to_jsonl(batch, fh, iteration=0)
+    data = gzip.compress(plain.read_bytes())
+    path = tmp_path / "s.jsonl.gz"
+    path.write_bytes(plain.read_bytes() if damage == "not_gzip" else data[: len(data) // 2])
+    with pytest.raises(JsonlFormatError) as err:
+        list(read_iterations(path))
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{path}: not a readable gzip file"), message
