@@ -184,6 +184,48 @@ def _phase(index: int, phases: dict[str, int]) -> str:
     return next((name for name, end in phases.items() if index < end), "after")
 
 
+def sqrt_probe() -> dict:
+    """Whether this process's float `torch.sqrt` (ATen hands large float tensors to MKL's vector math, VML) is IEEE
+    correctly rounded (numpy's sqrt is), and the digests of five AdamW steps, unfused (its sqrt is `aten.sqrt`) and
+    fused (ATen's own vectorised kernel), on fixed tensors."""
+    import numpy as np
+    import torch
+
+    x = torch.rand(2048 * 64, generator=torch.Generator().manual_seed(0)) * 1e-3
+    ulps = torch.sqrt(x).numpy().view(np.int32).astype(np.int64) - np.sqrt(x.numpy()).view(np.int32)
+    steps = {}
+    for fused in (False, True):
+        torch.manual_seed(0)
+        params = [torch.nn.Parameter(torch.randn(2048, 64)), torch.nn.Parameter(torch.randn(64, 64))]
+        opt = torch.optim.AdamW(params, lr=2e-3, fused=fused)
+        g = torch.Generator().manual_seed(1)
+        for _ in range(5):
+            for q in params:
+                q.grad = torch.randn(q.shape, generator=g) * 1e-3
+            opt.step()
+        steps["fused" if fused else "unfused"] = digest(torch.cat([q.detach().flatten() for q in params]))
+    return {"sqrt_not_ieee": int((ulps != 0).sum()), "elements": int(ulps.size), "adamw": steps}
+
+
+def sqrt_paths() -> list[dict]:
+    """`sqrt_probe` under the numerics pin and under the pin with MKL's default code path (MKL_CBWR=AUTO), each in a
+    fresh process: an AdamW whose digest changes between them depends on MKL's dispatch, as it may across vendors."""
+    import os
+    import subprocess
+
+    from scpo.numerics import pin
+
+    rows = []
+    for label, extra in (("pinned", {}), ("pinned, MKL_CBWR=AUTO", {"MKL_CBWR": "AUTO"})):
+        env = {**os.environ, **pin(), **extra}
+        code = "import json, numerics_ops as n; print(json.dumps(n.sqrt_probe()))"
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, cwd=Path(__file__).parent, capture_output=True, text=True, check=True
+        )
+        rows.append({"run": label, **json.loads(out.stdout.strip().splitlines()[-1])})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="mode", required=True)
@@ -192,7 +234,15 @@ def main() -> None:
     c = sub.add_parser("compare", help="the culprits between two records")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
+    sub.add_parser("sqrt", help="is torch.sqrt IEEE here, and does AdamW depend on MKL's code path (fused or not)")
     args = ap.parse_args()
+    if args.mode == "sqrt":
+        for row in sqrt_paths():
+            print(
+                f"{row['run']}: torch.sqrt differs from IEEE on {row['sqrt_not_ieee']:,} of {row['elements']:,} "
+                f"elements; AdamW x5 unfused {row['adamw']['unfused']}, fused {row['adamw']['fused']}"
+            )
+        return
     if args.mode == "trace":
         result = trace()
         print(

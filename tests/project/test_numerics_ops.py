@@ -89,3 +89,12 @@ def test_pinned_traces_agree_and_mkl_default_path_is_named_at_a_matrix_product(t
     assert other["misaligned"] is None and other["first_difference"] is not None
     first = other["culprits"][0]
     assert first["index"] == other["first_difference"] and first["op"].startswith("aten.mm")
+
+
+def test_a_fused_adamw_step_does_not_depend_on_mkls_code_path():
+    """AdamW's unfused step takes `aten.sqrt`, which ATen hands to MKL's vector math (the cross-vendor difference of
+    docs/reproducibility.md); the fused step computes in ATen's own kernel, the same bytes whichever path MKL takes."""
+    rows = _ops_module().sqrt_paths()
+    assert [r["run"] for r in rows] == ["pinned", "pinned, MKL_CBWR=AUTO"]
+    assert rows[0]["adamw"]["fused"] == rows[1]["adamw"]["fused"]
+    assert all(r["elements"] == 2048 * 64 and 0 <= r["sqrt_not_ieee"] <= r["elements"] for r in rows)
