@@ -26,9 +26,9 @@ def test_a_cell_error_is_the_cells_own_text_and_where():
     )
 
 
-def _run(*args: str, cwd) -> subprocess.CompletedProcess:
+def _run(*args: str, cwd, command: tuple[str, ...] = ("scpo.pipeline.run_notebook",)) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "scpo.pipeline.run_notebook", *args, "-k", "python3", "--no-progress-bar"],
+        [sys.executable, "-m", *command, *args, "-k", "python3", "--no-progress-bar"],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -44,7 +44,7 @@ def test_an_expected_error_in_a_cell_is_one_line_where_papermill_prints_a_traceb
         "open(out, 'w').write('ran')",
     )
     args = (str(nb), str(tmp_path / "out.ipynb"), "-p", "seed", "-1", "-p", "out", str(tmp_path / "ran.txt"))
-    ours = _run(*args, cwd=repo_root)
+    ours = _run(*args, cwd=repo_root, command=("scpo.cli", "notebook"))  # `scpo notebook`: `-p seed -1` passed through
     assert ours.returncode == 1
     assert ours.stderr.strip().splitlines() == [
         f"DataError: seed -1 is negative (cell In [3] of the executed notebook {tmp_path / 'out.ipynb'})"
