@@ -1933,6 +1933,10 @@ def table(before: Path, after: Path) -> str:
             if "cases)" in bc + ac
             else []
         ),
+        "Notebook cases: `papermill` reports a failed cell by raising its own `PapermillExecutionError`, so it",
+        "prints a traceback (about 30 lines) ending in the cell's error, whatever the notebook does; where the",
+        "clone has `scpo notebook` (Papermill's arguments, the cell's error alone) the case runs it too and judges",
+        "the one line on it; the cell shows both.",
         "WORK and CLONE stand for the check's work folder and the clone. Regenerate (each run takes a while on 2",
         "cores):",
         "",
