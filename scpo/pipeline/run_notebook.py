@@ -11,9 +11,9 @@ This command takes Papermill's arguments unchanged and runs Papermill's click co
 cell fails it prints, on stderr, what that cell showed: for an everyday mistake (`scpo.errors.ExpectedError`, which
 renders in a notebook as one line) that line, followed on the same line by the cell and the executed copy; for any
 other error the cell's traceback, then that same note. Exit 1. Papermill's log lines (the input and output notebook,
-the kernel, "Passed unknown parameter", which the notebooks refuse themselves) are off unless `--log-level` is given; a
-run that succeeds ends with one line naming the executed notebook. Everything else (Papermill's progress bar, usage
-errors, `--help`, a dead kernel) is Papermill's own behaviour and exit code.
+the kernel, "Passed unknown parameter", which this project's notebooks refuse themselves) are off unless `--log-level`
+is given; a run that succeeds ends with one line naming the executed notebook. Everything else (Papermill's progress
+bar, usage errors, `--help`, a dead kernel) is Papermill's own behaviour and exit code.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 def notebook_failure(traceback: Sequence[str], ename: str, evalue: str, cell: int | None, output: str) -> str:
     """What a failed cell showed (its traceback entries, colours removed; `ename: evalue` where it showed nothing),
-    and where: `(cell In [n] of the executed notebook OUTPUT)`, on the same line when the cell showed one line (a
-    cell that never ran, as Papermill reports a kernel that stopped mid-cell, has no `n`)."""
+    and where: `(cell In [n] of the executed notebook OUTPUT)` (without `In [n]` for a cell with no execution count),
+    on the same line when the cell showed one line."""
     shown = "\n".join(_ANSI.sub("", entry) for entry in traceback).strip() or (
         f"{ename}: {evalue}" if evalue else ename
     )
