@@ -1926,8 +1926,9 @@ def _commits(results: dict, names: list[str]) -> str:
     return ", ".join(f"{c} ({n} cases)" for c, n in counts.items())
 
 
-def table(before: Path, after: Path) -> str:
-    """reports/RELIABILITY.md: the summary counts, then one table per group of cases."""
+def table(before: Path, after: Path, note: str = "") -> str:
+    """reports/RELIABILITY.md: the summary counts, then one table per group of cases; `note` (a sentence on how the
+    runs were made) follows the commits."""
     b, a = json.loads(before.read_text()), json.loads(after.read_text())
     names = [name for name, *_ in CASES if name in a]
     bc, ac = _commits(b, names), _commits(a, names)
@@ -1938,6 +1939,7 @@ def table(before: Path, after: Path) -> str:
         "clone (`checks/reliability.py run`; offline: no Hugging Face Hub, no GitHub).",
         f"Before: a clone at {bc}.",
         f"After: a clone at {ac}.",
+        *([note] if note else []),
         *(
             [
                 "Cases were run in separate passes (`run --only NAMES`, which keeps the other cases' results): each",
@@ -2002,12 +2004,13 @@ def main() -> None:
     t = sub.add_parser("table")
     t.add_argument("before", type=Path)
     t.add_argument("after", type=Path)
+    t.add_argument("--note", default="", help="a sentence on how the runs were made, printed after the commits")
     args = ap.parse_args()
     if args.cmd == "run":
         only = [x for x in args.only.split(",") if x] or None
         run_all(args.repo, args.data, args.work, args.json, only, args.shared)
     else:
-        print(table(args.before, args.after), end="")
+        print(table(args.before, args.after, args.note), end="")
 
 
 if __name__ == "__main__":
