@@ -285,17 +285,18 @@ def resume_without_checkpoint(c: Checkout, base: Path) -> dict:
 def two_writers(c: Checkout, base: Path) -> dict:
     run = c.work / "c7"
     shutil.rmtree(run, ignore_errors=True)
-    first = c.spawn("train", *SMOKE, "--out", run, "--set", "train.iterations=4")
+    n = 20  # iterations of the first: it is still running when the second, slow to start on a busy machine, looks
+    first = c.spawn("train", *SMOKE, "--out", run, "--set", f"train.iterations={n}")
     deadline = time.time() + 300
     while not (run / "history.csv").exists() and not (run / "provenance.json").exists():
         if first.poll() is not None or time.time() > deadline:
             break
         time.sleep(0.2)
-    o = c.run("train", *SMOKE, "--out", run, "--set", "train.iterations=4", "--set", "train.seed=1")
-    rc_first = first.wait(timeout=900)
+    o = c.run("train", *SMOKE, "--out", run, "--set", f"train.iterations={n}", "--set", "train.seed=1")
+    rc_first = first.wait(timeout=1800)
     s = summary(run)
     iters = history_iterations(run)
-    clean = iters == [0, 1, 2, 3] and s.get("seed") == 0 and o.rc != 0
+    clean = iters == list(range(n)) and s.get("seed") == 0 and o.rc != 0
     return {
         "said": f"first exit {rc_first}; second " + o.said() + f" after {o.seconds:.0f} s",
         "lost": "no" if clean else f"mixed: history iterations {iters}, summary seed {s.get('seed')}",
@@ -494,44 +495,75 @@ def eval_webshop_run(c: Checkout, base: Path) -> dict:
     }
 
 
-@case("`papermill notebooks/03_evaluate.ipynb ... -p enviroment webshop` (misspelled parameter)")
+def _papermill(c: Checkout, notebook: str, out_nb: Path, *params: str) -> Outcome:
+    return c.tool(
+        sys.executable, "-m", "papermill", notebook, str(out_nb), "-k", "python3", "--no-progress-bar", *params,
+        timeout=1800,
+    )  # fmt: skip
+
+
+def _has_notebook_command(c: Checkout) -> bool:
+    """Whether the clone has `scpo notebook` (Papermill's arguments, a failed cell printed as the cell showed it)."""
+    return (c.repo / "scpo" / "pipeline" / "run_notebook.py").exists()
+
+
+def _scpo_notebook(c: Checkout, notebook: str, out_nb: Path, *params: str) -> Outcome:
+    return c.run("notebook", notebook, str(out_nb), "-k", "python3", "--no-progress-bar", *params, timeout=1800)
+
+
+def _traceback_in(o: Outcome) -> bool:
+    return any(ln.startswith("Traceback (most recent call last)") for ln in o.lines)
+
+
+def _papermill_said(o: Outcome) -> str:
+    """What `papermill` printed, as a user reads it: its exit code, every stderr line (its own log lines included),
+    whether they hold a Python traceback (Papermill's, through click, ending in PapermillExecutionError and the cell's
+    error), and the cell's error (the last `Name(Error|Exception): ...` line that is not Papermill's own)."""
+    errors = [
+        ln.strip()
+        for ln in o.lines
+        if re.match(r"[A-Za-z_][\w.]*(Error|Exception): ", ln.strip()) and not ln.strip().startswith("papermill.")
+    ]
+    n = len(o.lines)
+    kind = " (a traceback through click and Papermill)" if _traceback_in(o) else ""
+    error = f', ending in "{errors[-1][:200]}"' if errors else ""
+    return f"exit {o.rc}, {n} stderr line{'s' if n != 1 else ''}{kind}{error}"
+
+
+def _notebook_verdict(pm: Outcome, lost_pm: str, ours: Outcome | None, lost_ours: str, expect: str) -> dict:
+    """A notebook case: `papermill` as the user typed it, then (where the clone has it) `scpo notebook` with the same
+    arguments. `papermill` always wraps a failed cell in its own traceback (no notebook can fail without it), so the
+    one-line verdict is on `scpo notebook`; without it, on `papermill`. Both must fail and keep the data."""
+    said = "`papermill`: " + _papermill_said(pm)
+    if ours is None:
+        one_line = len(pm.lines) == 1 and not _traceback_in(pm) and expect in pm.last()
+        return {"said": said, "lost": lost_pm, "ok": pm.rc != 0 and lost_pm == "no" and one_line}
+    one_line = len(ours.lines) == 1 and not _traceback_in(ours) and expect in ours.last()
+    lost_both = lost_pm if lost_pm != "no" else lost_ours
+    return {
+        "said": said + "; `scpo notebook`, the same arguments: " + ours.said(),
+        "lost": lost_both,
+        "ok": pm.rc != 0 and ours.rc != 0 and lost_both == "no" and one_line,
+    }
+
+
+@case(
+    "`papermill notebooks/03_evaluate.ipynb ... -p enviroment webshop` (misspelled parameter), and `scpo notebook` "
+    "with the same arguments"
+)
 def notebook_misspelled_parameter(c: Checkout, base: Path) -> dict:
     out = c.work / "c15-eval"
-    shutil.rmtree(out, ignore_errors=True)
-    nb = c.work / "c15.ipynb"
-    o = c.tool(
-        sys.executable,
-        "-m",
-        "papermill",
-        "notebooks/03_evaluate.ipynb",
-        str(nb),
-        "-k",
-        "python3",
-        "--no-progress-bar",
-        "-p",
-        "enviroment",
-        "webshop",
-        "-p",
-        "profile",
-        "smoke",
-        "-p",
-        "checkpoint",
-        str(base),
-        "-p",
-        "out_dir",
-        str(out),
-    )
-    lines = o.stderr.splitlines()
-    error = next(
-        (ln for ln in lines if ln.startswith("NotebookParameterError:")),
-        next((ln for ln in lines if "Passed unknown" in ln), ""),
-    )
-    wrote = (out / "eval.json").exists()
-    return {
-        "said": f'exit {o.rc}; "{error.strip()[:200]}"' + ("; wrote eval.json for alfworld" if wrote else ""),
-        "lost": "no",
-        "ok": o.rc != 0 and not wrote and "enviroment" in error,
-    }
+    params = ("-p", "enviroment", "webshop", "-p", "profile", "smoke", "-p", "checkpoint", str(base), "-p", "out_dir")
+    results = []
+    for name, command in (("c15", _papermill), ("c15-ours", _scpo_notebook)):
+        if command is _scpo_notebook and not _has_notebook_command(c):
+            results.append((None, "no"))
+            continue
+        shutil.rmtree(out, ignore_errors=True)
+        o = command(c, "notebooks/03_evaluate.ipynb", c.work / f"{name}.ipynb", *params, str(out))
+        results.append((o, "wrong: wrote eval.json for alfworld" if (out / "eval.json").exists() else "no"))
+    (pm, lost_pm), (ours, lost_ours) = results
+    return _notebook_verdict(pm, lost_pm, ours, lost_ours, "'enviroment'")
 
 
 def _one_line_case(o: Outcome, extra: str = "") -> dict:
@@ -888,19 +920,23 @@ def resume_retrained_start(c: Checkout, base: Path) -> dict:
 def two_evals(c: Checkout, base: Path) -> dict:
     out = c.work / "l9-eval"
     shutil.rmtree(out, ignore_errors=True)
-    first = c.spawn("eval", *SMOKE, "--checkpoint", base, "--out", out)
+    # the first evaluates every task of each split, so that it is still running when the second, slow to start on a
+    # busy machine, looks; it is stopped with Ctrl-C once the second has returned
+    first = c.spawn("eval", *SMOKE, "--checkpoint", base, "--out", out, "--set", "eval.n_episodes=null")
     deadline = time.time() + 300
     while not out.exists() and first.poll() is None and time.time() < deadline:
         time.sleep(0.1)
     o = c.run("eval", *SMOKE, "--checkpoint", base, "--out", out, "--set", "eval.n_episodes=2")
-    _, err = first.communicate(timeout=900)
+    running = first.poll() is None
+    first.send_signal(signal.SIGINT)
+    first.communicate(timeout=900)
     n = json.loads((out / "eval.json").read_text())["splits"] if (out / "eval.json").exists() else {}
     got = sorted({r["n"] for r in n.values()})
-    both = o.rc == 0 and first.returncode == 0
     return {
-        "said": f"first exit {first.returncode}; second {o.said()}; eval.json holds n={got}",
-        "lost": "yes: both wrote eval.json, one result lost" if both else "no",
-        "ok": first.returncode == 0 and o.rc != 0 and len(o.lines) == 1 and "in use" in o.last() and got == [4],
+        "said": f"first still running when the second returned: {'yes' if running else 'no'}; second {o.said()}; "
+        f"eval.json: {f'holds n={got}' if got else 'none (the first was stopped)'}",
+        "lost": "yes: the second wrote eval.json" if 2 in got else "no",
+        "ok": running and o.rc != 0 and len(o.lines) == 1 and "in use" in o.last() and 2 not in got,
     }
 
 
@@ -1394,28 +1430,14 @@ def fidelity_webshop_run(c: Checkout, base: Path) -> dict:
     }
 
 
-@case("`papermill notebooks/02_train.ipynb OUT -p seed -1` (a bad notebook parameter)")
+@case(
+    "`papermill notebooks/02_train.ipynb OUT -p seed -1` (a bad notebook parameter), and `scpo notebook` with the "
+    "same arguments"
+)
 def notebook_bad_parameter(c: Checkout, base: Path) -> dict:
     nb = c.work / "u20.ipynb"
-    o = c.tool(
-        sys.executable,
-        "-m",
-        "papermill",
-        "notebooks/02_train.ipynb",
-        str(nb),
-        "-k",
-        "python3",
-        "--no-progress-bar",
-        "-p",
-        "seed",
-        "-1",
-        "-p",
-        "profile",
-        "smoke",
-        "-p",
-        "out_dir",
-        str(c.work / "u20-run"),
-    )
+    params = ("-p", "seed", "-1", "-p", "profile", "smoke", "-p", "out_dir", str(c.work / "u20-run"))
+    pm = _papermill(c, "notebooks/02_train.ipynb", nb, *params)
     shown = []
     if nb.exists():
         for cell in json.loads(nb.read_text())["cells"]:
@@ -1423,12 +1445,18 @@ def notebook_bad_parameter(c: Checkout, base: Path) -> dict:
                 if out.get("output_type") == "error":
                     shown = out.get("traceback", [])
     error = re.sub(r"\x1b\[[0-9;]*m", "", " ".join(shown[-1:]))
-    return {
-        "said": f"exit {o.rc}; the notebook's error output: {len(shown)} traceback lines, the last "
-        f'"{error.strip()[:180]}"',
-        "lost": "no",
-        "ok": o.rc != 0 and len(shown) == 1 and "train.seed" in error,
-    }
+    in_notebook = (
+        f'the executed notebook\'s error output: {len(shown)} traceback lines, the last "{error.strip()[:180]}"'
+    )
+    ours = (
+        _scpo_notebook(c, "notebooks/02_train.ipynb", c.work / "u20-ours.ipynb", *params)
+        if _has_notebook_command(c)
+        else None
+    )
+    res = _notebook_verdict(pm, "no", ours, "no", "train.seed")
+    res["said"] += "; " + in_notebook
+    res["ok"] = res["ok"] and len(shown) == 1 and "train.seed" in error
+    return res
 
 
 @case("`train --resume` after the code changed (a tracked file edited: the checkout is dirty)")
@@ -1566,42 +1594,45 @@ def eval_then_resume(c: Checkout, base: Path) -> dict:
     }
 
 
-def _papermill(c: Checkout, notebook: str, out_nb: Path, *params: str) -> Outcome:
-    return c.tool(
-        sys.executable, "-m", "papermill", notebook, str(out_nb), "-k", "python3", "--no-progress-bar", *params,
-        timeout=1800,
-    )  # fmt: skip
-
-
-@case("`papermill notebooks/02_train.ipynb OUT -p overwrite false` aimed at a finished run")
+@case(
+    "`papermill notebooks/02_train.ipynb OUT -p overwrite false` aimed at a finished run, and `scpo notebook` with the "
+    "same arguments"
+)
 def notebook_overwrite_false(c: Checkout, base: Path) -> dict:
-    run = c.copy(base, "i5")
-    before = fingerprint(run)
-    o = _papermill(c, "notebooks/02_train.ipynb", c.work / "i5.ipynb", "-p", "profile", "smoke", "-p", "overwrite",
-                   "false", "-p", "seed", "3", "-p", "out_dir", str(run))  # fmt: skip
-    error = next((ln.strip() for ln in o.stderr.splitlines() if "Error:" in ln), "")
-    return {
-        "said": f'exit {o.rc}; "{error[:200]}"',
-        "lost": lost(before, run),
-        "ok": o.rc != 0 and lost(before, run) == "no",
-    }
+    results = []
+    for name, command in (("i5", _papermill), ("i5-ours", _scpo_notebook)):
+        if command is _scpo_notebook and not _has_notebook_command(c):
+            results.append((None, "no"))
+            continue
+        run = c.copy(base, name)
+        before = fingerprint(run)
+        o = command(c, "notebooks/02_train.ipynb", c.work / f"{name}.ipynb", "-p", "profile", "smoke", "-p",
+                    "overwrite", "false", "-p", "seed", "3", "-p", "out_dir", str(run))  # fmt: skip
+        results.append((o, lost(before, run)))
+    (pm, lost_pm), (ours, lost_ours) = results
+    return _notebook_verdict(pm, lost_pm, ours, lost_ours, "not empty")
 
 
-@case("`papermill notebooks/03_evaluate.ipynb OUT -p overwrite no` into a folder holding another run's eval.json")
+@case(
+    "`papermill notebooks/03_evaluate.ipynb OUT -p overwrite no` into a folder holding another run's eval.json, and "
+    "`scpo notebook` with the same arguments"
+)
 def notebook_eval_overwrite_no(c: Checkout, base: Path) -> dict:
-    out = c.work / "i6-eval"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    (out / "eval.json").write_text(json.dumps({"checkpoint": "another run", "splits": {}}))
-    before = fingerprint(out)
-    o = _papermill(c, "notebooks/03_evaluate.ipynb", c.work / "i6.ipynb", "-p", "profile", "smoke", "-p",
-                   "overwrite", "no", "-p", "checkpoint", str(base), "-p", "out_dir", str(out))  # fmt: skip
-    error = next((ln.strip() for ln in o.stderr.splitlines() if "Error:" in ln), "")
-    return {
-        "said": f'exit {o.rc}; "{error[:200]}"',
-        "lost": lost(before, out),
-        "ok": o.rc != 0 and lost(before, out) == "no",
-    }
+    results = []
+    for name, command in (("i6", _papermill), ("i6-ours", _scpo_notebook)):
+        if command is _scpo_notebook and not _has_notebook_command(c):
+            results.append((None, "no"))
+            continue
+        out = c.work / f"{name}-eval"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        (out / "eval.json").write_text(json.dumps({"checkpoint": "another run", "splits": {}}))
+        before = fingerprint(out)
+        o = command(c, "notebooks/03_evaluate.ipynb", c.work / f"{name}.ipynb", "-p", "profile", "smoke", "-p",
+                    "overwrite", "no", "-p", "checkpoint", str(base), "-p", "out_dir", str(out))  # fmt: skip
+        results.append((o, lost(before, out)))
+    (pm, lost_pm), (ours, lost_ours) = results
+    return _notebook_verdict(pm, lost_pm, ours, lost_ours, "eval.json")
 
 
 @case("`dvc status train@grpo-alfworld` after editing `credit.grpo.stats_over` in params.yaml")
@@ -1690,16 +1721,22 @@ def interrupted_before_checkpoint(c: Checkout, base: Path) -> dict:
     while not (run / "provenance.json").exists() and victim.poll() is None and time.time() < deadline:
         time.sleep(0.05)
     victim.send_signal(signal.SIGINT)
-    victim.wait(timeout=300)
+    rc_victim = victim.wait(timeout=300)
     ckpt = latest_checkpoint_name(run)
     plain = c.run("train", *SMOKE, "--out", run)
     resumed = c.run("train", *SMOKE, "--out", run, "--resume")
     contradict = "--resume" in plain.last() and "without --resume" in resumed.last()
     way = all(o.rc == 0 or "--overwrite" in o.last() for o in (plain, resumed))
     return {
-        "said": f"checkpoint after Ctrl-C: {ckpt or 'none'}; plain: {plain.said()}; --resume: {resumed.said()}",
+        "said": f"Ctrl-C: exit {rc_victim}, checkpoint after it: {ckpt or 'none'}"
+        + ("" if ckpt is None else " (the run was not stopped before its first checkpoint: nothing tested)")
+        + f"; plain: {plain.said()}; --resume: {resumed.said()}",
         "lost": "no",
-        "ok": not contradict and way and all(o.rc == 0 or len(o.lines) == 1 for o in (plain, resumed)),
+        "ok": ckpt is None
+        and rc_victim != 0
+        and not contradict
+        and way
+        and all(o.rc == 0 or len(o.lines) == 1 for o in (plain, resumed)),
     }
 
 
@@ -1806,6 +1843,9 @@ def tilde_out(c: Checkout, base: Path) -> dict:
 
 # ------------------------------------------------------------------------------------------------------------- main
 def run_all(repo: Path, data: Path, work: Path, out: Path, only: list[str] | None, shared: Path | None) -> None:
+    # A runner started in the background of a non-interactive shell has SIGINT ignored, and every command it starts
+    # would inherit that (Python installs its Ctrl-C handler only over the default): the Ctrl-C case would test nothing.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     c = Checkout(repo, data, work)
     c.shared = shared
     base = work / "finished"
@@ -1886,8 +1926,9 @@ def _commits(results: dict, names: list[str]) -> str:
     return ", ".join(f"{c} ({n} cases)" for c, n in counts.items())
 
 
-def table(before: Path, after: Path) -> str:
-    """reports/RELIABILITY.md: the summary counts, then one table per group of cases."""
+def table(before: Path, after: Path, note: str = "") -> str:
+    """reports/RELIABILITY.md: the summary counts, then one table per group of cases; `note` (a sentence on how the
+    runs were made) follows the commits."""
     b, a = json.loads(before.read_text()), json.loads(after.read_text())
     names = [name for name, *_ in CASES if name in a]
     bc, ac = _commits(b, names), _commits(a, names)
@@ -1898,6 +1939,7 @@ def table(before: Path, after: Path) -> str:
         "clone (`checks/reliability.py run`; offline: no Hugging Face Hub, no GitHub).",
         f"Before: a clone at {bc}.",
         f"After: a clone at {ac}.",
+        *([note] if note else []),
         *(
             [
                 "Cases were run in separate passes (`run --only NAMES`, which keeps the other cases' results): each",
@@ -1906,6 +1948,10 @@ def table(before: Path, after: Path) -> str:
             if "cases)" in bc + ac
             else []
         ),
+        "Notebook cases: `papermill` reports a failed cell by raising its own `PapermillExecutionError`, so it",
+        "prints a traceback (about 30 lines) ending in the cell's error, whatever the notebook does; where the",
+        "clone has `scpo notebook` (Papermill's arguments, the cell's error alone) the case runs it too and judges",
+        "the one line on it; the cell shows both.",
         "WORK and CLONE stand for the check's work folder and the clone. Regenerate (each run takes a while on 2",
         "cores):",
         "",
@@ -1958,12 +2004,13 @@ def main() -> None:
     t = sub.add_parser("table")
     t.add_argument("before", type=Path)
     t.add_argument("after", type=Path)
+    t.add_argument("--note", default="", help="a sentence on how the runs were made, printed after the commits")
     args = ap.parse_args()
     if args.cmd == "run":
         only = [x for x in args.only.split(",") if x] or None
         run_all(args.repo, args.data, args.work, args.json, only, args.shared)
     else:
-        print(table(args.before, args.after), end="")
+        print(table(args.before, args.after, args.note), end="")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""The `scpo` command: config, methods, prepare-data, train, eval, sweep, credit-map, import, parity, fidelity,
-provenance.
+"""The `scpo` command: config, methods, prepare-data, train, eval, sweep, notebook, credit-map, import, parity,
+fidelity, provenance.
 
 Every command reads params.yaml (`--params`), a profile (`--profile`) and dotted overrides (`--set key=value`,
 repeatable), validated by the same typed config as Papermill parameters. Heavy modules are imported inside each command.
@@ -294,6 +294,20 @@ def sweep(
         typer.secho(line, fg=typer.colors.RED, err=True)
         raise typer.Exit(1)
     _done(line)
+
+
+@app.command(
+    "notebook",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+    add_help_option=False,
+)
+def notebook(ctx: typer.Context) -> None:
+    """Papermill on one notebook, with Papermill's arguments (NOTEBOOK OUTPUT -p NAME VALUE ...; --help: its options).
+    A cell that fails is printed as it showed in the notebook (one line for an everyday mistake) with the cell and the
+    executed notebook, exit 1, instead of inside Papermill's traceback."""
+    from scpo.pipeline.run_notebook import run_notebook
+
+    raise typer.Exit(run_notebook(ctx.args, prog_name="scpo notebook"))
 
 
 @app.command("credit-map")
