@@ -4,6 +4,9 @@ the same bytes and metrics as the uninterrupted run; every other method trains n
 
 from __future__ import annotations
 
+import contextlib
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -150,3 +153,75 @@ def test_other_methods_train_no_critic(tmp_path):
     assert plan.critic is not None and plan.critic.start == plan.start and plan.critic.options == ppo.train.critic
     assert any(n.startswith("critic (credit.method ppo): ") for n in plan.notes)
     assert make_plan(ppo, "sft", tmp_path / "c").critic is None
+
+
+@pytest.mark.parametrize(("dtype", "checkpointing", "device"), [("bfloat16", True, "cpu"), ("float32", False, "meta")])
+def test_from_start_puts_the_start_model_on_the_runs_device_with_its_precision_and_checkpointing(
+    monkeypatch, dtype, checkpointing, device
+):
+    """The critic's trunk: the start model loaded in float32, its forward passes in policy.dtype (a bfloat16 run's
+        autocast wrapper on the decoder), gradient checkpointing as train.gradient_checkpointing says; trunk and head on
+        the run's device (torch's `meta` device for a float32 run: no CPU default can stand in for it; autocast has no
+    `meta` device)."""
+    from scpo.policy.placement import forward_precision
+    from scpo.train import critic as critic_module
+
+    loads = []
+
+    def load(path, dtype="float32", device=None):
+        loads.append((path, dtype))
+        return SimpleNamespace(model=build_tiny_model(Vocabulary(), hidden_size=16, layers=1, heads=2).to(device))
+
+    monkeypatch.setattr(critic_module, "load_policy", load)
+    overrides = {"policy.dtype": dtype, "train.gradient_checkpointing": checkpointing}
+    cfg = load_config("params.yaml", profile="smoke", overrides=overrides)
+    critic = Critic.from_start(cfg, "start/model", torch.device(device), seed=0)
+    assert loads == [("start/model", "float32")]
+    assert {p.device.type for p in critic.module.parameters()} == {device}
+    assert next(critic.module["trunk"].parameters()).dtype == torch.float32
+    trunk = critic.module["trunk"]
+    autocast = not isinstance(forward_precision(trunk.model), contextlib.nullcontext)
+    assert autocast is (dtype != "float32")
+    flag = (
+        "is_activation_checkpointing"
+        if hasattr(type(trunk), "is_activation_checkpointing")
+        else "is_gradient_checkpointing"
+    )
+    assert getattr(trunk, flag) is checkpointing
+    assert critic.options == cfg.train.critic
+
+
+def test_a_critic_file_missing_a_tensor_or_both_files_are_named(tmp_path):
+    """strict loading: a weights file without one of the module's tensors is refused with the loader's first line;
+    a folder with neither file names both."""
+    from safetensors.torch import load_file, save_file
+
+    critic = _critic()
+    critic.save(tmp_path / "c")
+    tensors = load_file(tmp_path / "c" / CRITIC_WEIGHTS)
+    tensors.pop("head.out.bias")
+    save_file(tensors, tmp_path / "c" / CRITIC_WEIGHTS)
+    with pytest.raises(
+        CheckpointError,
+        match=r"^the critic in .*c does not fit this run's \(train.critic\): "
+        r"Error\(s\) in loading state_dict for ModuleDict:$",
+    ):
+        _critic().load(tmp_path / "c")
+    with pytest.raises(CheckpointError) as err:
+        _critic().load(tmp_path / "empty" / CRITIC_DIR)
+    both = f"{tmp_path / 'empty' / CRITIC_DIR / CRITIC_WEIGHTS}, {tmp_path / 'empty' / CRITIC_DIR / CRITIC_OPTIMIZER}"
+    assert f"holds no critic ({both} missing)" in str(err.value)
+
+
+def test_a_load_error_without_a_message_is_named_by_its_type(tmp_path, monkeypatch):
+    from scpo.train import critic as critic_module
+
+    critic = _critic()
+    critic.save(tmp_path / "c")
+
+    def fails(*args, **kwargs):
+        raise ValueError()
+
+    monkeypatch.setattr(critic_module, "load_model", fails)
+    with pytest.raises(CheckpointError, match=r"does not fit this run's \(train.critic\): ValueError$"):
+        critic.load(tmp_path / "c")
