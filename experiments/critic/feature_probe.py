@@ -103,7 +103,9 @@ def feature_stats(h: np.ndarray, returns: np.ndarray, groups: np.ndarray) -> dic
     return out
 
 
-def replay(stream: dict, variant: str, cfg_options, trunk: str, trunk_lr_scale: float) -> list[dict]:
+def replay(
+    stream: dict, variant: str, cfg_options, trunk: str, trunk_lr_scale: float, batches: int | None
+) -> list[dict]:
     seed = stream["seed"]
     policy = load_policy(Path(stream["init_model"]), dtype="float32", device="cpu")
     model = policy.model
@@ -123,7 +125,7 @@ def replay(stream: dict, variant: str, cfg_options, trunk: str, trunk_lr_scale: 
         )
         critic.optimizer = torch.optim.AdamW(groups, lr=cfg_options.lr, weight_decay=cfg_options.weight_decay)
     rows_out = []
-    for b in stream["batches"]:
+    for b in stream["batches"][:batches]:
         rows = np.flatnonzero(b["weights"] > 0)
         prompts = [b["prompt_ids"][r] for r in rows]
         g = b["returns"][rows]
@@ -161,6 +163,7 @@ def main() -> None:
     )
     ap.add_argument("--trunk-lr-scale", type=float, default=1.0, help="the trunk's lr over the head's (0: frozen)")
     ap.add_argument("--seeds", type=int, nargs="*", default=None)
+    ap.add_argument("--batches", type=int, default=None, help="replay only each stream's first N batches")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     overrides = {f"train.critic.{kv.split('=')[0]}": kv.split("=", 1)[1] for kv in args.set}
@@ -170,7 +173,7 @@ def main() -> None:
         if args.seeds is not None and int(path.stem.removeprefix("stream_seed")) not in args.seeds:
             continue
         with open(path, "rb") as fh:
-            records += replay(pickle.load(fh), args.variant, options, args.trunk, args.trunk_lr_scale)
+            records += replay(pickle.load(fh), args.variant, options, args.trunk, args.trunk_lr_scale, args.batches)
     frame = pd.DataFrame(records).assign(
         variant=args.variant, trunk=args.trunk, trunk_lr_scale=args.trunk_lr_scale, settings=" ".join(args.set)
     )
