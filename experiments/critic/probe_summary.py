@@ -39,7 +39,8 @@ def main() -> None:
         d = (per_seed[col] - per_seed["trainer_ev_mean"]).to_numpy()
         lo, hi = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
         p = stats.ttest_1samp(d, 0).pvalue
-        print(f"{col} - trainer's mean, paired over {len(d)} seeds: {d.mean():+.4f} [{lo:+.4f}, {hi:+.4f}], p = {p:.2g}")
+        head = f"{col} - trainer's mean, paired over {len(d)} seeds"
+        print(f"{head}: {d.mean():+.4f} [{lo:+.4f}, {hi:+.4f}], p = {p:.2g}")
 
 
 if __name__ == "__main__":
