@@ -22,7 +22,7 @@ experiments/critic/README.md, "Why the cpu profile's critic does not separate th
 from __future__ import annotations
 
 import argparse
-import pickle
+import json
 from pathlib import Path
 
 import numpy as np
@@ -103,6 +103,14 @@ def feature_stats(h: np.ndarray, returns: np.ndarray, groups: np.ndarray) -> dic
     return out
 
 
+def load_stream(path: Path) -> dict:
+    """A `record_batches.py` stream, its per-row columns as numpy arrays (prompt ids stay lists)."""
+    stream = json.loads(path.read_text())
+    arrays = ("returns", "old_values", "weights", "traj_id", "group_id", "step", "exact_value")
+    stream["batches"] = [{k: np.asarray(v) if k in arrays else v for k, v in b.items()} for b in stream["batches"]]
+    return stream
+
+
 def replay(
     stream: dict, variant: str, cfg_options, trunk: str, trunk_lr_scale: float, batches: int | None
 ) -> list[dict]:
@@ -169,11 +177,10 @@ def main() -> None:
     overrides = {f"train.critic.{kv.split('=')[0]}": kv.split("=", 1)[1] for kv in args.set}
     options = load_config("params.yaml", profile="cpu", overrides=overrides).train.critic
     records = []
-    for path in sorted(args.streams.glob("stream_seed*.pkl")):
+    for path in sorted(args.streams.glob("stream_seed*.json")):
         if args.seeds is not None and int(path.stem.removeprefix("stream_seed")) not in args.seeds:
             continue
-        with open(path, "rb") as fh:
-            records += replay(pickle.load(fh), args.variant, options, args.trunk, args.trunk_lr_scale, args.batches)
+        records += replay(load_stream(path), args.variant, options, args.trunk, args.trunk_lr_scale, args.batches)
     frame = pd.DataFrame(records).assign(
         variant=args.variant, trunk=args.trunk, trunk_lr_scale=args.trunk_lr_scale, settings=" ".join(args.set)
     )

@@ -12,7 +12,7 @@ start model (the run's `init_model`). `feature_probe.py` replays these streams o
 from __future__ import annotations
 
 import argparse
-import pickle
+import json
 import shutil
 from pathlib import Path
 
@@ -21,6 +21,11 @@ import numpy as np
 from scpo.config import load_config, parse_overrides
 from scpo.train import trainer as trainer_module
 from scpo.train.run import run_training
+
+
+def _plain(value):
+    """numpy arrays and scalars as JSON lists and numbers."""
+    return value.tolist() if isinstance(value, np.ndarray | np.generic) else str(value)
 
 
 def main() -> None:
@@ -77,9 +82,8 @@ def main() -> None:
         if run_dir.exists():
             shutil.rmtree(run_dir)
         run_training(cfg, stage="rl", out_dir=run_dir)
-        with open(args.out / f"stream_seed{seed}.pkl", "wb") as fh:
-            pickle.dump({"seed": seed, "overrides": overrides, "init_model": str(run_dir / "init_model"),
-                         "batches": stream}, fh)  # fmt: skip
+        record = {"seed": seed, "overrides": overrides, "init_model": str(run_dir / "init_model"), "batches": stream}
+        (args.out / f"stream_seed{seed}.json").write_text(json.dumps(record, default=_plain))
         trainer_module.Trainer.fit_critic, trainer_module.Trainer.update = original, original_update
         print(f"seed {seed}: {len(stream)} batches recorded")
 
