@@ -5,11 +5,13 @@ and the benchmark's settings check for a folder from before the critic."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
+from scpo.batch import RolloutBatch
 from scpo.credit import CreditConfig
 from scpo.credit.ppo import PPOOptions, compute_ppo, whiten
 from scpo.envs.sokoban.room import SYMBOLS
@@ -42,17 +44,27 @@ def _return_to_go(batch, gamma: float) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("bad", [{"lr": 0.0}, {"epochs": 0}, {"cliprange_value": 0.0}, {"gamma": 1.5}, {"lam": -0.1}])
+@pytest.mark.parametrize(
+    "bad", [{"lr": 0.0}, {"epochs": 0}, {"cliprange_value": 0.0}, {"gamma": 1.5}, {"lam": -0.1}, {"lam": 1.5}]
+)
 def test_critic_options_name_a_bad_value(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         CriticOptions(**bad)
 
 
+@pytest.mark.parametrize("edge", [{"gamma": 0.0, "lam": 0.0}, {"gamma": 1.0, "lam": 1.0}])
+def test_critic_options_take_gamma_and_lambda_at_both_ends(edge):
+    assert CriticOptions(**edge).gamma == edge["gamma"]
+
+
 def test_the_critic_is_a_copy_of_the_policys_trunk_under_a_zero_value_head():
     world, model, critic, _, _ = _setup()
     trunk, head = critic.net
-    for a, b in zip(trunk.parameters(), list(model.parameters())[:-2]):
+    assert len(trunk) == len(model) - 1  # every layer but the policy's output layer, its last tanh included
+    for a, b in zip(trunk.parameters(), list(model.parameters())[:-2], strict=True):
         assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()  # the same weights, not shared
+    x = world.features[:5]
+    assert torch.equal(trunk(x), model[:-1](x))
     assert np.all(critic.values(np.arange(world.graph.n_nodes)) == 0.0)
     assert critic.values(np.arange(3)).dtype == np.float64
 
@@ -73,12 +85,18 @@ def test_gae_targets_by_hand_with_a_constant_critic(gamma):
 
 
 def test_the_critics_credit_is_compute_ppo_on_its_values():
+    """... under the credit options it is given: an invalid step's penalty (lambda_invalid 2.5, not the default) is
+    part of its reward."""
     _, _, critic, batch, rows = _setup(options=CriticOptions(gamma=0.9, lam=0.7))
+    batch = RolloutBatch(**{**batch.columns(), "valid": np.arange(batch.n_rows) % 3 != 0})
+    credit = CreditConfig(norm={"lambda_invalid": 2.5})
     with torch.no_grad():
         critic.net[1].out.weight.normal_(generator=torch.Generator().manual_seed(1))
     values = critic.values(rows.node)
-    direct = compute_ppo(batch, CreditConfig(), values=values, options=PPOOptions(gamma=0.9, lam=0.7, whiten="steps"))
-    result = critic.advantages(batch, rows, CreditConfig())
+    direct = compute_ppo(batch, credit, values=values, options=PPOOptions(gamma=0.9, lam=0.7, whiten="steps"))
+    default = compute_ppo(batch, CreditConfig(), values=values, options=PPOOptions(gamma=0.9, lam=0.7, whiten="steps"))
+    assert not np.allclose(direct.advantages, default.advantages)
+    result = critic.advantages(batch, rows, credit)
     np.testing.assert_array_equal(result.advantages, direct.advantages)
     np.testing.assert_array_equal(result.returns, direct.returns)
 
@@ -114,6 +132,37 @@ def test_value_loss_falls_to_the_within_state_floor_on_a_fixed_batch():
     best = 1 - floor / (0.5 * np.var(g))
     assert abs(h[0]["explained_variance"]) < 1e-3 and h[-1]["explained_variance"] > best - 0.01 > 0.02
     assert max(r["clipfrac"] for r in h) > 0  # the first steps move V by more than cliprange_value 0.5
+
+
+@pytest.mark.parametrize(
+    ("returns", "vary"),
+    [
+        ([0.0, 1e-9], False),  # a spread of exactly RETURNS_VARY (returns below 1 in size): rounding
+        ([0.0, 1.5e-9], True),
+        ([10.0, 10.0 + 5e-9], False),  # returns of 10: the spread is compared with 1e-9 x 10
+        ([10.0, 10.0 + 2e-8], True),
+    ],
+)
+def test_returns_vary_beyond_rounding_relative_to_their_size(returns, vary):
+    _, _, critic, _, rows = _setup()
+    result = SimpleNamespace(
+        returns=np.array(returns),
+        diagnostics={"value": np.zeros(2)},
+        stats={"value_explained_variance": 0.0},
+    )
+    assert critic.fit(SimpleNamespace(node=rows.node[:2]), result)["returns_vary"] is vary
+
+
+def test_value_error_and_fit_of_a_constant_critic_and_of_a_constant_target():
+    """V = c: the error is the d-weighted RMS of 10 V^pi - c; a target without spread (reward 0) has no explained
+    variance (NaN), whatever V is."""
+    world, model, critic, _, _ = _setup()
+    table = world.table(model)
+    w = table.d / table.d.sum()
+    with torch.no_grad():
+        critic.net[1].out.bias.fill_(3.0)
+    assert value_error(critic, table, 10.0) == pytest.approx(np.sqrt(w @ (10 * table.v - 3.0) ** 2))
+    assert np.isnan(value_fit(critic, table, 0.0))
 
 
 def test_value_fit_by_hand_for_a_zero_critic_and_zero_for_the_on_policy_mean():

@@ -4,6 +4,9 @@ the same bytes and metrics as the uninterrupted run; every other method trains n
 
 from __future__ import annotations
 
+import contextlib
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -150,3 +153,139 @@ def test_other_methods_train_no_critic(tmp_path):
     assert plan.critic is not None and plan.critic.start == plan.start and plan.critic.options == ppo.train.critic
     assert any(n.startswith("critic (credit.method ppo): ") for n in plan.notes)
     assert make_plan(ppo, "sft", tmp_path / "c").critic is None
+
+
+@pytest.mark.parametrize(("dtype", "checkpointing", "device"), [("bfloat16", True, "cpu"), ("float32", False, "meta")])
+def test_from_start_puts_the_start_model_on_the_runs_device_with_its_precision_and_checkpointing(
+    monkeypatch, dtype, checkpointing, device
+):
+    """The critic's trunk: the start model loaded in float32, its forward passes in policy.dtype (a bfloat16 run's
+        autocast wrapper on the decoder), gradient checkpointing as train.gradient_checkpointing says; trunk and head on
+        the run's device (torch's `meta` device for a float32 run: no CPU default can stand in for it; autocast has no
+    `meta` device)."""
+    from scpo.policy.placement import forward_precision
+    from scpo.train import critic as critic_module
+
+    loads = []
+
+    def load(path, dtype="float32", device=None):
+        loads.append((path, dtype))
+        return SimpleNamespace(model=build_tiny_model(Vocabulary(), hidden_size=16, layers=1, heads=2).to(device))
+
+    monkeypatch.setattr(critic_module, "load_policy", load)
+    overrides = {"policy.dtype": dtype, "train.gradient_checkpointing": checkpointing}
+    cfg = load_config("params.yaml", profile="smoke", overrides=overrides)
+    critic = Critic.from_start(cfg, "start/model", torch.device(device), seed=0)
+    assert loads == [("start/model", "float32")]
+    assert {p.device.type for p in critic.module.parameters()} == {device}
+    assert next(critic.module["trunk"].parameters()).dtype == torch.float32
+    trunk = critic.module["trunk"]
+    autocast = not isinstance(forward_precision(trunk.model), contextlib.nullcontext)
+    assert autocast is (dtype != "float32")
+    flag = (
+        "is_activation_checkpointing"
+        if hasattr(type(trunk), "is_activation_checkpointing")
+        else "is_gradient_checkpointing"
+    )
+    assert getattr(trunk, flag) is checkpointing
+    assert critic.options == cfg.train.critic
+
+
+def test_a_critic_file_missing_a_tensor_or_both_files_are_named(tmp_path):
+    """strict loading: a weights file without one of the module's tensors is refused with the loader's first line;
+    a folder with neither file names both."""
+    from safetensors.torch import load_file, save_file
+
+    critic = _critic()
+    critic.save(tmp_path / "c")
+    tensors = load_file(tmp_path / "c" / CRITIC_WEIGHTS)
+    tensors.pop("head.out.bias")
+    save_file(tensors, tmp_path / "c" / CRITIC_WEIGHTS)
+    with pytest.raises(
+        CheckpointError,
+        match=r"^the critic in .*c does not fit this run's \(train.critic\): "
+        r"Error\(s\) in loading state_dict for ModuleDict:$",
+    ):
+        _critic().load(tmp_path / "c")
+    with pytest.raises(CheckpointError) as err:
+        _critic().load(tmp_path / "empty" / CRITIC_DIR)
+    both = f"{tmp_path / 'empty' / CRITIC_DIR / CRITIC_WEIGHTS}, {tmp_path / 'empty' / CRITIC_DIR / CRITIC_OPTIMIZER}"
+    assert f"holds no critic ({both} missing)" in str(err.value)
+
+
+def test_a_load_error_without_a_message_is_named_by_its_type(tmp_path, monkeypatch):
+    from scpo.train import critic as critic_module
+
+    critic = _critic()
+    critic.save(tmp_path / "c")
+
+    def fails(*args, **kwargs):
+        raise ValueError()
+
+    monkeypatch.setattr(critic_module, "load_model", fails)
+    with pytest.raises(CheckpointError, match=r"does not fit this run's \(train.critic\): ValueError$"):
+        critic.load(tmp_path / "c")
+
+
+def test_one_minibatch_step_is_the_share_weighted_float32_loss_of_its_micro_batches():
+    """epochs 1, one minibatch of all 12 rows, micro-batches of 4: value_loss and vf_clipfrac are the sums of each
+    micro-batch's clipped loss and clip share (float32, as the head's values) times its share of the minibatch's
+    weight; V_old off the current values by +-1 (clipped) or 0.2 (within the clip range); value_mean is V_old's mean."""
+    from scpo.policy.critic import clipped_value_loss
+
+    critic = _critic(epochs=1, minibatch_size=12, micro_batch_size=4)
+    k = np.arange(12)
+    old = critic.values(PROMPTS) + np.where(k % 3 == 0, 0.2, np.where(k % 2, 1.0, -1.0))
+    idx = torch.randperm(12, generator=torch.Generator().manual_seed(5))
+    target, old32, w = (torch.tensor(x, dtype=torch.float32) for x in (RETURNS, old, WEIGHTS))
+    loss_sum = clip_sum = 0.0
+    with torch.no_grad():
+        for micro in idx.split(4):
+            share = float(w[micro].sum() / w.sum())
+            rows = micro.tolist()
+            loss, clipfrac = clipped_value_loss(
+                critic._values([PROMPTS[i] for i in rows]), target[micro], old32[micro], 0.5, w[micro]
+            )
+            loss_sum += float(loss) * share
+            clip_sum += float(clipfrac) * share
+    m = critic.fit(PROMPTS, RETURNS, old, WEIGHTS, torch.Generator().manual_seed(5))
+    assert 0 < clip_sum < 1
+    assert m["critic/value_loss"] == loss_sum and m["critic/vf_clipfrac"] == clip_sum
+    assert m["critic/value_mean"] == pytest.approx(old.mean())
+
+
+def test_two_rows_with_an_answer_are_enough_and_no_prompt_gives_no_value():
+    critic = _critic()
+    m = critic.fit(PROMPTS, RETURNS, np.zeros(12), np.eye(12)[0] + np.eye(12)[1], torch.Generator().manual_seed(0))
+    assert m["critic/value_loss_before"] == pytest.approx(0.5 * (RETURNS[0] ** 2 + RETURNS[1] ** 2) / 2)
+    values = critic.values([])
+    assert values.shape == (0,) and values.dtype == np.float64
+
+
+def test_max_grad_norm_clips_the_critics_gradient():
+    """A gradient clipped to norm 1e-12 is below AdamW's eps: the step barely moves V; unclipped it moves."""
+    for max_grad_norm, moves in ((1e-12, False), (None, True)):
+        critic = _critic(lr=1e-2, max_grad_norm=max_grad_norm)
+        before = critic.values(PROMPTS)
+        critic.fit(PROMPTS, RETURNS, before, WEIGHTS, torch.Generator().manual_seed(0))
+        assert bool(np.abs(critic.values(PROMPTS) - before).max() > 1e-3) is moves
+
+
+def test_the_critic_saves_twice_into_one_folder_with_its_optimizer_named(tmp_path):
+    from safetensors import safe_open
+
+    critic = _critic()
+    critic.fit(PROMPTS, RETURNS, critic.values(PROMPTS), WEIGHTS, torch.Generator().manual_seed(0))
+    critic.save(tmp_path / "c")
+    critic.save(tmp_path / "c")  # a checkpoint folder written again (a repeated save) is overwritten
+    with safe_open(tmp_path / "c" / CRITIC_OPTIMIZER, "pt") as fh:
+        names = list(fh.keys())
+    assert names and all(n.startswith("critic_optimizer") for n in names)
+
+
+def test_the_critics_adamw_takes_train_critic_lr_and_weight_decay():
+    """Not AdamW's defaults (1e-3, 0.01): train.critic's, here 3e-4 and 0."""
+    critic = _critic(lr=3e-4, weight_decay=0.0)
+    group = critic.optimizer.param_groups[0]
+    assert (group["lr"], group["weight_decay"]) == (3e-4, 0.0)
+    assert len(group["params"]) == len(list(critic.module.parameters()))
