@@ -266,8 +266,8 @@ def wrong_sign_credit(
         wrong_given_negative = #{A < 0 and A^pi > 0} / #{A < 0}
 
     with A^pi within `SIGN_TOLERANCE` of 0 counted as neither sign; n_positive, n_negative: the denominators (a share
-    is NaN where its denominator is 0). The exact advantage's own shares are 0 only unwhitened: whitened
-    (`credit.exact_advantage.whiten`), the batch mean it subtracts moves steps near 0 across."""
+    is NaN where its denominator is 0). The exact advantage's own shares are 0 by construction (its whitening only
+    divides by the batch's sd: `scpo.credit.exact_advantage`), a check of the counting."""
     from scpo.testbeds.tabular_learning import method_advantages
     from scpo.train.collect import sample_tasks
 

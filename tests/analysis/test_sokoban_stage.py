@@ -31,7 +31,7 @@ def test_wrong_sign_credit_is_zero_for_the_exact_advantage_and_large_for_shuffle
     signs = wrong_sign_credit(s, env, 16, ["imitation"], ["exact_advantage", "grpo", "shuffled"]).set_index("method")
     exact = signs.loc["exact_advantage"]
     assert exact["n_positive"] > 0 and exact["n_negative"] > 0
-    assert exact["wrong_given_positive"] == 0 and exact["wrong_given_negative"] == 0  # unwhitened: A = A^pi
+    assert exact["wrong_given_positive"] == 0 and exact["wrong_given_negative"] == 0  # A = A^pi on every step
     shuffled = signs.loc["shuffled"]
     assert shuffled["n_positive"] + shuffled["n_negative"] > 0
     # credit permuted within each group lands on steps whose own advantage has the other sign
