@@ -561,6 +561,72 @@ class LearningConfig(StrictModel):
         return self
 
 
+SOKOBAN_STARTS = ("random", "imitation")  # the Sokoban benchmark's starting policies (scpo.testbeds.sokoban_benchmark)
+
+
+class SokobanConfig(StrictModel):
+    """The Sokoban learning benchmark (notebook 09, `scpo.testbeds.sokoban_benchmark`; experiments/sokoban_learning):
+    a small MLP policy trained by each estimator on a panel of 6x6 one-box rooms, its sampled success computed exactly
+    by dynamic programming, paired seeds; gradient fidelity of every estimator on the same policy. These defaults are
+    the full study (the experiment's committed results); the cpu profile sizes it for `make repro`."""
+
+    seeds: tuple[Seed, ...] = Field(
+        tuple(range(20)), min_length=2, description="paired seeds: every estimator starts from the same weights"
+    )
+    starts: tuple[Literal["random", "imitation"], ...] = Field(
+        SOKOBAN_STARTS,
+        min_length=1,
+        description="random: the MLP's initialisation; imitation: then behaviour cloning on expert plans",
+    )
+    methods: tuple[str, ...] = Field(
+        (
+            *("exact_advantage", "oracle", "grpo", "gigpo", "scpo", "rloo", "shuffled", "mc_advantage"),
+            *("progpo_c", "progpo_r", "g2po", "hgpo", "graphgpo", "ppo"),
+        ),
+        min_length=2,
+        description="estimators trained: every registered one but HCAPO (it needs a language model's hindsight "
+        "scores); PPO with a learned critic",
+    )
+    reference_methods: tuple[str, ...] = Field(
+        ("grpo", "exact_advantage"), min_length=1, description="every estimator's AULC difference from each of these"
+    )
+    cold_iterations: PositiveInt = Field(200, description="RL iterations from the random start")
+    warm_iterations: PositiveInt = Field(120, description="RL iterations from the imitation start")
+    cold_lr: float = Field(3e-3, gt=0, description="Adam lr from the random start")
+    warm_lr: float = Field(1e-3, gt=0, description="Adam lr (a fresh Adam) from the imitation start")
+    eval_every: PositiveInt = Field(10, description="exact panel success every k iterations (and at 0, the end)")
+    fidelity_batches: PositiveInt = Field(64, description="batches of seed 0's policy scored per start")
+    panel_size: PositiveInt = Field(16, description="train rooms in the panel")
+    panel_seed: Seed = Field(0, description="which rooms make the panel")
+    min_v_star: float = Field(4, ge=0, description="panel rooms need an optimal plan of at least this many moves")
+    n_tasks: PositiveInt = Field(2, description="panel rooms drawn per iteration")
+    group_size: int = Field(8, ge=2, description="episodes per drawn room (temperature 1)")
+    demo_rooms: PositiveInt = Field(300, description="train rooms outside the panel whose expert plans are imitated")
+    imitation_epochs: PositiveInt = Field(110, description="full-batch Adam steps of behaviour cloning (lr 1e-3)")
+    hidden: PositiveInt = Field(64, description="the MLP's hidden width (252-h-h-4, tanh)")
+    critic_lr_ratio: float = Field(10.0, gt=0, description="PPO critic's Adam lr / the policy's (verl-agent's 10x)")
+    critic_epochs: PositiveInt = Field(1, description="PPO critic's Adam steps per iteration")
+    permutations: int = Field(100_000, ge=1000, description="sign patterns enumerated exactly up to this many")
+    workers: PositiveInt = Field(2, description="processes running learning runs side by side")
+    out_dir: str = Field("runs/sokoban", description="one CSV per (start, seed, estimator), kept and not repeated")
+
+    _check_methods = field_validator("methods", "reference_methods", mode="after")(
+        lambda names: tuple(check_method(n) for n in names)
+    )
+
+    @model_validator(mode="after")
+    def _references_are_trained(self):
+        missing = [m for m in self.reference_methods if m not in self.methods]
+        if missing:
+            raise ValueError(f"sokoban.reference_methods {missing} are not in sokoban.methods {list(self.methods)}")
+        if "hcapo" in self.methods:
+            raise ValueError("sokoban.methods: hcapo needs a language model's hindsight scores, which the MLP lacks")
+        for name, values in (("seeds", self.seeds), ("starts", self.starts), ("methods", self.methods)):
+            if len(set(values)) != len(values):
+                raise ValueError(f"sokoban.{name} {list(values)} names one twice")
+        return self
+
+
 class Config(StrictModel):
     profile: Literal["smoke", "cpu", "gpu"] = "cpu"
     data: DataConfig = DataConfig()
@@ -573,6 +639,7 @@ class Config(StrictModel):
     report: ReportConfig = ReportConfig()
     fidelity: FidelityConfig = FidelityConfig()
     learning: LearningConfig = LearningConfig()
+    sokoban: SokobanConfig = SokobanConfig()
     _origin: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @property

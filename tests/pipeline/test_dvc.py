@@ -92,7 +92,7 @@ def _reads(stage, dotted: str) -> bool:
 def test_a_credit_parameter_reaches_only_the_stages_that_read_it(stages):
     readers = {n for n, s in stages.items() if _reads(s, "credit.scpo.tau")}
     expected = {n for n in stages if n.startswith("train@scpo-") or n.startswith("credit_maps@")}
-    assert readers == expected | {"method_params", "semantic_inconsistency", "credit_fidelity", "learning"}
+    assert readers == expected | {"method_params", "semantic_inconsistency", "credit_fidelity", "learning", "sokoban"}
     hgpo_train = {n for n, s in stages.items() if _reads(s, "credit.hgpo") and n.startswith("train@")}
     assert hgpo_train == {n for n in stages if n.startswith("train@hgpo-")}
     gigpo_gamma = {n for n, s in stages.items() if _reads(s, "credit.gigpo.gamma") and n.startswith("train@")}

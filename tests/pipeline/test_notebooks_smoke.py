@@ -149,3 +149,30 @@ def test_every_notebook_runs_in_pipeline_order(smoke):
     assert results["method"].tolist() == ["scpo"] and "alfworld all" in results.columns
     assert "published" in (reports / "results.md").read_text()
     assert (reports / "figures" / "paper" / "success_curves_alfworld.png").exists()
+
+
+def test_the_sokoban_notebook_writes_its_tables_on_the_smoke_profile(tmp_path):
+    """notebook 09 (DVC stage `sokoban`) on the smoke profile, data-free: its tables name the success metric, every
+    trained estimator is compared with GRPO and with the exact advantage, fidelity and wrong-sign credit sit beside
+    AULC, and a second execution reuses the finished runs."""
+    reports, runs = tmp_path / "reports", tmp_path / "runs"
+    overrides = f"sokoban.out_dir={runs}"
+    _execute("09_sokoban", tmp_path / "nb", profile="smoke", reports_dir=str(reports), overrides=overrides)
+    tables = reports / "tables"
+    learning = pd.read_csv(tables / "sokoban_learning.csv")
+    assert set(learning["method"]) == {"exact_advantage", "grpo", "shuffled"} and (learning["seeds"] == 6).all()
+    assert {"cos_panel_mean", "wrong_given_positive", "wrong_given_negative"} <= set(learning.columns)
+    diffs = pd.read_csv(tables / "sokoban_differences.csv")
+    assert set(zip(diffs["reference"], diffs["method"])) == {
+        ("grpo", "exact_advantage"),
+        ("grpo", "shuffled"),
+        ("exact_advantage", "grpo"),
+        ("exact_advantage", "shuffled"),
+    }
+    assert {"p", "p_holm", "p_t", "p_t_holm", "mde_80_power", "significant"} <= set(diffs.columns)
+    for name in ("learning", "differences", "fidelity", "rank_correlation"):
+        assert "Success: sampled success at T = 1, exact" in (tables / f"sokoban_{name}.md").read_text()
+    assert (reports / "figures" / "sokoban_learning_curves.png").exists()
+    before = {p.name: p.stat().st_mtime_ns for p in (runs / "runs").glob("*.csv")}
+    _execute("09_sokoban", tmp_path / "nb", profile="smoke", reports_dir=str(reports), overrides=overrides)
+    assert {p.name: p.stat().st_mtime_ns for p in (runs / "runs").glob("*.csv")} == before  # not repeated

@@ -45,6 +45,7 @@ LAYERS = {
         "credit",
         "envs",
         "errors",
+        "numerics",  # the CPU pin's variables: the Sokoban stage re-run under another kernel family (sokoban_stage)
         "pipeline",
         "policy",
         "rollout",

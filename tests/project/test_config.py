@@ -325,3 +325,22 @@ def test_a_boolean_is_no_number(repo_root, key):
     """YAML's `true` where a number belongs is refused naming the key (pydantic alone reads it as 1)."""
     with pytest.raises(ConfigError, match=rf"{re.escape(key)} = True is invalid: a boolean"):
         load_config(repo_root / "params.yaml", profile="smoke", overrides={key: True})
+
+
+def test_the_sokoban_benchmark_section_trains_every_estimator_it_can_on_ten_paired_seeds_in_the_cpu_profile(repo_root):
+    """notebook 09's section: every registered estimator but HCAPO (a language model's hindsight scores), PPO among
+    them; the cpu profile's headline on 10 paired seeds (0-9) from the imitation start; smoke smaller in every size;
+    a reference the section does not train, or HCAPO, is refused with the key named."""
+    from scpo.credit.registry import available_methods
+
+    cpu = load_config(repo_root / "params.yaml", profile="cpu").sokoban
+    smoke = load_config(repo_root / "params.yaml", profile="smoke").sokoban
+    assert set(cpu.methods) == set(available_methods()) - {"hcapo"} and "ppo" in cpu.methods
+    assert (cpu.seeds, cpu.starts, cpu.workers, cpu.out_dir) == (tuple(range(10)), ("imitation",), 2, "runs/sokoban")
+    assert cpu.reference_methods == ("grpo", "exact_advantage")
+    assert len(smoke.seeds) < len(cpu.seeds) and smoke.warm_iterations < cpu.warm_iterations
+    assert smoke.fidelity_batches < cpu.fidelity_batches and smoke.panel_size < cpu.panel_size
+    with pytest.raises(ConfigError, match="sokoban.reference_methods"):
+        load_config(None, overrides={"sokoban.methods": ["grpo", "gigpo"]})
+    with pytest.raises(ConfigError, match="hcapo"):
+        load_config(None, overrides={"sokoban.methods": ["grpo", "exact_advantage", "hcapo"]})
