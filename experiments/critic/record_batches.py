@@ -17,8 +17,8 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+from trainer_curve import run_config  # this folder's: the same runs as the trainer curve
 
-from scpo.config import load_config, parse_overrides
 from scpo.train import trainer as trainer_module
 from scpo.train.run import run_training
 
@@ -70,14 +70,7 @@ def main() -> None:
 
         trainer_module.Trainer.fit_critic = recording_fit
         trainer_module.Trainer.update = recording_update
-        overrides = {
-            "env.name": "corridor",
-            "credit.method": "ppo",
-            "train.seed": seed,
-            "train.iterations": args.iterations,
-            **parse_overrides(args.set),
-        }
-        cfg = load_config("params.yaml", profile=args.profile, overrides=overrides)
+        overrides, cfg = run_config(seed, args)
         run_dir = args.out / f"run_seed{seed}"
         if run_dir.exists():
             shutil.rmtree(run_dir)

@@ -31,7 +31,9 @@ COLUMNS = {
 }
 
 
-def one_seed(seed: int, args: argparse.Namespace, root: Path) -> pd.DataFrame:
+def run_config(seed: int, args: argparse.Namespace):
+    """(overrides, config) of seed `seed`'s PPO run on the corridor under `args` (--profile, --iterations, --set);
+    record_batches.py replays the same runs."""
     overrides = {
         "env.name": "corridor",
         "credit.method": "ppo",
@@ -39,7 +41,11 @@ def one_seed(seed: int, args: argparse.Namespace, root: Path) -> pd.DataFrame:
         "train.iterations": args.iterations,
         **parse_overrides(args.set),
     }
-    cfg = load_config("params.yaml", profile=args.profile, overrides=overrides)
+    return overrides, load_config("params.yaml", profile=args.profile, overrides=overrides)
+
+
+def one_seed(seed: int, args: argparse.Namespace, root: Path) -> pd.DataFrame:
+    _, cfg = run_config(seed, args)
     run_training(cfg, stage="rl", out_dir=root / f"seed{seed}")
     hist = pd.read_csv(root / f"seed{seed}" / "history.csv")
     return hist[["iteration", *COLUMNS]].rename(columns=COLUMNS).assign(seed=seed)
